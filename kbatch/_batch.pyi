@@ -1,0 +1,50 @@
+"""Magic-2 record batches decoded into columns (compiled)."""
+
+from typing import Any
+
+import numpy as np
+
+BATCH_DTYPE: np.dtype
+CONTROL_DTYPE: np.dtype
+END_REASONS: dict[int, str | None]
+STATUS_CHUNK_FULL: int
+STATUS_END: int
+STATUS_COMPRESSED: int
+STATUS_LEGACY: int
+
+class BatchDecoder:
+    path: Any
+    end_error: Exception | None
+    def __init__(
+        self,
+        view: Any,
+        *,
+        start: int = 0,
+        stop: int = -1,
+        path: Any = None,
+        validate_crc: bool = True,
+        include_control: bool = False,
+        strict: bool = False,
+        stop_on_corrupt: bool = False,
+        chunk_records: int = ...,
+        chunk_bytes: int = ...,
+        max_batch_bytes: int = ...,
+        max_records_per_batch: int = ...,
+        max_headers_per_record: int = ...,
+    ) -> None: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def end_reason(self) -> str | None: ...
+    @property
+    def valid_end(self) -> int: ...
+    @property
+    def stop(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+    def release(self) -> None: ...
+    def run(self) -> int: ...
+    def pending(self) -> tuple[int, int, int, int, int] | None: ...
+    def feed(self, records: Any) -> int: ...
+    def fail_pending(self, exc: Exception) -> int: ...
+    def take(self) -> dict[str, Any]: ...

@@ -1,0 +1,780 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Record batches, magic 2 (DefaultRecordBatch.java), decoded into columns.
+
+Batch header, big-endian, then the records (compressed as one stream when
+codec != 0):
+
+    off  field                 type
+     0   baseOffset            int64
+     8   batchLength           int32   bytes after this field: batch = 12 + length
+    12   partitionLeaderEpoch  int32
+    16   magic                 int8    2 (0 and 1: legacy message sets)
+    17   crc                   uint32  CRC-32C of bytes [21, end of batch)
+    21   attributes            int16   bits 0-2 codec, 3 LogAppendTime,
+                                       4 transactional, 5 control, 6 delete horizon
+    23   lastOffsetDelta       int32
+    27   baseTimestamp         int64
+    35   maxTimestamp          int64
+    43   producerId            int64
+    51   producerEpoch         int16
+    53   baseSequence          int32
+    57   recordsCount          int32
+    61   records
+
+Record (DefaultRecord.java):
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
+    | keyLength varint (-1 null) | key | valueLength varint (-1 null) | value
+    | headersCount varint | [headerKeyLength varint | key (UTF-8)
+                             | headerValueLength varint (-1 null) | value]...
+
+``BatchDecoder.run()`` walks batches without the GIL and stops when the chunk
+is full, at the end of the data, at a compressed batch (Python decompresses it
+and calls ``feed()``), at a legacy message set, or at an error. Errors leave
+the nogil code as an ``ErrorInfo`` and become exceptions in ``_make_error``.
+"""
+
+from libc.stdint cimport INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcpy
+
+import numpy as np
+
+from kbatch._checksums cimport crc32c
+from kbatch._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
+                              binary_append_unchecked, binary_reserve, columns_free,
+                              columns_init, columns_mark, columns_payload_bytes,
+                              columns_reserve_rows, columns_rollback, columns_take,
+                              growbuf_free, growbuf_reserve, growbuf_take)
+from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
+                             cursor_over, likely, load_be16, load_be32, load_be64,
+                             read_u8, read_varint, read_varlong, remaining, unlikely)
+
+from kbatch.errors import CorruptRecordError
+
+
+cdef enum:
+    LOG_OVERHEAD = 12          # baseOffset + batchLength
+    HEADER_UP_TO_MAGIC = 17
+    HEADER_V2 = 61
+    CRC_START = 21
+    MIN_LENGTH_V2 = 49         # HEADER_V2 - LOG_OVERHEAD
+    MIN_LENGTH_ANY = 14        # smallest legacy message (magic 0)
+    MIN_RECORD_SIZE = 7        # length, attributes, 2 deltas, key, value, headers
+    MIN_HEADER_SIZE = 2        # key length + value length varints
+
+    ATTR_CODEC = 0x07
+    ATTR_LOG_APPEND_TIME = 0x08
+    ATTR_TRANSACTIONAL = 0x10
+    ATTR_CONTROL = 0x20
+    ATTR_DELETE_HORIZON = 0x40
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    /* Strict UTF-8 check (no overlongs, no surrogates, <= U+10FFFF). */
+    static int kb_utf8_valid(const uint8_t *s, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        while (i < n) {
+            uint8_t c = s[i];
+            if (c < 0x80) { i++; continue; }
+            if (c >= 0xC2 && c <= 0xDF) {
+                if (n - i < 2 || (s[i+1] & 0xC0) != 0x80) return 0;
+                i += 2;
+            } else if (c >= 0xE0 && c <= 0xEF) {
+                if (n - i < 3 || (s[i+1] & 0xC0) != 0x80 || (s[i+2] & 0xC0) != 0x80) return 0;
+                if (c == 0xE0 && s[i+1] < 0xA0) return 0;
+                if (c == 0xED && s[i+1] > 0x9F) return 0;
+                i += 3;
+            } else if (c >= 0xF0 && c <= 0xF4) {
+                if (n - i < 4 || (s[i+1] & 0xC0) != 0x80 || (s[i+2] & 0xC0) != 0x80
+                        || (s[i+3] & 0xC0) != 0x80) return 0;
+                if (c == 0xF0 && s[i+1] < 0x90) return 0;
+                if (c == 0xF4 && s[i+1] > 0x8F) return 0;
+                i += 4;
+            } else {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    """
+    bint utf8_valid "kb_utf8_valid"(const uint8_t *s, Py_ssize_t n) noexcept nogil
+
+
+# --- the batch table's numpy dtype, from the C layout ---------------------
+
+cdef BatchRow _probe_row
+cdef ControlRow _probe_ctrl
+
+def _field(name, fmt, size_t offset):
+    return name, fmt, offset
+
+cdef size_t _off(void *field, void *base) noexcept:
+    return <size_t>(<char *>field - <char *>base)
+
+BATCH_DTYPE = np.dtype({
+    "names": ["base_offset", "last_offset", "position", "producer_id",
+              "base_timestamp", "max_timestamp", "size", "partition_leader_epoch",
+              "base_sequence", "records_count", "crc", "producer_epoch",
+              "attributes", "magic", "codec", "timestamp_type", "is_transactional",
+              "is_control", "has_delete_horizon", "crc_valid"],
+    "formats": ["<i8", "<i8", "<i8", "<i8", "<i8", "<i8", "<i4", "<i4", "<i4",
+                "<i4", "<u4", "<i2", "<i2", "i1", "i1", "i1", "?", "?", "?", "i1"],
+    "offsets": [_off(&_probe_row.base_offset, &_probe_row),
+                _off(&_probe_row.last_offset, &_probe_row),
+                _off(&_probe_row.position, &_probe_row),
+                _off(&_probe_row.producer_id, &_probe_row),
+                _off(&_probe_row.base_timestamp, &_probe_row),
+                _off(&_probe_row.max_timestamp, &_probe_row),
+                _off(&_probe_row.size, &_probe_row),
+                _off(&_probe_row.partition_leader_epoch, &_probe_row),
+                _off(&_probe_row.base_sequence, &_probe_row),
+                _off(&_probe_row.records_count, &_probe_row),
+                _off(&_probe_row.crc, &_probe_row),
+                _off(&_probe_row.producer_epoch, &_probe_row),
+                _off(&_probe_row.attributes, &_probe_row),
+                _off(&_probe_row.magic, &_probe_row),
+                _off(&_probe_row.codec, &_probe_row),
+                _off(&_probe_row.timestamp_type, &_probe_row),
+                _off(&_probe_row.is_transactional, &_probe_row),
+                _off(&_probe_row.is_control, &_probe_row),
+                _off(&_probe_row.has_delete_horizon, &_probe_row),
+                _off(&_probe_row.crc_valid, &_probe_row)],
+    "itemsize": sizeof(BatchRow),
+})
+
+CONTROL_DTYPE = np.dtype({
+    "names": ["coordinator_epoch", "version", "type", "value_version"],
+    "formats": ["<i4", "<i2", "<i2", "<i2"],
+    "offsets": [_off(&_probe_ctrl.coordinator_epoch, &_probe_ctrl),
+                _off(&_probe_ctrl.version, &_probe_ctrl),
+                _off(&_probe_ctrl.type, &_probe_ctrl),
+                _off(&_probe_ctrl.value_version, &_probe_ctrl)],
+    "itemsize": sizeof(ControlRow),
+})
+
+END_REASONS = {END_NONE: None, END_TRUNCATED: "truncated",
+               END_ZERO_PADDING: "zero_padding", END_CORRUPT: "corrupt"}
+
+# --- messages for every error code: the one place codes become text -----
+
+_MESSAGES = {
+    E_NOMEM: "out of memory while decoding",
+    E_CRC: "CRC mismatch: stored {a:#010x}, computed {b:#010x}",
+    E_MAGIC: "unknown magic byte {a}",
+    E_BATCH_LENGTH: "batch length {a} is below the minimum {b}",
+    E_COUNT_NEGATIVE: "negative record count {a}",
+    E_COUNT_TOO_LARGE: "record count {a} cannot fit in {b} bytes of records",
+    E_FEW_RECORDS: "records end after {a} of {b} records",
+    E_RECORD_LENGTH: "record length {a} runs past the batch ({b} bytes left)",
+    E_RECORD_TRUNCATED: "a record field runs past the record's length",
+    E_VARINT: "varint longer than 5 bytes or varlong longer than 10",
+    E_RECORD_SIZE: "record declares {a} bytes but its fields use {b}",
+    E_HEADER_COUNT: "header count {a} does not fit in the {b} bytes left in the record",
+    E_HEADER_KEY_NULL: "negative header key length {a}",
+    E_HEADER_KEY_UTF8: "header key is not valid UTF-8",
+    E_TRAILING_BYTES: "{a} bytes left over after the last record",
+    E_LIMIT_BATCH_BYTES: "batch of {a} bytes is larger than max_batch_bytes={b}",
+    E_LIMIT_RECORDS: "batch of {a} records is more than max_records_per_batch={b}",
+    E_LIMIT_HEADERS: "record with {a} headers is more than max_headers_per_record={b}",
+    E_LEGACY_LENGTH: "legacy message size {a} is below the minimum {b}",
+    E_LEGACY_NESTED: "compressed legacy message nested inside another",
+    E_LEGACY_ATTRIBUTES: "legacy message with unknown codec {a}",
+    E_LEGACY_KEY_VALUE: "legacy key/value length {a} runs past the message",
+}
+
+
+cdef object _make_error(const ErrorInfo *err, object path):
+    """The one function that turns a decoder status into an exception."""
+    text = _MESSAGES.get(err.code, "corrupt data (code {code})").format(
+        a=err.a, b=err.b, code=err.code)
+    if err.inner >= 0:
+        text += f" (byte {err.inner} of the decompressed records)"
+    return CorruptRecordError(
+        text, path=path, position=err.position,
+        base_offset=err.base_offset if err.base_offset >= 0 else None,
+        batch_position=err.batch_position)
+
+
+cdef inline int _set_error(ErrorInfo *err, int code, int64_t position,
+                           int64_t inner, int64_t a, int64_t b) noexcept nogil:
+    err.code = code
+    err.position = position
+    err.inner = inner
+    err.a = a
+    err.b = b
+    return ST_ERROR
+
+
+cdef int _parse_control(RecordColumns *ctrl, GrowBuf *rows, Py_ssize_t first) noexcept nogil:
+    """Fill a ControlRow for every control record from ``first`` on.
+
+    Key: version int16 | type int16. ABORT/COMMIT value: version int16 |
+    coordinatorEpoch int32. Short keys or values leave -1 (never an error).
+    """
+    cdef Py_ssize_t i, start, length
+    cdef const int32_t *koffs = <const int32_t *>ctrl.key.offsets.data
+    cdef const int32_t *voffs = <const int32_t *>ctrl.value.offsets.data
+    cdef const uint8_t *kdata = <const uint8_t *>ctrl.key.data.data
+    cdef const uint8_t *vdata = <const uint8_t *>ctrl.value.data.data
+    cdef ControlRow *out
+    if growbuf_reserve(rows, (ctrl.n - first) * <Py_ssize_t>sizeof(ControlRow)) != 0:
+        return -1
+    out = <ControlRow *>(rows.data + rows.len)
+    for i in range(first, ctrl.n):
+        out.version = -1
+        out.type = -1
+        out.value_version = -1
+        out.coordinator_epoch = -1
+        out._pad = 0
+        start = koffs[i]
+        length = koffs[i + 1] - start
+        if length >= 4:
+            out.version = <int16_t>load_be16(kdata + start)
+            out.type = <int16_t>load_be16(kdata + start + 2)
+        start = voffs[i]
+        length = voffs[i + 1] - start
+        if (out.type == 0 or out.type == 1) and length >= 6:
+            out.value_version = <int16_t>load_be16(vdata + start)
+            out.coordinator_epoch = <int32_t>load_be32(vdata + start + 2)
+        out += 1
+        rows.len += sizeof(ControlRow)
+    return 0
+
+
+cdef int _decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
+                         const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
+                         const BatchRow *row, int32_t batch_index,
+                         bint compressed) noexcept nogil:
+    """Append the records of one batch (``buf[start:stop]``) to ``cols``.
+
+    Capacity is reserved up front from what the region can hold, so the loop
+    writes through plain pointers. On error nothing is committed (the caller
+    rolls back the partial batch when it keeps going).
+    """
+    cdef Py_ssize_t region = stop - start
+    cdef int32_t count = row.records_count
+    cdef Py_ssize_t n = cols.n
+    cdef Py_ssize_t i, j, rec_start
+    cdef Cursor cur = cursor_over(buf, start, stop)
+    cdef Cursor rec
+    cdef int32_t length = 0, off_delta = 0, klen = 0, vlen = 0, hcount = 0
+    cdef int32_t hklen = 0, hvlen = 0
+    cdef int64_t ts_delta = 0
+    cdef uint8_t attr
+    cdef int8_t tt = row.timestamp_type
+    cdef int64_t base_offset = row.base_offset
+    cdef int64_t base_ts = row.base_timestamp
+    cdef bint log_append = tt == 1
+    # position of errors: file bytes for plain batches, the batch otherwise
+    cdef int64_t where
+
+    if count < 0:
+        return _set_error(err, E_COUNT_NEGATIVE, start, -1, count, 0)
+    if count > region // MIN_RECORD_SIZE:
+        return _set_error(err, E_COUNT_TOO_LARGE, start, -1, count, region)
+    if count > limits.max_records_per_batch:
+        return _set_error(err, E_LIMIT_RECORDS, start, -1, count,
+                          limits.max_records_per_batch)
+    if (columns_reserve_rows(cols, count) != 0
+            or binary_reserve(&cols.key, 0, region) != 0
+            or binary_reserve(&cols.value, 0, region) != 0
+            or binary_reserve(&cols.hkey, 0, region) != 0
+            or binary_reserve(&cols.hvalue, 0, region) != 0):
+        return _set_error(err, E_NOMEM, start, -1, 0, 0)
+
+    cdef int64_t *out_offset = <int64_t *>cols.offset.data + n
+    cdef int64_t *out_ts = <int64_t *>cols.timestamp.data + n
+    cdef int8_t *out_tt = <int8_t *>cols.ts_type.data + n
+    cdef int32_t *out_batch = <int32_t *>cols.batch.data + n
+    cdef int32_t *out_headers = <int32_t *>cols.headers.data + n + 1
+    cdef int32_t *key_offs = <int32_t *>cols.key.offsets.data + n + 1
+    cdef int32_t *val_offs = <int32_t *>cols.value.offsets.data + n + 1
+    cdef uint8_t *key_bits = <uint8_t *>cols.key.validity.data
+    cdef uint8_t *val_bits = <uint8_t *>cols.value.validity.data
+    cdef char *key_data = cols.key.data.data
+    cdef char *val_data = cols.value.data.data
+    cdef Py_ssize_t key_len = cols.key.data.len
+    cdef Py_ssize_t val_len = cols.value.data.len
+    cdef Py_ssize_t key_nulls = 0, val_nulls = 0
+    cdef Py_ssize_t row_i
+    cdef int32_t headers_total = <int32_t>cols.hkey.count
+    cdef int st
+
+    for i in range(count):
+        rec_start = cur.pos
+        st = read_varint(&cur, &length)
+        if unlikely(st != CUR_OK):
+            if st == CUR_SHORT:
+                return _set_error(err, E_FEW_RECORDS, rec_start, -1, i, count)
+            return _set_error(err, E_VARINT, rec_start, -1, 0, 0)
+        if unlikely(length < 0 or length > cur.end - cur.pos):
+            return _set_error(err, E_RECORD_LENGTH, rec_start, -1, length,
+                              cur.end - cur.pos)
+        rec = cursor_over(buf, cur.pos, cur.pos + length)
+        cur.pos += length
+
+        if unlikely(read_u8(&rec, &attr) != CUR_OK):
+            return _set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+        st = read_varlong(&rec, &ts_delta)
+        st |= read_varint(&rec, &off_delta)
+        st |= read_varint(&rec, &klen)
+        if unlikely(st != CUR_OK):
+            return _set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                              rec_start, -1, 0, 0)
+        row_i = n + i
+        if klen >= 0:
+            if unlikely(klen > rec.end - rec.pos):
+                return _set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+            memcpy(key_data + key_len, buf + rec.pos, <size_t>klen)
+            key_len += klen
+            rec.pos += klen
+            key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
+        else:
+            key_nulls += 1
+        key_offs[i] = <int32_t>key_len
+
+        st = read_varint(&rec, &vlen)
+        if unlikely(st != CUR_OK):
+            return _set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                              rec_start, -1, 0, 0)
+        if vlen >= 0:
+            if unlikely(vlen > rec.end - rec.pos):
+                return _set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+            memcpy(val_data + val_len, buf + rec.pos, <size_t>vlen)
+            val_len += vlen
+            rec.pos += vlen
+            val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
+        else:
+            val_nulls += 1
+        val_offs[i] = <int32_t>val_len
+
+        st = read_varint(&rec, &hcount)
+        if unlikely(st != CUR_OK):
+            return _set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                              rec_start, -1, 0, 0)
+        if hcount != 0:
+            if unlikely(hcount < 0 or hcount > (rec.end - rec.pos) // MIN_HEADER_SIZE):
+                return _set_error(err, E_HEADER_COUNT, rec_start, -1, hcount,
+                                  rec.end - rec.pos)
+            if unlikely(hcount > limits.max_headers_per_record):
+                return _set_error(err, E_LIMIT_HEADERS, rec_start, -1, hcount,
+                                  limits.max_headers_per_record)
+            if (binary_reserve(&cols.hkey, hcount, 0) != 0
+                    or binary_reserve(&cols.hvalue, hcount, 0) != 0):
+                return _set_error(err, E_NOMEM, rec_start, -1, 0, 0)
+            for j in range(hcount):
+                st = read_varint(&rec, &hklen)
+                if unlikely(st != CUR_OK):
+                    return _set_error(err, E_VARINT if st & CUR_VARINT
+                                      else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                if unlikely(hklen < 0):
+                    return _set_error(err, E_HEADER_KEY_NULL, rec_start, -1, hklen, 0)
+                if unlikely(hklen > rec.end - rec.pos):
+                    return _set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                if unlikely(not utf8_valid(buf + rec.pos, hklen)):
+                    return _set_error(err, E_HEADER_KEY_UTF8, rec_start, -1, 0, 0)
+                binary_append_unchecked(&cols.hkey, buf + rec.pos, hklen)
+                rec.pos += hklen
+                st = read_varint(&rec, &hvlen)
+                if unlikely(st != CUR_OK):
+                    return _set_error(err, E_VARINT if st & CUR_VARINT
+                                      else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                if hvlen >= 0:
+                    if unlikely(hvlen > rec.end - rec.pos):
+                        return _set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                    binary_append_unchecked(&cols.hvalue, buf + rec.pos, hvlen)
+                    rec.pos += hvlen
+                else:
+                    binary_append_unchecked(&cols.hvalue, NULL, -1)
+            headers_total += hcount
+        out_headers[i] = headers_total
+
+        if unlikely(rec.pos != rec.end):
+            return _set_error(err, E_RECORD_SIZE, rec_start, -1, length,
+                              length - (rec.end - rec.pos))
+        out_offset[i] = base_offset + off_delta
+        out_ts[i] = row.max_timestamp if log_append else base_ts + ts_delta
+        out_tt[i] = tt
+        out_batch[i] = batch_index
+
+    if cur.pos != cur.end:
+        return _set_error(err, E_TRAILING_BYTES, cur.pos, -1, cur.end - cur.pos, 0)
+
+    # commit
+    cols.n = n + count
+    cols.offset.len += count * 8
+    cols.timestamp.len += count * 8
+    cols.ts_type.len += count
+    cols.batch.len += count * 4
+    cols.headers.len += count * 4
+    cols.key.data.len = key_len
+    cols.key.count = cols.n
+    cols.key.offsets.len += count * 4
+    cols.key.null_count += key_nulls
+    cols.key.validity.len = (cols.n + 7) >> 3
+    cols.value.data.len = val_len
+    cols.value.count = cols.n
+    cols.value.offsets.len += count * 4
+    cols.value.null_count += val_nulls
+    cols.value.validity.len = (cols.n + 7) >> 3
+    return 0
+
+
+cdef inline void _parse_header(const uint8_t *p, Py_ssize_t position, BatchRow *row) noexcept nogil:
+    cdef int16_t attributes = <int16_t>load_be16(p + 21)
+    row.base_offset = <int64_t>load_be64(p)
+    row.size = <int32_t>load_be32(p + 8) + LOG_OVERHEAD
+    row.partition_leader_epoch = <int32_t>load_be32(p + 12)
+    row.magic = <int8_t>p[16]
+    row.crc = load_be32(p + 17)
+    row.attributes = attributes
+    row.last_offset = row.base_offset + <int32_t>load_be32(p + 23)
+    row.base_timestamp = <int64_t>load_be64(p + 27)
+    row.max_timestamp = <int64_t>load_be64(p + 35)
+    row.producer_id = <int64_t>load_be64(p + 43)
+    row.producer_epoch = <int16_t>load_be16(p + 51)
+    row.base_sequence = <int32_t>load_be32(p + 53)
+    row.records_count = <int32_t>load_be32(p + 57)
+    row.position = position
+    row.codec = attributes & ATTR_CODEC
+    row.timestamp_type = 1 if attributes & ATTR_LOG_APPEND_TIME else 0
+    row.is_transactional = (attributes & ATTR_TRANSACTIONAL) != 0
+    row.is_control = (attributes & ATTR_CONTROL) != 0
+    row.has_delete_horizon = (attributes & ATTR_DELETE_HORIZON) != 0
+    row.crc_valid = -1
+    row._pad = 0
+
+
+cdef class BatchDecoder:
+    """Walks the record batches of one buffer and fills columns, chunk by chunk.
+
+    Holds: a view of the source (never copied), the columns of the current
+    chunk, and the batch table of that chunk. Not thread-safe; make one per
+    thread (the GIL is released while it decodes).
+    """
+
+    def __cinit__(self):
+        columns_init(&self._data)
+        columns_init(&self._ctrl)
+        self._batches.zero_fill = False
+        self._controls.zero_fill = False
+
+    def __init__(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
+                 Py_ssize_t stop=-1, object path=None, bint validate_crc=True,
+                 bint include_control=False, bint strict=False,
+                 bint stop_on_corrupt=False, Py_ssize_t chunk_records=1 << 62,
+                 Py_ssize_t chunk_bytes=1 << 30, Py_ssize_t max_batch_bytes=INT32_MAX,
+                 Py_ssize_t max_records_per_batch=INT32_MAX,
+                 Py_ssize_t max_headers_per_record=INT32_MAX):
+        cdef Py_ssize_t size = view.shape[0]
+        if stop < 0 or stop > size:
+            stop = size
+        if start < 0 or start > stop:
+            raise ValueError(f"start {start} outside [0, {stop}]")
+        if chunk_records < 1 or chunk_bytes < 1:
+            raise ValueError("chunk_records and chunk_bytes must be positive")
+        self._view = view
+        self._buf = &view[0] if size > 0 else NULL
+        self._pos = start
+        self._end = stop
+        self.path = path
+        self._validate_crc = validate_crc
+        self._include_control = include_control
+        self._strict = strict
+        self._stop_on_corrupt = stop_on_corrupt
+        self._chunk_records = chunk_records
+        # int32 Arrow offsets: a chunk's payload stays below 1 GiB + one batch
+        self._chunk_bytes = min(chunk_bytes, 1 << 30)
+        self._limits.max_batch_bytes = max_batch_bytes
+        self._limits.max_records_per_batch = max_records_per_batch
+        self._limits.max_headers_per_record = max_headers_per_record
+        self._err.code = E_NONE
+        self._end_reason = END_NONE
+        self._valid_end = start
+        self._done = False
+        self.end_error = None
+
+    def __dealloc__(self):
+        columns_free(&self._data)
+        columns_free(&self._ctrl)
+        growbuf_free(&self._batches)
+        growbuf_free(&self._controls)
+
+    # --- state visible to Python ---------------------------------------
+
+    @property
+    def position(self):
+        """Byte where the next batch starts."""
+        return self._pos
+
+    @property
+    def end_reason(self):
+        return END_REASONS[self._end_reason]
+
+    @property
+    def valid_end(self):
+        """Byte where valid data ends (after the last whole, valid batch)."""
+        return self._valid_end
+
+    @property
+    def stop(self):
+        return self._end
+
+    @property
+    def rows(self):
+        return self._data.n
+
+    def release(self):
+        """Drop the view of the source (so an mmap can be closed)."""
+        self._view = None
+        self._buf = NULL
+        self._end = self._pos
+
+    # --- the walk ------------------------------------------------------
+
+    cdef BatchRow *_row(self, Py_ssize_t index) noexcept nogil:
+        return <BatchRow *>self._batches.data + index
+
+    cdef int _add_row(self, const BatchRow *row) noexcept nogil:
+        if growbuf_reserve(&self._batches, sizeof(BatchRow)) != 0:
+            return -1
+        memcpy(self._batches.data + self._batches.len, row, sizeof(BatchRow))
+        self._batches.len += sizeof(BatchRow)
+        return 0
+
+    cdef bint _chunk_full(self) noexcept nogil:
+        return self._batches.len > 0 and (
+            self._data.n >= self._chunk_records
+            or columns_payload_bytes(&self._data) >= self._chunk_bytes)
+
+    cdef int _fail(self, int code, int64_t position, int64_t a, int64_t b) noexcept nogil:
+        """A batch-level error at the batch starting at the cursor."""
+        self._err.batch_position = self._pos
+        self._err.base_offset = <int64_t>load_be64(self._buf + self._pos)
+        return _set_error(&self._err, code, position, -1, a, b)
+
+    cdef int _decode_batch_records(self, const uint8_t *buf, Py_ssize_t start,
+                                   Py_ssize_t stop, Py_ssize_t index,
+                                   bint compressed) noexcept nogil:
+        """Records of batch ``index`` from ``buf[start:stop]`` into the columns."""
+        cdef BatchRow *row = self._row(index)
+        cdef Py_ssize_t first_ctrl
+        cdef int st
+        self._err.batch_position = row.position
+        self._err.base_offset = row.base_offset
+        if row.is_control:
+            first_ctrl = self._ctrl.n
+            st = _decode_records(&self._ctrl, &self._err, &self._limits, buf, start,
+                                 stop, row, <int32_t>index, compressed)
+            if st == 0 and _parse_control(&self._ctrl, &self._controls, first_ctrl) != 0:
+                st = _set_error(&self._err, E_NOMEM, row.position, -1, 0, 0)
+            if st != 0 or not self._include_control:
+                return self._finish_error(st, compressed, start, buf)
+        st = _decode_records(&self._data, &self._err, &self._limits, buf, start, stop,
+                             row, <int32_t>index, compressed)
+        return self._finish_error(st, compressed, start, buf)
+
+    cdef int _finish_error(self, int st, bint compressed, Py_ssize_t start,
+                           const uint8_t *buf) noexcept nogil:
+        """Errors inside compressed records point at the batch, plus an inner byte."""
+        if st != 0 and compressed:
+            self._err.inner = self._err.position
+            self._err.position = self._err.batch_position
+        return st
+
+    cdef int _run(self) noexcept nogil:
+        cdef const uint8_t *buf = self._buf
+        cdef Py_ssize_t pos, rem, batch_end
+        cdef int32_t length
+        cdef int8_t magic
+        cdef uint32_t computed
+        cdef BatchRow row
+        cdef Py_ssize_t index, ctrl_rows
+        cdef ColumnsMark data_mark, ctrl_mark
+        cdef int st
+        while True:
+            if self._chunk_full():
+                return ST_CHUNK_FULL
+            pos = self._pos
+            self._valid_end = pos
+            rem = self._end - pos
+            if rem == 0:
+                self._end_reason = END_NONE
+                return ST_END
+            if rem < HEADER_UP_TO_MAGIC:
+                self._end_reason = (END_ZERO_PADDING if all_zero(buf, pos, self._end)
+                                    else END_TRUNCATED)
+                return ST_END
+            length = <int32_t>load_be32(buf + pos + 8)
+            magic = <int8_t>buf[pos + 16]
+            if length < MIN_LENGTH_ANY:
+                if all_zero(buf, pos, self._end):
+                    self._end_reason = END_ZERO_PADDING
+                    return ST_END
+                return self._fail(E_BATCH_LENGTH, pos + 8, length, MIN_LENGTH_ANY)
+            if length > rem - LOG_OVERHEAD:
+                self._end_reason = END_TRUNCATED
+                return ST_END
+            if magic == 0 or magic == 1:
+                return ST_LEGACY
+            if magic != 2:
+                return self._fail(E_MAGIC, pos + 16, magic, 0)
+            if length < MIN_LENGTH_V2:
+                return self._fail(E_BATCH_LENGTH, pos + 8, length, MIN_LENGTH_V2)
+            if length > self._limits.max_batch_bytes:
+                return self._fail(E_LIMIT_BATCH_BYTES, pos + 8, length,
+                                  self._limits.max_batch_bytes)
+            batch_end = pos + LOG_OVERHEAD + length
+            _parse_header(buf + pos, pos, &row)
+            # keep a chunk's payload addressable by int32 Arrow offsets
+            if (self._batches.len > 0 and row.codec == 0
+                    and columns_payload_bytes(&self._data) + length > INT32_MAX // 2):
+                return ST_CHUNK_FULL
+            if self._validate_crc:
+                computed = crc32c(buf + pos + CRC_START, <size_t>(batch_end - pos - CRC_START))
+                if computed != row.crc:
+                    self._err.base_offset = row.base_offset
+                    self._err.batch_position = pos
+                    return _set_error(&self._err, E_CRC, pos + 17, -1, row.crc, computed)
+                row.crc_valid = 1
+            index = self._batches.len // sizeof(BatchRow)
+            if self._add_row(&row) != 0:
+                return self._fail(E_NOMEM, pos, 0, 0)
+            if row.codec != 0 and not (row.records_count == 0 and batch_end == pos + HEADER_V2):
+                self._has_pending = True
+                self._pending_index = index
+                self._pending_start = pos + HEADER_V2
+                self._pending_stop = batch_end
+                return ST_COMPRESSED
+            data_mark = columns_mark(&self._data)
+            ctrl_mark = columns_mark(&self._ctrl)
+            ctrl_rows = self._controls.len
+            st = self._decode_batch_records(buf, pos + HEADER_V2, batch_end, index, False)
+            if st != 0:
+                columns_rollback(&self._data, &data_mark)
+                columns_rollback(&self._ctrl, &ctrl_mark)
+                self._controls.len = ctrl_rows
+                self._batches.len = index * sizeof(BatchRow)
+                return st
+            self._pos = batch_end
+
+    def run(self):
+        """Decode until the chunk is full, the data ends, or Python must act.
+
+        Returns one of the ``ST_*`` codes. Raises ``CorruptRecordError``
+        (or, with ``stop_on_corrupt``, records the error and returns ST_END).
+        """
+        cdef int st
+        if self._done:
+            return ST_END
+        if self._has_pending:
+            raise RuntimeError("a compressed batch is pending: call feed() first")
+        if self._buf == NULL and self._end > self._pos:
+            raise RuntimeError("decoder was released")
+        with nogil:
+            st = self._run()
+        if st == ST_ERROR:
+            return self._error_or_stop(-1)
+        if st == ST_END:
+            self._done = True
+            self._check_strict()
+        return st
+
+    cdef object _error_or_stop(self, Py_ssize_t batch_index):
+        """Raise the pending error, or end the data here when stopping on corrupt."""
+        exc = _make_error(&self._err, self.path)
+        if not self._stop_on_corrupt:
+            raise exc
+        if batch_index >= 0:  # forget the failed batch's row
+            self._batches.len = batch_index * sizeof(BatchRow)
+        self._has_pending = False
+        self._done = True
+        self._valid_end = self._pos = self._err.batch_position
+        self._end_reason = END_CORRUPT
+        self.end_error = exc
+        return ST_END
+
+    def _check_strict(self):
+        if self._strict and self._end_reason in (END_TRUNCATED, END_ZERO_PADDING):
+            what = ("the last batch is truncated" if self._end_reason == END_TRUNCATED
+                    else "zero padding follows the last batch")
+            raise CorruptRecordError(
+                f"{what} ({self._end - self._valid_end} trailing bytes)",
+                path=self.path, position=self._valid_end, base_offset=None,
+                batch_position=self._valid_end)
+
+    # --- compressed batches --------------------------------------------
+
+    def pending(self):
+        """``(codec, start, stop, position, base_offset)`` of the waiting batch."""
+        if not self._has_pending:
+            return None
+        row = self._row(self._pending_index)
+        return (row.codec, self._pending_start, self._pending_stop, row.position,
+                row.base_offset)
+
+    def feed(self, const uint8_t[::1] records not None):
+        """Decode the pending batch's records from their decompressed bytes."""
+        cdef Py_ssize_t index = self._pending_index
+        cdef Py_ssize_t n = records.shape[0]
+        cdef const uint8_t *p = &records[0] if n > 0 else <const uint8_t *>""
+        cdef ColumnsMark data_mark, ctrl_mark
+        cdef Py_ssize_t ctrl_rows
+        cdef int st
+        if not self._has_pending:
+            raise RuntimeError("no compressed batch is pending")
+        data_mark = columns_mark(&self._data)
+        ctrl_mark = columns_mark(&self._ctrl)
+        ctrl_rows = self._controls.len
+        with nogil:
+            st = self._decode_batch_records(p, 0, n, index, True)
+        if st != 0:
+            columns_rollback(&self._data, &data_mark)
+            columns_rollback(&self._ctrl, &ctrl_mark)
+            self._controls.len = ctrl_rows
+            return self._error_or_stop(index)
+        self._has_pending = False
+        self._pos = self._pending_stop
+        return 0
+
+    def fail_pending(self, exc):
+        """The pending batch could not be decompressed: raise, or stop there."""
+        if not self._has_pending:
+            raise RuntimeError("no compressed batch is pending")
+        if not self._stop_on_corrupt:
+            raise exc
+        row = self._row(self._pending_index)
+        self._batches.len = self._pending_index * sizeof(BatchRow)
+        self._has_pending = False
+        self._done = True
+        self._pos = self._valid_end = row.position
+        self._end_reason = END_CORRUPT
+        self.end_error = exc
+        return ST_END
+
+    # --- taking a chunk --------------------------------------------------
+
+    def take(self):
+        """Everything decoded since the last take(), as numpy arrays.
+
+        Returns ``{"data": columns, "control": columns, "control_rows":
+        ControlRow array, "batches": BatchRow array}``; the decoder starts
+        an empty chunk.
+        """
+        batches = growbuf_take(&self._batches, np.uint8).view(BATCH_DTYPE)
+        controls = growbuf_take(&self._controls, np.uint8).view(CONTROL_DTYPE)
+        return {
+            "data": columns_take(&self._data),
+            "control": columns_take(&self._ctrl),
+            "control_rows": controls,
+            "batches": batches,
+        }
+
+
+# status codes of run(), for the Python orchestration
+STATUS_CHUNK_FULL = ST_CHUNK_FULL
+STATUS_END = ST_END
+STATUS_COMPRESSED = ST_COMPRESSED
+STATUS_LEGACY = ST_LEGACY

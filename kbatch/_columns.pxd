@@ -1,0 +1,98 @@
+# cython: language_level=3
+"""Column builders: growable C buffers that become numpy arrays without a copy.
+
+A ``RecordColumns`` is what one decode chunk fills, in Arrow layout:
+
+    offset     int64[n]          timestamp  int64[n]
+    ts_type    int8[n]           batch      int32[n]   (row of the batch table)
+    key        BinaryBuilder     value      BinaryBuilder
+    headers    int32[n + 1]      (header index where each record's headers start)
+    hkey       BinaryBuilder     hvalue     BinaryBuilder   (one entry per header)
+
+    BinaryBuilder:  offsets int32[m + 1] | data uint8[...] | validity bitmap
+                    (LSB-first, bit set = not null, as Arrow)
+
+Capacity is reserved once per batch from bounds the bytes guarantee (a batch
+holds at most ``size / 7`` records and at most ``size`` payload bytes), so the
+record loop writes through plain pointers. Buffers grow with ``realloc``,
+which on Linux moves large blocks by remapping pages instead of copying.
+"""
+
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+
+
+cdef struct GrowBuf:
+    char *data
+    Py_ssize_t len       # bytes in use
+    Py_ssize_t cap       # bytes allocated
+    bint zero_fill       # new capacity is zeroed (bitmaps)
+
+
+cdef struct BinaryBuilder:
+    GrowBuf offsets      # int32, count + 1 entries, offsets[0] == 0
+    GrowBuf data         # uint8
+    GrowBuf validity     # bitmap, ceil(count / 8) bytes, zero-filled
+    Py_ssize_t count
+    Py_ssize_t null_count
+
+
+cdef struct RecordColumns:
+    Py_ssize_t n
+    GrowBuf offset       # int64
+    GrowBuf timestamp    # int64
+    GrowBuf ts_type      # int8
+    GrowBuf batch        # int32
+    BinaryBuilder key
+    BinaryBuilder value
+    GrowBuf headers      # int32, n + 1 entries
+    BinaryBuilder hkey
+    BinaryBuilder hvalue
+
+
+# A snapshot of the lengths, to undo a batch that failed half-way.
+cdef struct ColumnsMark:
+    Py_ssize_t n
+    Py_ssize_t key_bytes, value_bytes, key_nulls, value_nulls
+    Py_ssize_t headers, hkey_bytes, hvalue_bytes, hvalue_nulls
+
+
+cdef int growbuf_grow(GrowBuf *b, Py_ssize_t extra) noexcept nogil
+cdef void growbuf_free(GrowBuf *b) noexcept nogil
+cdef int columns_init(RecordColumns *c) noexcept nogil
+cdef void columns_free(RecordColumns *c) noexcept nogil
+cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil
+cdef int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
+                        Py_ssize_t nbytes) noexcept nogil
+cdef ColumnsMark columns_mark(const RecordColumns *c) noexcept nogil
+cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m) noexcept nogil
+cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil
+cdef dict columns_take(RecordColumns *c)
+cdef object growbuf_take(GrowBuf *b, object dtype)
+
+
+cdef inline int growbuf_reserve(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
+    """Make room for ``extra`` more bytes; 0 on success, -1 when out of memory."""
+    if extra <= b.cap - b.len:
+        return 0
+    return growbuf_grow(b, extra)
+
+
+cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
+                                         Py_ssize_t length) noexcept nogil:
+    """Append one value (``length < 0`` is null); capacity must be reserved."""
+    cdef int32_t *offs = <int32_t *>b.offsets.data
+    cdef Py_ssize_t i = b.count
+    if length >= 0:
+        (<uint8_t *>b.validity.data)[i >> 3] |= <uint8_t>(1 << (i & 7))
+        memcpy_(b.data.data + b.data.len, src, length)
+        b.data.len += length
+    else:
+        b.null_count += 1
+    offs[i + 1] = <int32_t>b.data.len
+    b.count = i + 1
+    b.offsets.len += 4
+    b.validity.len = (b.count + 7) >> 3
+
+
+cdef extern from "string.h":
+    void *memcpy_ "memcpy"(void *dst, const void *src, size_t n) noexcept nogil

@@ -1,0 +1,250 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Growable C buffers for the decoders, handed to numpy without a copy.
+
+See ``_columns.pxd`` for the layout. Memory of a finished column is owned by
+an ``OwnedBuffer`` (freed when the last numpy view of it goes away).
+"""
+
+from cpython.buffer cimport PyBuffer_FillInfo
+from libc.stdint cimport int32_t, uint8_t, uintptr_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memset
+
+import numpy as np
+
+
+cdef extern from "sys/mman.h" nogil:
+    int madvise(void *addr, size_t length, int advice)
+    int MADV_HUGEPAGE
+
+cdef enum:
+    MIN_CAPACITY = 64
+    HUGE_PAGE_FROM = 8 << 20   # ask for transparent huge pages above 8 MiB
+    PAGE = 4096
+
+
+cdef class OwnedBuffer:
+    """A read-only buffer over memory that kbatch allocated; frees it on release."""
+
+    cdef char *data
+    cdef Py_ssize_t size
+
+    def __cinit__(self):
+        self.data = NULL
+        self.size = 0
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        PyBuffer_FillInfo(view, self, self.data, self.size, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer *view):
+        pass
+
+    def __len__(self):
+        return self.size
+
+    def __dealloc__(self):
+        free(self.data)
+        self.data = NULL
+
+
+cdef int growbuf_grow(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
+    cdef Py_ssize_t need, new_cap
+    cdef char *p
+    cdef uintptr_t lo, hi
+    if extra < 0 or extra > (<Py_ssize_t>1 << 62) - b.len:
+        return -1
+    need = b.len + extra
+    new_cap = b.cap * 2 if b.cap > MIN_CAPACITY else MIN_CAPACITY
+    if new_cap < need:
+        new_cap = need
+    p = <char *>realloc(b.data, <size_t>new_cap)
+    if p == NULL:
+        return -1
+    if b.zero_fill:
+        memset(p + b.cap, 0, <size_t>(new_cap - b.cap))
+    if new_cap >= HUGE_PAGE_FROM:
+        lo = (<uintptr_t>p + PAGE - 1) & ~(<uintptr_t>PAGE - 1)
+        hi = (<uintptr_t>p + <uintptr_t>new_cap) & ~(<uintptr_t>PAGE - 1)
+        if hi > lo:
+            madvise(<void *>lo, hi - lo, MADV_HUGEPAGE)
+    b.data = p
+    b.cap = new_cap
+    return 0
+
+
+cdef void growbuf_free(GrowBuf *b) noexcept nogil:
+    free(b.data)
+    b.data = NULL
+    b.len = 0
+    b.cap = 0
+
+
+cdef inline int _offsets_init(BinaryBuilder *b) noexcept nogil:
+    b.count = 0
+    b.null_count = 0
+    b.validity.zero_fill = True
+    if growbuf_reserve(&b.offsets, 4) != 0:
+        return -1
+    (<int32_t *>b.offsets.data)[0] = 0
+    b.offsets.len = 4
+    b.data.len = 0
+    b.validity.len = 0
+    return 0
+
+
+cdef int columns_init(RecordColumns *c) noexcept nogil:
+    """Empty columns ready to append to; buffers are kept if present."""
+    c.n = 0
+    c.offset.len = 0
+    c.timestamp.len = 0
+    c.ts_type.len = 0
+    c.batch.len = 0
+    if growbuf_reserve(&c.headers, 4) != 0:
+        return -1
+    (<int32_t *>c.headers.data)[0] = 0
+    c.headers.len = 4
+    if (_offsets_init(&c.key) or _offsets_init(&c.value)
+            or _offsets_init(&c.hkey) or _offsets_init(&c.hvalue)):
+        return -1
+    return 0
+
+
+cdef void _binary_free(BinaryBuilder *b) noexcept nogil:
+    growbuf_free(&b.offsets)
+    growbuf_free(&b.data)
+    growbuf_free(&b.validity)
+
+
+cdef void columns_free(RecordColumns *c) noexcept nogil:
+    growbuf_free(&c.offset)
+    growbuf_free(&c.timestamp)
+    growbuf_free(&c.ts_type)
+    growbuf_free(&c.batch)
+    growbuf_free(&c.headers)
+    _binary_free(&c.key)
+    _binary_free(&c.value)
+    _binary_free(&c.hkey)
+    _binary_free(&c.hvalue)
+
+
+cdef int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
+                        Py_ssize_t nbytes) noexcept nogil:
+    """Room for ``items`` more values holding ``nbytes`` bytes in all."""
+    if growbuf_reserve(&b.offsets, items * 4) != 0:
+        return -1
+    if growbuf_reserve(&b.data, nbytes) != 0:
+        return -1
+    # validity.len tracks ceil(count / 8); one spare byte covers the rounding
+    return growbuf_reserve(&b.validity, (items >> 3) + 1)
+
+
+cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil:
+    """Room for ``rows`` more records in every per-record column."""
+    if (growbuf_reserve(&c.offset, rows * 8) or growbuf_reserve(&c.timestamp, rows * 8)
+            or growbuf_reserve(&c.ts_type, rows) or growbuf_reserve(&c.batch, rows * 4)
+            or growbuf_reserve(&c.headers, rows * 4)):
+        return -1
+    if binary_reserve(&c.key, rows, 0) or binary_reserve(&c.value, rows, 0):
+        return -1
+    return 0
+
+
+cdef ColumnsMark columns_mark(const RecordColumns *c) noexcept nogil:
+    cdef ColumnsMark m
+    m.n = c.n
+    m.key_bytes = c.key.data.len
+    m.value_bytes = c.value.data.len
+    m.key_nulls = c.key.null_count
+    m.value_nulls = c.value.null_count
+    m.headers = c.hkey.count
+    m.hkey_bytes = c.hkey.data.len
+    m.hvalue_bytes = c.hvalue.data.len
+    m.hvalue_nulls = c.hvalue.null_count
+    return m
+
+
+cdef void _binary_rollback(BinaryBuilder *b, Py_ssize_t count, Py_ssize_t nbytes,
+                           Py_ssize_t nulls) noexcept nogil:
+    # A failed batch may have set validity bits past ``b.count`` before it
+    # committed: clear every bit from ``count`` to the end of the capacity.
+    cdef uint8_t *bits = <uint8_t *>b.validity.data
+    cdef Py_ssize_t first = count >> 3
+    if first < b.validity.cap:
+        bits[first] &= <uint8_t>((1 << (count & 7)) - 1)
+        memset(bits + first + 1, 0, <size_t>(b.validity.cap - first - 1))
+    b.count = count
+    b.offsets.len = (count + 1) * 4
+    b.data.len = nbytes
+    b.null_count = nulls
+    b.validity.len = (count + 7) >> 3
+
+
+cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m) noexcept nogil:
+    """Forget everything appended since ``m`` was taken."""
+    c.n = m.n
+    c.offset.len = m.n * 8
+    c.timestamp.len = m.n * 8
+    c.ts_type.len = m.n
+    c.batch.len = m.n * 4
+    c.headers.len = (m.n + 1) * 4
+    _binary_rollback(&c.key, m.n, m.key_bytes, m.key_nulls)
+    _binary_rollback(&c.value, m.n, m.value_bytes, m.value_nulls)
+    _binary_rollback(&c.hkey, m.headers, m.hkey_bytes, 0)
+    _binary_rollback(&c.hvalue, m.headers, m.hvalue_bytes, m.hvalue_nulls)
+
+
+cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil:
+    """Bytes of keys, values and headers held: what bounds a chunk's size."""
+    return c.key.data.len + c.value.data.len + c.hkey.data.len + c.hvalue.data.len
+
+
+cdef object growbuf_take(GrowBuf *b, object dtype):
+    """Hand the buffer to numpy (no copy) and leave ``b`` empty."""
+    cdef OwnedBuffer owner
+    cdef char *p
+    if b.len == 0:
+        growbuf_free(b)
+        return np.empty(0, dtype=dtype)
+    p = b.data
+    if b.cap - b.len > 4096:
+        p = <char *>realloc(b.data, <size_t>b.len)
+        if p == NULL:
+            p = b.data
+    owner = OwnedBuffer.__new__(OwnedBuffer)
+    owner.data = p
+    owner.size = b.len
+    b.data = NULL
+    b.len = 0
+    b.cap = 0
+    return np.frombuffer(owner, dtype=dtype)
+
+
+cdef dict _binary_take(BinaryBuilder *b):
+    cdef Py_ssize_t count = b.count, nulls = b.null_count
+    validity = growbuf_take(&b.validity, np.uint8)
+    return {
+        "offsets": growbuf_take(&b.offsets, np.int32),
+        "data": growbuf_take(&b.data, np.uint8),
+        "validity": validity if nulls else None,
+        "null_count": nulls,
+        "length": count,
+    }
+
+
+cdef dict columns_take(RecordColumns *c):
+    """All columns as numpy arrays; ``c`` is re-initialised empty."""
+    out = {
+        "n": c.n,
+        "offset": growbuf_take(&c.offset, np.int64),
+        "timestamp": growbuf_take(&c.timestamp, np.int64),
+        "timestamp_type": growbuf_take(&c.ts_type, np.int8),
+        "batch": growbuf_take(&c.batch, np.int32),
+        "headers": growbuf_take(&c.headers, np.int32),
+        "key": _binary_take(&c.key),
+        "value": _binary_take(&c.value),
+        "header_key": _binary_take(&c.hkey),
+        "header_value": _binary_take(&c.hvalue),
+    }
+    if columns_init(c) != 0:
+        raise MemoryError()
+    return out

@@ -1,0 +1,65 @@
+"""kbatch's exceptions.
+
+Every problem with the bytes of a file is a ``CorruptRecordError``: a
+``ValueError`` (so ``except ValueError`` keeps working) and a ``KbatchError``
+(so callers can catch everything kbatch raises on purpose). It names the file,
+the byte position and, when known, the base offset of the batch.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class KbatchError(Exception):
+    """Base class of the errors kbatch raises on purpose."""
+
+
+class CorruptRecordError(KbatchError, ValueError):
+    """The data is not a valid Kafka log: where, and what is wrong.
+
+    Attributes: ``path`` (file name or None for a buffer), ``position`` (byte
+    offset of the problem in the file or buffer), ``base_offset`` (of the batch
+    or message holding it, None when unknown), ``batch_position`` (byte where
+    that batch starts) and ``reason`` (the bare description).
+    """
+
+    def __init__(self, reason: str, *, path: str | os.PathLike | None = None,
+                 position: int | None = None, base_offset: int | None = None,
+                 batch_position: int | None = None):
+        self.reason = reason
+        self.path = os.fspath(path) if path is not None else None
+        self.position = position
+        self.base_offset = base_offset
+        self.batch_position = batch_position
+        where = self.path if self.path is not None else "<buffer>"
+        parts = [f"{where}: {reason}"]
+        if position is not None:
+            parts.append(f"at byte {position}")
+        if base_offset is not None:
+            parts.append(f"(batch base offset {base_offset})")
+        super().__init__(" ".join(parts))
+
+    def __reduce__(self):  # picklable, for Spark executors
+        return (_rebuild, (self.reason, self.path, self.position,
+                           self.base_offset, self.batch_position))
+
+
+def _rebuild(reason, path, position, base_offset, batch_position):
+    return CorruptRecordError(reason, path=path, position=position,
+                              base_offset=base_offset,
+                              batch_position=batch_position)
+
+
+class DecompressionLimitError(CorruptRecordError):
+    """A batch decompresses to more than ``max_decompressed_bytes``."""
+
+    def __reduce__(self):
+        return (_rebuild_limit, (self.reason, self.path, self.position,
+                                 self.base_offset, self.batch_position))
+
+
+def _rebuild_limit(reason, path, position, base_offset, batch_position):
+    return DecompressionLimitError(reason, path=path, position=position,
+                                   base_offset=base_offset,
+                                   batch_position=batch_position)

@@ -1,0 +1,212 @@
+"""Reading one segment (or any buffer of concatenated batches) into Records.
+
+    source --(mmap or buffer)--> BatchDecoder.run() --+--> chunk -> Records
+                                    ^                 |
+                                    +-- feed() <------+ compressed batch:
+                                         decompress()   Python decompresses
+
+The compiled decoder walks batches without the GIL; this module only opens the
+source, decompresses the batches it hands back, and wraps finished chunks.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+from kbatch import _batch
+from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
+from kbatch.errors import CorruptRecordError, DecompressionLimitError
+from kbatch.records import Records, SegmentEnd
+
+DEFAULT_CHUNK_RECORDS = 1 << 18
+DEFAULT_CHUNK_BYTES = 64 << 20
+MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
+_WHOLE = 1 << 62
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What every read accepts (keyword arguments of read_segment & co).
+
+    validate_crc: check every batch's CRC (CRC-32C; CRC-32 for magic 0/1).
+    strict: a truncated last batch or zero padding raises instead of being
+        reported in ``Records.end``.
+    include_control: also return control records as data rows.
+    on_corrupt: "raise" (default) or "stop": end the data before the first
+        corrupt batch and report it in ``Records.end``.
+    max_decompressed_bytes: refuse a batch that decompresses to more.
+    max_batch_bytes, max_records_per_batch, max_headers_per_record: refuse
+        batches beyond these sizes (hostile input).
+    """
+
+    validate_crc: bool = True
+    strict: bool = False
+    include_control: bool = False
+    on_corrupt: str = "raise"
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    max_batch_bytes: int = (1 << 31) - 1
+    max_records_per_batch: int = (1 << 31) - 1
+    max_headers_per_record: int = (1 << 31) - 1
+
+    def __post_init__(self):
+        if self.on_corrupt not in ("raise", "stop"):
+            raise ValueError(f"on_corrupt must be 'raise' or 'stop', not {self.on_corrupt!r}")
+        if not 0 < self.max_decompressed_bytes <= MAX_DECOMPRESSED_CAP:
+            raise ValueError(f"max_decompressed_bytes must be in (0, {MAX_DECOMPRESSED_CAP}]")
+        for name in ("max_batch_bytes", "max_records_per_batch", "max_headers_per_record"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+@contextmanager
+def open_source(source, *, populate: bool = False):
+    """``(buffer, path)`` for a path (memory-mapped, read-only) or a bytes-like.
+
+    A path is never read into a bytes object: its pages are mapped and
+    decoded in place. ``populate`` maps every page up front (faster for a
+    whole-file read; a streaming read leaves it off).
+    """
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                yield memoryview(b""), path
+                return
+            flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
+            mm = mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
+        try:
+            if not populate and hasattr(mm, "madvise"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            view = memoryview(mm)
+            try:
+                yield view, path
+            finally:
+                view.release()
+        finally:
+            mm.close()
+        return
+    try:
+        view = memoryview(source)
+    except TypeError:
+        raise TypeError(f"source must be a path or a bytes-like object, "
+                        f"not {type(source).__name__}") from None
+    if not view.c_contiguous:
+        raise ValueError("source buffer must be contiguous")
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    yield view, None
+
+
+def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
+             chunk_records: int, chunk_bytes: int) -> _batch.BatchDecoder:
+    return _batch.BatchDecoder(
+        view, start=start, stop=-1 if stop is None else stop, path=path,
+        validate_crc=opts.validate_crc, include_control=opts.include_control,
+        strict=opts.strict, stop_on_corrupt=opts.on_corrupt == "stop",
+        chunk_records=chunk_records, chunk_bytes=chunk_bytes,
+        max_batch_bytes=opts.max_batch_bytes,
+        max_records_per_batch=opts.max_records_per_batch,
+        max_headers_per_record=opts.max_headers_per_record)
+
+
+def _decompress_pending(dec: _batch.BatchDecoder, view, path, limit: int) -> None:
+    codec, start, stop, position, base_offset = dec.pending()
+    try:
+        records = decompress(codec, view[start:stop], limit)
+    except CodecError as exc:
+        cls = DecompressionLimitError if exc.over_limit else CorruptRecordError
+        dec.fail_pending(cls(exc.reason, path=path, position=position,
+                             base_offset=base_offset, batch_position=position))
+        return
+    dec.feed(records)
+
+
+def _legacy_message_set(dec: _batch.BatchDecoder, view, path, opts: DecodeOptions):
+    from kbatch import legacy
+    legacy.decode_into(dec, view, path, opts)
+
+
+def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
+                  stop: int | None = None, chunk_records: int = _WHOLE,
+                  chunk_bytes: int = 1 << 30) -> Iterator[Records]:
+    """Decode ``view[start:stop]`` into Records chunks of whole batches.
+
+    Keeps in memory: the columns of one chunk and one decompressed batch.
+    The last chunk carries ``end``; earlier ones have ``end=None``.
+    """
+    dec = _decoder(view, path, opts, start, stop, chunk_records, chunk_bytes)
+    limit = opts.max_decompressed_bytes
+    try:
+        while True:
+            status = dec.run()
+            if status == _batch.STATUS_COMPRESSED:
+                _decompress_pending(dec, view, path, limit)
+            elif status == _batch.STATUS_LEGACY:
+                _legacy_message_set(dec, view, path, opts)
+            elif status == _batch.STATUS_CHUNK_FULL:
+                yield Records.from_chunk(dec.take(), None, path)
+            else:
+                end = SegmentEnd(dec.valid_end, dec.stop - dec.valid_end,
+                                 dec.end_reason, dec.end_error)
+                yield Records.from_chunk(dec.take(), end, path)
+                return
+    finally:
+        dec.release()
+
+
+def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
+                 max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 include_control: bool = False, on_corrupt: str = "raise",
+                 start: int = 0, stop: int | None = None,
+                 **limits) -> Records:
+    """Decode a whole segment file or buffer into one ``Records``.
+
+    ``source``: a path (memory-mapped, decoded in place) or any bytes-like
+    object (bytes, bytearray, memoryview, mmap, numpy uint8 array).
+    ``start``/``stop``: byte range to read (``start`` must be a batch
+    boundary, e.g. a position from an ``.index`` file).
+
+    Keeps in memory: the decoded columns (about the size of the keys,
+    values and headers plus 22 bytes per record) and one decompressed batch.
+    Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
+    """
+    opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
+                         include_control=include_control, on_corrupt=on_corrupt,
+                         max_decompressed_bytes=max_decompressed_bytes, **limits)
+    with open_source(source, populate=True) as (view, path):
+        return Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+
+
+def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, validate_crc: bool = True,
+                 strict: bool = False,
+                 max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 include_control: bool = False, on_corrupt: str = "raise",
+                 start: int = 0, stop: int | None = None,
+                 **limits) -> Iterator[Records]:
+    """Decode a segment chunk by chunk: ``Records`` of whole batches each.
+
+    A chunk ends after the batch that brings it to ``chunk_records`` records
+    or ``chunk_bytes`` bytes of keys, values and headers. Keeps in memory one
+    chunk and one decompressed batch, whatever the file size; the file stays
+    mapped until the iterator is exhausted or closed. Concatenating the chunks
+    gives exactly what ``read_segment`` returns; the last chunk (possibly
+    empty) carries ``end``.
+    """
+    opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
+                         include_control=include_control, on_corrupt=on_corrupt,
+                         max_decompressed_bytes=max_decompressed_bytes, **limits)
+    if chunk_records < 1 or chunk_bytes < 1:
+        raise ValueError("chunk_records and chunk_bytes must be positive")
+    return _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes)
+
+
+def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes):
+    with open_source(source) as (view, path):
+        yield from decode_chunks(view, path, opts, start=start, stop=stop,
+                                 chunk_records=chunk_records, chunk_bytes=chunk_bytes)

@@ -1,0 +1,53 @@
+"""Build of kbatch's compiled core (Cython 3 over typed memoryviews).
+
+Environment switches:
+
+- ``KBATCH_SANITIZE=1``: compile with ``-fsanitize=address,undefined`` and
+  frame pointers, for ``make test-asan``.
+- ``KBATCH_DEBUG=1``: ``-O0 -g``, for stepping through the parser in gdb.
+"""
+
+import os
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+MODULES = ["_columns", "_checksums", "_batch", "_kernels"]
+
+sanitize = os.environ.get("KBATCH_SANITIZE") == "1"
+debug = os.environ.get("KBATCH_DEBUG") == "1"
+
+compile_args = ["-Wall", "-Wno-unused-function", "-Wno-unreachable-code"]
+link_args = []
+if debug:
+    compile_args += ["-O0", "-g"]
+else:
+    compile_args += ["-O3"]
+if sanitize:
+    flags = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+             "-fno-sanitize-recover=undefined", "-g"]
+    compile_args += flags
+    link_args += flags
+
+extensions = [
+    Extension(
+        f"kbatch.{name}",
+        [f"kbatch/{name}.pyx"],
+        include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
+        extra_compile_args=compile_args,
+        extra_link_args=link_args,
+    )
+    for name in MODULES
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        # Bounds-check directives are set per module, in each .pyx header,
+        # only where the one cursor already checks every read.
+        compiler_directives={"embedsignature": True},
+    ),
+)

@@ -6,21 +6,19 @@ an ``OwnedBuffer`` (freed when the last numpy view of it goes away).
 """
 
 from cpython.buffer cimport PyBuffer_FillInfo
-from libc.stdint cimport int32_t, uint8_t, uintptr_t
-from libc.stdlib cimport free, realloc
+from libc.stdint cimport int32_t, uint8_t
 from libc.string cimport memset
 
 import numpy as np
 
 
-cdef extern from "sys/mman.h" nogil:
-    int madvise(void *addr, size_t length, int advice)
-    int MADV_HUGEPAGE
+cdef extern from "_memory.h" nogil:
+    void *kb_resize(void *p, size_t length, size_t old_cap, size_t new_cap, size_t *cap)
+    void kb_release(void *p, size_t cap)
+    size_t kb_trim(void *p, size_t length, size_t cap)
 
 cdef enum:
     MIN_CAPACITY = 64
-    HUGE_PAGE_FROM = 8 << 20   # ask for transparent huge pages above 8 MiB
-    PAGE = 4096
 
 
 cdef class OwnedBuffer:
@@ -28,10 +26,12 @@ cdef class OwnedBuffer:
 
     cdef char *data
     cdef Py_ssize_t size
+    cdef size_t capacity
 
     def __cinit__(self):
         self.data = NULL
         self.size = 0
+        self.capacity = 0
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         PyBuffer_FillInfo(view, self, self.data, self.size, 1, flags)
@@ -43,37 +43,32 @@ cdef class OwnedBuffer:
         return self.size
 
     def __dealloc__(self):
-        free(self.data)
+        kb_release(self.data, self.capacity)
         self.data = NULL
 
 
 cdef int growbuf_grow(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
     cdef Py_ssize_t need, new_cap
+    cdef size_t cap = 0
     cdef char *p
-    cdef uintptr_t lo, hi
     if extra < 0 or extra > (<Py_ssize_t>1 << 62) - b.len:
         return -1
     need = b.len + extra
     new_cap = b.cap * 2 if b.cap > MIN_CAPACITY else MIN_CAPACITY
     if new_cap < need:
         new_cap = need
-    p = <char *>realloc(b.data, <size_t>new_cap)
+    p = <char *>kb_resize(b.data, <size_t>b.len, <size_t>b.cap, <size_t>new_cap, &cap)
     if p == NULL:
         return -1
-    if b.zero_fill:
-        memset(p + b.cap, 0, <size_t>(new_cap - b.cap))
-    if new_cap >= HUGE_PAGE_FROM:
-        lo = (<uintptr_t>p + PAGE - 1) & ~(<uintptr_t>PAGE - 1)
-        hi = (<uintptr_t>p + <uintptr_t>new_cap) & ~(<uintptr_t>PAGE - 1)
-        if hi > lo:
-            madvise(<void *>lo, hi - lo, MADV_HUGEPAGE)
+    if b.zero_fill and <Py_ssize_t>cap > b.cap:
+        memset(p + b.cap, 0, cap - <size_t>b.cap)
     b.data = p
-    b.cap = new_cap
+    b.cap = <Py_ssize_t>cap
     return 0
 
 
 cdef void growbuf_free(GrowBuf *b) noexcept nogil:
-    free(b.data)
+    kb_release(b.data, <size_t>b.cap)
     b.data = NULL
     b.len = 0
     b.cap = 0
@@ -201,18 +196,13 @@ cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil:
 cdef object growbuf_take(GrowBuf *b, object dtype):
     """Hand the buffer to numpy (no copy) and leave ``b`` empty."""
     cdef OwnedBuffer owner
-    cdef char *p
     if b.len == 0:
         growbuf_free(b)
         return np.empty(0, dtype=dtype)
-    p = b.data
-    if b.cap - b.len > 4096:
-        p = <char *>realloc(b.data, <size_t>b.len)
-        if p == NULL:
-            p = b.data
     owner = OwnedBuffer.__new__(OwnedBuffer)
-    owner.data = p
+    owner.data = b.data
     owner.size = b.len
+    owner.capacity = kb_trim(b.data, <size_t>b.len, <size_t>b.cap)
     b.data = NULL
     b.len = 0
     b.cap = 0

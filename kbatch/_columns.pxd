@@ -26,6 +26,7 @@ cdef struct GrowBuf:
     Py_ssize_t len       # bytes in use
     Py_ssize_t cap       # bytes allocated
     bint zero_fill       # new capacity is zeroed (bitmaps)
+    int role             # which column it serves (memory pool matching)
 
 
 cdef struct BinaryBuilder:

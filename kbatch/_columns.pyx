@@ -13,8 +13,11 @@ import numpy as np
 
 
 cdef extern from "_memory.h" nogil:
-    void *kb_resize(void *p, size_t length, size_t old_cap, size_t new_cap, size_t *cap)
-    void kb_release(void *p, size_t cap)
+    void *kb_resize(void *p, size_t length, size_t old_cap, size_t new_cap, size_t *cap,
+                    int role)
+    void kb_release(void *p, size_t cap, int role)
+    size_t kb_pool_set_limit(size_t limit)
+    size_t kb_pool_held()
     size_t kb_trim(void *p, size_t length, size_t cap)
 
 cdef enum:
@@ -27,6 +30,7 @@ cdef class OwnedBuffer:
     cdef char *data
     cdef Py_ssize_t size
     cdef size_t capacity
+    cdef int role
 
     def __cinit__(self):
         self.data = NULL
@@ -43,7 +47,7 @@ cdef class OwnedBuffer:
         return self.size
 
     def __dealloc__(self):
-        kb_release(self.data, self.capacity)
+        kb_release(self.data, self.capacity, self.role)
         self.data = NULL
 
 
@@ -57,24 +61,29 @@ cdef int growbuf_grow(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
     new_cap = b.cap * 2 if b.cap > MIN_CAPACITY else MIN_CAPACITY
     if new_cap < need:
         new_cap = need
-    p = <char *>kb_resize(b.data, <size_t>b.len, <size_t>b.cap, <size_t>new_cap, &cap)
+    p = <char *>kb_resize(b.data, <size_t>b.len, <size_t>b.cap, <size_t>new_cap, &cap,
+                          b.role)
     if p == NULL:
         return -1
-    if b.zero_fill and <Py_ssize_t>cap > b.cap:
-        memset(p + b.cap, 0, cap - <size_t>b.cap)
+    if b.zero_fill:
+        # a recycled block holds old bytes past ``len``: zero all of them
+        memset(p + b.len, 0, cap - <size_t>b.len)
     b.data = p
     b.cap = <Py_ssize_t>cap
     return 0
 
 
 cdef void growbuf_free(GrowBuf *b) noexcept nogil:
-    kb_release(b.data, <size_t>b.cap)
+    kb_release(b.data, <size_t>b.cap, b.role)
     b.data = NULL
     b.len = 0
     b.cap = 0
 
 
-cdef inline int _offsets_init(BinaryBuilder *b) noexcept nogil:
+cdef inline int _offsets_init(BinaryBuilder *b, int role) noexcept nogil:
+    b.offsets.role = role
+    b.data.role = role + 1
+    b.validity.role = role + 2
     b.count = 0
     b.null_count = 0
     b.validity.zero_fill = True
@@ -90,6 +99,11 @@ cdef inline int _offsets_init(BinaryBuilder *b) noexcept nogil:
 cdef int columns_init(RecordColumns *c) noexcept nogil:
     """Empty columns ready to append to; buffers are kept if present."""
     c.n = 0
+    c.offset.role = 1
+    c.timestamp.role = 2
+    c.ts_type.role = 3
+    c.batch.role = 4
+    c.headers.role = 5
     c.offset.len = 0
     c.timestamp.len = 0
     c.ts_type.len = 0
@@ -98,8 +112,8 @@ cdef int columns_init(RecordColumns *c) noexcept nogil:
         return -1
     (<int32_t *>c.headers.data)[0] = 0
     c.headers.len = 4
-    if (_offsets_init(&c.key) or _offsets_init(&c.value)
-            or _offsets_init(&c.hkey) or _offsets_init(&c.hvalue)):
+    if (_offsets_init(&c.key, 10) or _offsets_init(&c.value, 20)
+            or _offsets_init(&c.hkey, 30) or _offsets_init(&c.hvalue, 40)):
         return -1
     return 0
 
@@ -203,6 +217,7 @@ cdef object growbuf_take(GrowBuf *b, object dtype):
     owner.data = b.data
     owner.size = b.len
     owner.capacity = kb_trim(b.data, <size_t>b.len, <size_t>b.cap)
+    owner.role = b.role
     b.data = NULL
     b.len = 0
     b.cap = 0
@@ -238,3 +253,18 @@ cdef dict columns_take(RecordColumns *c):
     if columns_init(c) != 0:
         raise MemoryError()
     return out
+
+
+def set_memory_pool(Py_ssize_t max_bytes):
+    """Keep at most ``max_bytes`` of released column memory for reuse (0: none).
+
+    Returns the bytes the pool holds afterwards.
+    """
+    if max_bytes < 0:
+        raise ValueError("max_bytes must not be negative")
+    return kb_pool_set_limit(<size_t>max_bytes)
+
+
+def memory_pool_bytes():
+    """Bytes of released column memory kept for reuse."""
+    return kb_pool_held()

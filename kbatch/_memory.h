@@ -5,6 +5,12 @@
  * touched, and grows with mremap (pages move, bytes are not copied). Fresh
  * 4 KiB pages cost a fault and a zeroing each; huge pages cut that cost
  * several times for the hundreds of MB one segment decodes into.
+ *
+ * Released mappings go to a small pool (at most kb_pool_limit bytes, 1 GiB by
+ * default, 0 disables it) instead of back to the kernel, remembered with the
+ * column ("role") they served, so the next decode of similar data writes into
+ * pages that are already mapped instead of paying the kernel to zero new
+ * ones. kbatch.set_memory_pool() changes the limit; 0 empties the pool.
  */
 #ifndef KBATCH_MEMORY_H
 #define KBATCH_MEMORY_H
@@ -16,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 
 #define KB_BIG ((size_t)1 << 20)
 #define KB_HUGE ((size_t)2 << 20)
@@ -41,9 +48,87 @@ static void *kb_map(size_t n) {
     return (void *)start;
 }
 
+#define KB_POOL_SLOTS 64
+typedef struct { void *p; size_t cap; int role; } kb_block;
+static kb_block kb_pool[KB_POOL_SLOTS];
+static int kb_pool_n = 0;
+static size_t kb_pool_bytes = 0;
+static size_t kb_pool_limit = (size_t)1 << 30;
+static pthread_mutex_t kb_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A pooled mapping of at least need bytes: the largest one that served the
+ * same role, else the smallest that fits. NULL when none fits. */
+static void *kb_pool_take(size_t need, int role, size_t *cap) {
+    int best = -1, best_same = 0;
+    pthread_mutex_lock(&kb_pool_lock);
+    for (int i = 0; i < kb_pool_n; i++) {
+        if (kb_pool[i].cap < need) continue;
+        int same = kb_pool[i].role == role;
+        if (best < 0 || (same && !best_same)
+                || (same && best_same && kb_pool[i].cap > kb_pool[best].cap)
+                || (!same && !best_same && kb_pool[i].cap < kb_pool[best].cap)) {
+            best = i;
+            best_same = same;
+        }
+    }
+    void *p = NULL;
+    if (best >= 0) {
+        p = kb_pool[best].p;
+        *cap = kb_pool[best].cap;
+        kb_pool_bytes -= kb_pool[best].cap;
+        kb_pool[best] = kb_pool[--kb_pool_n];
+    }
+    pthread_mutex_unlock(&kb_pool_lock);
+    return p;
+}
+
+static void kb_release(void *p, size_t cap, int role) {
+    if (p == NULL) return;
+    if (cap < KB_BIG) {
+        free(p);
+        return;
+    }
+    pthread_mutex_lock(&kb_pool_lock);
+    if (kb_pool_n < KB_POOL_SLOTS && kb_pool_bytes + cap <= kb_pool_limit) {
+        kb_pool[kb_pool_n].p = p;
+        kb_pool[kb_pool_n].cap = cap;
+        kb_pool[kb_pool_n].role = role;
+        kb_pool_n++;
+        kb_pool_bytes += cap;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&kb_pool_lock);
+    if (p) munmap(p, cap);
+}
+
+/* Set the pool limit; mappings beyond it go back to the kernel. */
+static size_t kb_pool_set_limit(size_t limit) {
+    kb_block drop[KB_POOL_SLOTS];
+    int n = 0;
+    pthread_mutex_lock(&kb_pool_lock);
+    kb_pool_limit = limit;
+    while (kb_pool_n > 0 && kb_pool_bytes > limit) {
+        drop[n] = kb_pool[--kb_pool_n];
+        kb_pool_bytes -= drop[n].cap;
+        n++;
+    }
+    size_t held = kb_pool_bytes;
+    pthread_mutex_unlock(&kb_pool_lock);
+    for (int i = 0; i < n; i++) munmap(drop[i].p, drop[i].cap);
+    return held;
+}
+
+static size_t kb_pool_held(void) {
+    pthread_mutex_lock(&kb_pool_lock);
+    size_t held = kb_pool_bytes;
+    pthread_mutex_unlock(&kb_pool_lock);
+    return held;
+}
+
 /* Resize a block of capacity old_cap to at least new_cap; *cap gets the new
  * capacity. The first len bytes are kept. NULL (old block intact) on failure. */
-static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size_t *cap) {
+static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size_t *cap,
+                       int role) {
     if (new_cap < KB_BIG) {
         void *q = (old_cap >= KB_BIG) ? NULL : realloc(p, new_cap ? new_cap : 1);
         if (q == NULL) return NULL;
@@ -51,8 +136,14 @@ static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size
         return q;
     }
     new_cap = kb_round_huge(new_cap);
+    void *q = kb_pool_take(new_cap, role, cap);
+    if (q != NULL) {
+        if (len) memcpy(q, p, len);
+        kb_release(p, old_cap, role);
+        return q;
+    }
     if (old_cap >= KB_BIG) {
-        void *q = mremap(p, old_cap, new_cap, MREMAP_MAYMOVE);
+        q = mremap(p, old_cap, new_cap, MREMAP_MAYMOVE);
         if (q == MAP_FAILED) return NULL;
 #ifdef MADV_HUGEPAGE
         madvise(q, new_cap, MADV_HUGEPAGE);
@@ -60,18 +151,12 @@ static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size
         *cap = new_cap;
         return q;
     }
-    void *q = kb_map(new_cap);
+    q = kb_map(new_cap);
     if (q == NULL) return NULL;
     if (len) memcpy(q, p, len);
     free(p);
     *cap = new_cap;
     return q;
-}
-
-static void kb_release(void *p, size_t cap) {
-    if (p == NULL) return;
-    if (cap >= KB_BIG) munmap(p, cap);
-    else free(p);
 }
 
 /* Give back the capacity past len (whole pages of a mapping); returns the

@@ -16,6 +16,7 @@ byte position); the libraries' own exceptions never escape.
 
 from __future__ import annotations
 
+import threading
 import zlib
 
 import lz4.frame
@@ -108,24 +109,51 @@ def unsnappy(data, limit: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def _first_step(data, limit: int) -> int:
+    """Output to ask for first: a few times the input, never the whole limit
+    (the libraries allocate what they are asked for up front)."""
+    return min(max(64 << 10, 4 * len(data)), limit + 1)
+
+
 def unlz4(data, limit: int) -> bytes:
     decompressor = lz4.frame.LZ4FrameDecompressor()
+    parts = []
+    total = 0
+    step = _first_step(data, limit)
     try:
-        out = decompressor.decompress(data, max_length=limit + 1)
+        chunk = decompressor.decompress(data, max_length=step)
+        while True:
+            total += len(chunk)
+            if total > limit:
+                raise _over(limit)
+            parts.append(chunk)
+            if decompressor.eof or decompressor.needs_input:
+                break
+            step = min(step * 2, limit - total + 1)
+            chunk = decompressor.decompress(b"", max_length=step)
     except RuntimeError as exc:  # lz4 reports every frame error as RuntimeError
         raise CodecError(f"lz4: {exc}") from None
-    if len(out) > limit:
-        raise _over(limit)
     if not decompressor.eof:
         raise CodecError("lz4: frame is truncated")
-    return out
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+_zstd_local = threading.local()
+
+
+def _zstd_context() -> zstandard.ZstdDecompressor:
+    """One decompression context per thread (creating one costs ~10 us)."""
+    ctx = getattr(_zstd_local, "ctx", None)
+    if ctx is None:
+        ctx = _zstd_local.ctx = zstandard.ZstdDecompressor()
+    return ctx
 
 
 def unzstd(data, limit: int) -> bytes:
-    reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=True)
+    reader = _zstd_context().stream_reader(data, read_across_frames=True)
     parts = []
     total = 0
-    step = max(64 << 10, 4 * len(data))
+    step = _first_step(data, limit)
     try:
         while True:
             chunk = reader.read(min(step, limit - total + 1))
@@ -138,6 +166,8 @@ def unzstd(data, limit: int) -> bytes:
             step *= 2
     except zstandard.ZstdError as exc:
         raise CodecError(f"zstd: {exc}") from None
+    finally:
+        reader.close()
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 

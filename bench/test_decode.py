@@ -1,0 +1,60 @@
+"""Decode throughput: kbatch against aiokafka and kafka-python, same bytes.
+
+Groups are datasets; ``bench/report.py`` prints records/s, MB/s and the ratio
+to aiokafka. kafka-python runs on the first ~16 MB of each dataset (a full
+5 M-record pass takes it minutes); rates are per record, so they compare.
+"""
+
+import numpy as np
+import pytest
+
+import kbatch
+from kbatch._checksums import crc32c_of
+
+from conftest import prefix
+from peers import aiokafka_decode, kafka_python_decode
+
+ROUNDS = 5
+
+
+def _run(benchmark, name, fn, data, records, rounds=ROUNDS):
+    benchmark.group = name
+    benchmark.extra_info.update(records=records, bytes=len(data), dataset=name)
+    return benchmark.pedantic(fn, args=(data,), rounds=rounds, iterations=1, warmup_rounds=1)
+
+
+def test_kbatch(benchmark, dataset):
+    name, data, records = dataset
+    out = _run(benchmark, name, lambda d: len(kbatch.read_segment(d)), data, records)
+    assert out == records
+
+
+def test_kbatch_no_crc(benchmark, dataset):
+    name, data, records = dataset
+    out = _run(benchmark, name, lambda d: len(kbatch.read_segment(d, validate_crc=False)),
+               data, records)
+    assert out == records
+
+
+def test_aiokafka(benchmark, dataset):
+    name, data, records = dataset
+    assert _run(benchmark, name, aiokafka_decode, data, records, rounds=3) == records
+
+
+def test_kafka_python(benchmark, dataset):
+    name, data, _ = dataset
+    part, records = prefix(data, 16 << 20)
+    assert _run(benchmark, name, kafka_python_decode, part, records, rounds=1) == records
+
+
+def test_floor_memcpy_crc32c(benchmark, dataset):
+    """The physical floor: copy the file once and CRC-32C it once."""
+    name, data, records = dataset
+    src = np.frombuffer(data, np.uint8)
+    dst = np.empty_like(src)
+
+    def floor(d):
+        np.copyto(dst, src)
+        return crc32c_of(dst)
+
+    _run(benchmark, name, floor, data, records)

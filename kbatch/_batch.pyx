@@ -48,6 +48,8 @@ from kbatch._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns
 from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
                              cursor_over, likely, load_be16, load_be32, load_be64,
                              read_u8, read_varint, read_varlong, remaining, unlikely)
+from kbatch._legacy cimport legacy_inner, legacy_top
+from kbatch._types cimport *
 
 from kbatch.errors import CorruptRecordError
 
@@ -183,7 +185,10 @@ _MESSAGES = {
     E_LEGACY_LENGTH: "legacy message size {a} is below the minimum {b}",
     E_LEGACY_NESTED: "compressed legacy message nested inside another",
     E_LEGACY_ATTRIBUTES: "legacy message with unknown codec {a}",
-    E_LEGACY_KEY_VALUE: "legacy key/value length {a} runs past the message",
+    E_LEGACY_KEY_VALUE: "legacy key/value lengths disagree with the message size",
+    E_LEGACY_EMPTY: "compressed legacy message holds no messages",
+    E_LEGACY_OFFSETS: "wrapper offset {a} is below its last inner offset {b}",
+    E_LEGACY_NULL_WRAPPER: "compressed legacy message has a null value",
 }
 
 
@@ -431,6 +436,10 @@ cdef int _decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limi
     return 0
 
 
+cdef inline Py_ssize_t batch_end_of(const uint8_t *buf, Py_ssize_t pos) noexcept nogil:
+    return pos + LOG_OVERHEAD + <int32_t>load_be32(buf + pos + 8)
+
+
 cdef inline void _parse_header(const uint8_t *p, Py_ssize_t position, BatchRow *row) noexcept nogil:
     cdef int16_t attributes = <int16_t>load_be16(p + 21)
     row.base_offset = <int64_t>load_be64(p)
@@ -593,6 +602,28 @@ cdef class BatchDecoder:
             self._err.position = self._err.batch_position
         return st
 
+    cdef int _legacy_message(self, Py_ssize_t pos, Py_ssize_t batch_end) noexcept nogil:
+        """A magic 0/1 top-level message: 0 when decoded, else a status."""
+        cdef BatchRow row
+        cdef Py_ssize_t index = self._batches.len // sizeof(BatchRow)
+        cdef Py_ssize_t value_start = 0, value_stop = 0
+        cdef int st = legacy_top(&self._data, &row, &self._err, self._buf, pos, batch_end,
+                                 <int32_t>index, self._validate_crc,
+                                 &value_start, &value_stop)
+        if st == ST_ERROR:
+            return st
+        if self._add_row(&row) != 0:
+            return self._fail(E_NOMEM, pos, 0, 0)
+        if st == 1:
+            self._has_pending = True
+            self._pending_index = index
+            self._pending_start = value_start
+            self._pending_stop = value_stop
+            self._pending_next = batch_end
+            return ST_COMPRESSED
+        self._pos = batch_end
+        return 0
+
     cdef int _run(self) noexcept nogil:
         cdef const uint8_t *buf = self._buf
         cdef Py_ssize_t pos, rem, batch_end
@@ -627,7 +658,10 @@ cdef class BatchDecoder:
                 self._end_reason = END_TRUNCATED
                 return ST_END
             if magic == 0 or magic == 1:
-                return ST_LEGACY
+                st = self._legacy_message(pos, batch_end_of(buf, pos))
+                if st != 0:
+                    return st
+                continue
             if magic != 2:
                 return self._fail(E_MAGIC, pos + 16, magic, 0)
             if length < MIN_LENGTH_V2:
@@ -656,6 +690,7 @@ cdef class BatchDecoder:
                 self._pending_index = index
                 self._pending_start = pos + HEADER_V2
                 self._pending_stop = batch_end
+                self._pending_next = batch_end
                 return ST_COMPRESSED
             data_mark = columns_mark(&self._data)
             ctrl_mark = columns_mark(&self._ctrl)
@@ -717,12 +752,13 @@ cdef class BatchDecoder:
     # --- compressed batches --------------------------------------------
 
     def pending(self):
-        """``(codec, start, stop, position, base_offset)`` of the waiting batch."""
+        """``(codec, start, stop, position, base_offset, magic)`` of the waiting
+        batch: its compressed bytes are ``view[start:stop]``."""
         if not self._has_pending:
             return None
         row = self._row(self._pending_index)
         return (row.codec, self._pending_start, self._pending_stop, row.position,
-                row.base_offset)
+                row.base_offset, row.magic)
 
     def feed(self, const uint8_t[::1] records not None):
         """Decode the pending batch's records from their decompressed bytes."""
@@ -738,14 +774,18 @@ cdef class BatchDecoder:
         ctrl_mark = columns_mark(&self._ctrl)
         ctrl_rows = self._controls.len
         with nogil:
-            st = self._decode_batch_records(p, 0, n, index, True)
+            if self._row(index).magic < 2:
+                st = legacy_inner(&self._data, self._row(index), &self._err, p, n,
+                                  <int32_t>index, self._validate_crc)
+            else:
+                st = self._decode_batch_records(p, 0, n, index, True)
         if st != 0:
             columns_rollback(&self._data, &data_mark)
             columns_rollback(&self._ctrl, &ctrl_mark)
             self._controls.len = ctrl_rows
             return self._error_or_stop(index)
         self._has_pending = False
-        self._pos = self._pending_stop
+        self._pos = self._pending_next
         return 0
 
     def fail_pending(self, exc):
@@ -786,4 +826,3 @@ cdef class BatchDecoder:
 STATUS_CHUNK_FULL = ST_CHUNK_FULL
 STATUS_END = ST_END
 STATUS_COMPRESSED = ST_COMPRESSED
-STATUS_LEGACY = ST_LEGACY

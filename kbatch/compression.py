@@ -10,7 +10,11 @@ byte position); the libraries' own exceptions never escape.
     codec 2 snappy  xerial framing (magic b"\\x82SNAPPY\\x00", two int32 version
                     fields in either byte order, then int32 length | raw block),
                     or one raw snappy block; told apart by the 8 magic bytes
-    codec 3 lz4     the LZ4 frame format (one frame; trailing bytes ignored)
+    codec 3 lz4     the LZ4 frame format (one frame; trailing bytes ignored).
+                    Magic-0 data from old brokers carries a wrong header
+                    checksum (it also hashed the 4 magic bytes): for magic 0
+                    the checksum byte is recomputed before decoding, as
+                    Kafka's reader skips it
     codec 4 zstd    one or more frames, content size optional, read as a stream
 """
 
@@ -115,7 +119,55 @@ def _first_step(data, limit: int) -> int:
     return min(max(64 << 10, 4 * len(data)), limit + 1)
 
 
-def unlz4(data, limit: int) -> bytes:
+_P1, _P2, _P3, _P4, _P5 = 0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F, 0x165667B1
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32_short(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of fewer than 16 bytes (an LZ4 frame descriptor)."""
+    if len(data) >= 16:
+        raise ValueError("xxh32_short takes fewer than 16 bytes")
+    h = (seed + _P5 + len(data)) & _M32
+    i = 0
+    while i + 4 <= len(data):
+        h = (h + int.from_bytes(data[i:i + 4], "little") * _P3) & _M32
+        h = (_rotl(h, 17) * _P4) & _M32
+        i += 4
+    for b in data[i:]:
+        h = (h + b * _P5) & _M32
+        h = (_rotl(h, 11) * _P1) & _M32
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+def _fix_lz4_header_checksum(data) -> bytes:
+    """Rewrite the frame descriptor checksum byte the LZ4 spec expects."""
+    view = bytes(data[:15])
+    if len(view) < 7 or view[:4] != b"\x04\x22\x4d\x18":
+        return data
+    flags = view[4]
+    hc_pos = 6 + (8 if flags & 0x08 else 0) + (4 if flags & 0x01 else 0)
+    if len(view) <= hc_pos:
+        return data
+    hc = (xxh32_short(view[4:hc_pos]) >> 8) & 0xFF
+    if view[hc_pos] == hc:
+        return data
+    fixed = bytearray(data)
+    fixed[hc_pos] = hc
+    return bytes(fixed)
+
+
+def unlz4(data, limit: int, *, magic: int = 2) -> bytes:
+    if magic == 0:
+        data = _fix_lz4_header_checksum(data)
     decompressor = lz4.frame.LZ4FrameDecompressor()
     parts = []
     total = 0
@@ -174,10 +226,14 @@ def unzstd(data, limit: int) -> bytes:
 _DECOMPRESSORS = {1: gunzip, 2: unsnappy, 3: unlz4, 4: unzstd}
 
 
-def decompress(codec: int, data, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES) -> bytes:
-    """The records of a batch compressed with ``codec``, at most ``limit`` bytes."""
+def decompress(codec: int, data, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES, *,
+               magic: int = 2) -> bytes:
+    """The records of a batch (or legacy wrapper value) compressed with
+    ``codec``, at most ``limit`` bytes."""
     try:
         fn = _DECOMPRESSORS[codec]
     except KeyError:
         raise CodecError(f"unknown compression codec {codec}") from None
+    if codec == 3:
+        return unlz4(data, limit, magic=magic)
     return fn(data, limit)

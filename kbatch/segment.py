@@ -115,20 +115,15 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
 
 
 def _decompress_pending(dec: _batch.BatchDecoder, view, path, limit: int) -> None:
-    codec, start, stop, position, base_offset = dec.pending()
+    codec, start, stop, position, base_offset, magic = dec.pending()
     try:
-        records = decompress(codec, view[start:stop], limit)
+        records = decompress(codec, view[start:stop], limit, magic=magic)
     except CodecError as exc:
         cls = DecompressionLimitError if exc.over_limit else CorruptRecordError
         dec.fail_pending(cls(exc.reason, path=path, position=position,
                              base_offset=base_offset, batch_position=position))
         return
     dec.feed(records)
-
-
-def _legacy_message_set(dec: _batch.BatchDecoder, view, path, opts: DecodeOptions):
-    from kbatch import legacy
-    legacy.decode_into(dec, view, path, opts)
 
 
 def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
@@ -146,8 +141,6 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
             status = dec.run()
             if status == _batch.STATUS_COMPRESSED:
                 _decompress_pending(dec, view, path, limit)
-            elif status == _batch.STATUS_LEGACY:
-                _legacy_message_set(dec, view, path, opts)
             elif status == _batch.STATUS_CHUNK_FULL:
                 yield Records.from_chunk(dec.take(), None, path)
             else:

@@ -18,7 +18,8 @@ cdef class BatchDecoder:
     cdef GrowBuf _controls
     cdef ErrorInfo _err
     cdef Limits _limits
-    cdef bint _validate_crc
+    cdef int _crc_mode
+    cdef bint _headers_only
     cdef bint _include_control
     cdef bint _strict
     cdef bint _stop_on_corrupt

@@ -480,7 +480,8 @@ cdef class BatchDecoder:
         self._controls.zero_fill = False
 
     def __init__(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
-                 Py_ssize_t stop=-1, object path=None, bint validate_crc=True,
+                 Py_ssize_t stop=-1, object path=None, object validate_crc=True,
+                 bint headers_only=False,
                  bint include_control=False, bint strict=False,
                  bint stop_on_corrupt=False, Py_ssize_t chunk_records=1 << 62,
                  Py_ssize_t chunk_bytes=1 << 30, Py_ssize_t max_batch_bytes=INT32_MAX,
@@ -498,7 +499,11 @@ cdef class BatchDecoder:
         self._pos = start
         self._end = stop
         self.path = path
-        self._validate_crc = validate_crc
+        if validate_crc == "report":
+            self._crc_mode = CRC_REPORT
+        else:
+            self._crc_mode = CRC_RAISE if validate_crc else CRC_SKIP
+        self._headers_only = headers_only
         self._include_control = include_control
         self._strict = strict
         self._stop_on_corrupt = stop_on_corrupt
@@ -608,7 +613,7 @@ cdef class BatchDecoder:
         cdef Py_ssize_t index = self._batches.len // sizeof(BatchRow)
         cdef Py_ssize_t value_start = 0, value_stop = 0
         cdef int st = legacy_top(&self._data, &row, &self._err, self._buf, pos, batch_end,
-                                 <int32_t>index, self._validate_crc,
+                                 <int32_t>index, self._crc_mode, self._headers_only,
                                  &value_start, &value_stop)
         if st == ST_ERROR:
             return st
@@ -675,16 +680,24 @@ cdef class BatchDecoder:
             if (self._batches.len > 0 and row.codec == 0
                     and columns_payload_bytes(&self._data) + length > INT32_MAX // 2):
                 return ST_CHUNK_FULL
-            if self._validate_crc:
+            if self._crc_mode != CRC_SKIP:
                 computed = crc32c(buf + pos + CRC_START, <size_t>(batch_end - pos - CRC_START))
-                if computed != row.crc:
+                if computed == row.crc:
+                    row.crc_valid = 1
+                elif self._crc_mode == CRC_RAISE:
                     self._err.base_offset = row.base_offset
                     self._err.batch_position = pos
                     return _set_error(&self._err, E_CRC, pos + 17, -1, row.crc, computed)
-                row.crc_valid = 1
+                else:
+                    row.crc_valid = 0
             index = self._batches.len // sizeof(BatchRow)
             if self._add_row(&row) != 0:
                 return self._fail(E_NOMEM, pos, 0, 0)
+            if self._headers_only or row.crc_valid == 0:
+                # records not decoded: headers only, or a CRC-failed batch
+                # being reported (its records cannot be trusted)
+                self._pos = batch_end
+                continue
             if row.codec != 0 and not (row.records_count == 0 and batch_end == pos + HEADER_V2):
                 self._has_pending = True
                 self._pending_index = index
@@ -776,7 +789,7 @@ cdef class BatchDecoder:
         with nogil:
             if self._row(index).magic < 2:
                 st = legacy_inner(&self._data, self._row(index), &self._err, p, n,
-                                  <int32_t>index, self._validate_crc)
+                                  <int32_t>index, self._crc_mode)
             else:
                 st = self._decode_batch_records(p, 0, n, index, True)
         if st != 0:

@@ -9,9 +9,9 @@ from kbatch._types cimport BatchRow, ErrorInfo
 
 cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
                     const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
-                    int32_t batch_index, bint validate_crc,
+                    int32_t batch_index, int crc_mode, bint headers_only,
                     Py_ssize_t *value_start, Py_ssize_t *value_stop) noexcept nogil
 
 cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
                       const uint8_t *buf, Py_ssize_t n, int32_t batch_index,
-                      bint validate_crc) noexcept nogil
+                      int crc_mode) noexcept nogil

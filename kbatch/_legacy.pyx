@@ -37,8 +37,8 @@ from kbatch._cursor cimport (CUR_OK, Cursor, cursor_over, read_be32, read_be64,
 from kbatch._types cimport (E_CRC, E_LEGACY_ATTRIBUTES, E_LEGACY_EMPTY,
                             E_LEGACY_KEY_VALUE, E_LEGACY_LENGTH, E_LEGACY_NESTED,
                             E_LEGACY_NULL_WRAPPER, E_LEGACY_OFFSETS, E_MAGIC,
-                            E_NOMEM, E_RECORD_TRUNCATED, ST_ERROR, BatchRow,
-                            ErrorInfo)
+                            E_NOMEM, E_RECORD_TRUNCATED, ST_ERROR, CRC_RAISE,
+                            CRC_SKIP, BatchRow, ErrorInfo)
 
 
 cdef enum:
@@ -153,13 +153,14 @@ cdef int _append(RecordColumns *cols, const uint8_t *buf, const Message *m,
 
 cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
                     const uint8_t *buf, Py_ssize_t pos, Py_ssize_t end,
-                    int32_t batch_index, bint validate_crc,
+                    int32_t batch_index, int crc_mode, bint headers_only,
                     Py_ssize_t *value_start, Py_ssize_t *value_stop) noexcept nogil:
     """A top-level message at ``pos``: fill ``row``; append it when plain.
 
     Returns 0 when done, 1 for a compressed wrapper (its compressed value is
     ``buf[value_start:value_stop]``, for ``legacy_inner`` once decompressed),
-    or ST_ERROR.
+    or ST_ERROR. With ``headers_only``, or a CRC failure being reported, only
+    ``row`` is filled.
     """
     cdef Message m
     cdef int8_t codec, ts_type
@@ -192,11 +193,16 @@ cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
     row.has_delete_horizon = 0
     row.crc_valid = -1
     row._pad = 0
-    if validate_crc:
-        if not _crc_ok(buf, &m):
+    if crc_mode != CRC_SKIP:
+        if _crc_ok(buf, &m):
+            row.crc_valid = 1
+        elif crc_mode == CRC_RAISE:
             return _fail(err, E_CRC, pos + LOG_OVERHEAD, m.crc,
                          crc32_ieee(buf + pos + CRC_FROM, <size_t>(m.end - pos - CRC_FROM)))
-        row.crc_valid = 1
+        else:
+            row.crc_valid = 0
+    if headers_only or row.crc_valid == 0:
+        return 0
     if codec == 0:
         if _append(cols, buf, &m, m.offset, m.timestamp, ts_type, batch_index) != 0:
             return _fail(err, E_NOMEM, pos, 0, 0)
@@ -212,7 +218,7 @@ cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
 
 cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
                       const uint8_t *buf, Py_ssize_t n, int32_t batch_index,
-                      bint validate_crc) noexcept nogil:
+                      int crc_mode) noexcept nogil:
     """The inner messages of the wrapper ``row``, decompressed into ``buf[:n]``.
 
     Errors report the wrapper's position, with ``err.inner`` the byte in the
@@ -232,7 +238,7 @@ cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
         if m.attributes & CODEC_MASK:
             _fail(err, E_LEGACY_NESTED, pos + 17, 0, 0)
             return _inner_error(err, row)
-        if validate_crc and not _crc_ok(buf, &m):
+        if crc_mode != CRC_SKIP and not _crc_ok(buf, &m):
             _fail(err, E_CRC, pos + LOG_OVERHEAD, m.crc,
                   crc32_ieee(buf + pos + CRC_FROM, <size_t>(m.end - pos - CRC_FROM)))
             return _inner_error(err, row)

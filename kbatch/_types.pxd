@@ -11,6 +11,12 @@ cdef enum RunStatus:
     ST_COMPRESSED = 3    # a compressed batch waits: pending() / feed()
 
 
+cdef enum CrcMode:
+    CRC_SKIP = 0         # validate_crc=False
+    CRC_RAISE = 1        # a wrong CRC is an error
+    CRC_REPORT = 2       # a wrong CRC is recorded (crc_valid = 0), records skipped
+
+
 cdef enum EndReason:
     END_NONE = 0         # the data ends exactly at a batch boundary
     END_TRUNCATED = 1    # the last batch runs past the end of the data

@@ -1,0 +1,375 @@
+"""Partition directories and broker data directories.
+
+    <log.dir>/<topic>-<partition>/
+        00000000000000000000.log        batches; the name is the base offset
+        00000000000000000000.index      offset -> byte position hints
+        00000000000000000000.timeindex  timestamp -> offset hints
+        00000000000000000000.txnindex   aborted transactions
+
+Transient files (``.deleted``, ``.cleaned``, ``.swap``) and directories
+(``-delete``, ``-future``, ``-stray``) are skipped. Index entries are hints:
+each is checked against the batch it points to before it is used, and a read
+falls back to scanning when it is wrong, so a damaged index never changes
+what a read returns (``verify`` reports it).
+
+Offset ranges are half-open, ``[start_offset, end_offset)``. Timestamps map
+to offsets as Kafka's offsets-for-times does: ``start_timestamp=t`` starts at
+the earliest offset whose timestamp is >= t, ``end_timestamp=t`` stops before
+the earliest offset whose timestamp is >= t.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from kbatch import _batch
+from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
+from kbatch.records import Records
+from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
+    decode_chunks, open_source
+
+SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+TRANSIENT_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+_WHOLE = 1 << 62
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` of a ``<topic>-<partition>`` directory name.
+
+    The partition is the text after the last ``-`` (topics may contain
+    ``-`` and ``.``); transient directories give None.
+    """
+    if name.endswith(TRANSIENT_DIR_SUFFIXES):
+        return None
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit():
+        return None
+    return topic, int(number)
+
+
+class Segment:
+    """One ``.log`` file of a partition and the index files beside it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        match = SEGMENT_NAME.match(self.path.name)
+        self.base_offset = int(match.group(1)) if match else 0
+        stem = self.path.with_suffix("")
+        self.index_path = stem.with_suffix(".index")
+        self.timeindex_path = stem.with_suffix(".timeindex")
+        self.txnindex_path = stem.with_suffix(".txnindex")
+
+    def __repr__(self) -> str:
+        return f"Segment({self.path.name}, base_offset={self.base_offset})"
+
+    @property
+    def size(self) -> int:
+        return self.path.stat().st_size
+
+    @functools.cached_property
+    def offset_index(self) -> OffsetIndex:
+        return OffsetIndex.read(self.index_path, self.base_offset)
+
+    @functools.cached_property
+    def time_index(self) -> TimeIndex:
+        return TimeIndex.read(self.timeindex_path, self.base_offset)
+
+    @functools.cached_property
+    def txn_index(self) -> TxnIndex:
+        return TxnIndex.read(self.txnindex_path)
+
+
+def scan_headers(source, *, start: int = 0, stop: int | None = None,
+                 validate_crc=False, path=None):
+    """The batch table of ``source[start:stop]`` without decoding records.
+
+    Returns ``(batches, end)``: a numpy structured array (``BATCH_DTYPE``)
+    and ``(valid_bytes, reason)``. Stops quietly at the end of valid data.
+    """
+    with open_source(source) as (view, src_path):
+        dec = _batch.BatchDecoder(view, start=start, stop=-1 if stop is None else stop,
+                                  path=path or src_path, validate_crc=validate_crc,
+                                  headers_only=True)
+        try:
+            dec.run()
+            chunk = dec.take()
+            return chunk["batches"], (dec.valid_end, dec.end_reason)
+        finally:
+            dec.release()
+
+
+def _batch_at(view, position: int):
+    """Header row of a whole, CRC-valid batch at ``position``, or None."""
+    if position < 0 or position + 61 > len(view):
+        return None
+    dec = _batch.BatchDecoder(view, start=position, validate_crc=True,
+                              headers_only=True, chunk_records=1)
+    try:
+        dec.run()
+        rows = dec.take()["batches"]
+    except ValueError:
+        return None
+    finally:
+        dec.release()
+    return rows[0] if len(rows) else None
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Bytes ``[start, stop)`` of ``segment`` to decode (stop None: to the end)."""
+
+    segment: Segment
+    start: int
+    stop: int | None
+
+
+class PartitionLog:
+    """A partition directory: its segments, in base-offset order."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise NotADirectoryError(f"not a partition directory: {self.path}")
+        parsed = parse_partition_dir(self.path.name)
+        self.topic, self.partition = parsed if parsed else (None, None)
+        self.segments = sorted(
+            (Segment(p) for p in self.path.iterdir()
+             if SEGMENT_NAME.match(p.name) and p.is_file()),
+            key=lambda s: s.base_offset)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, "
+                f"{len(self.segments)} segments)")
+
+    # --- seeking ---------------------------------------------------------
+
+    def _segments_for(self, lo: int, hi: int) -> list[int]:
+        """Indexes of the segments that may hold offsets in ``[lo, hi)``."""
+        bases = [s.base_offset for s in self.segments]
+        out = []
+        for i, base in enumerate(bases):
+            nxt = bases[i + 1] if i + 1 < len(bases) else _WHOLE
+            if nxt > lo and base < hi:
+                out.append(i)
+        return out
+
+    # An offset index entry (o, p) is written per append: o is the last offset
+    # appended, p the byte where the append's first batch starts. An append may
+    # hold several batches, so the batch at p ends at or before o, and every
+    # batch before p ends before it starts. Entries are checked before use.
+
+    def _start_position(self, seg: Segment, view, offset: int) -> int:
+        """A batch boundary such that every earlier batch ends below ``offset``."""
+        if offset <= seg.base_offset:
+            return 0
+        _, position = seg.offset_index.lookup(offset)
+        if position == 0:
+            return 0
+        row = _batch_at(view, position)
+        if row is None or int(row["base_offset"]) > offset:
+            return 0  # the index is wrong here: scan from the start
+        return position
+
+    def _stop_position(self, seg: Segment, view, offset: int) -> int | None:
+        """A batch boundary such that every later batch starts at or above
+        ``offset`` (None: the end of the segment)."""
+        idx = seg.offset_index
+        first = int(np.searchsorted(idx.offsets, offset, side="left"))
+        for k in range(first, min(first + 3, len(idx))):
+            position = int(idx.positions[k])
+            row = _batch_at(view, position)
+            if row is None:
+                return None
+            if int(row["base_offset"]) >= offset:
+                return position
+        return None
+
+    def plan(self, lo: int, hi: int) -> list[ReadPlan]:
+        """The byte ranges to decode for offsets ``[lo, hi)``."""
+        plans = []
+        chosen = self._segments_for(lo, hi)
+        for k, i in enumerate(chosen):
+            seg = self.segments[i]
+            with open_source(seg.path) as (view, _):
+                start = self._start_position(seg, view, lo) if k == 0 else 0
+                stop = self._stop_position(seg, view, hi) if k == len(chosen) - 1 else None
+            plans.append(ReadPlan(seg, start, stop))
+        return plans
+
+    def offset_for_timestamp(self, timestamp: int) -> int | None:
+        """The earliest offset whose record timestamp is >= ``timestamp``.
+
+        As Kafka's ListOffsets: the time index names a point before which
+        every record is older; batch headers (max timestamp) are scanned from
+        there, and the first batch that reaches ``timestamp`` is decoded.
+        None when no record is that recent.
+        """
+        for seg in self.segments:
+            with open_source(seg.path) as (view, path):
+                start = 0
+                below = seg.time_index.last_below(timestamp)
+                if below is not None:
+                    start = self._start_position(seg, view, below[1])
+                dec = _batch.BatchDecoder(view, start=start, validate_crc=False,
+                                          headers_only=True, path=path)
+                try:
+                    dec.run()
+                    rows = dec.take()["batches"]
+                finally:
+                    dec.release()
+                for row in rows[rows["max_timestamp"] >= timestamp]:
+                    position = int(row["position"])
+                    records = Records.concat(list(decode_chunks(
+                        view, path, DecodeOptions(), start=position,
+                        stop=position + int(row["size"]))))
+                    hits = np.flatnonzero(records.timestamp >= timestamp)
+                    if len(hits):
+                        return int(records.offset[hits[0]])
+        return None
+
+    def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp):
+        lo = 0 if start_offset is None else int(start_offset)
+        hi = _WHOLE if end_offset is None else int(end_offset)
+        if start_timestamp is not None:
+            found = self.offset_for_timestamp(int(start_timestamp))
+            lo = _WHOLE if found is None else max(lo, found)
+        if end_timestamp is not None:
+            found = self.offset_for_timestamp(int(end_timestamp))
+            if found is not None:
+                hi = min(hi, found)
+        return lo, hi
+
+    # --- reading ---------------------------------------------------------
+
+    def iter(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             start_timestamp: int | None = None, end_timestamp: int | None = None,
+             chunk_records: int = DEFAULT_CHUNK_RECORDS,
+             chunk_bytes: int = DEFAULT_CHUNK_BYTES, **options) -> Iterator[Records]:
+        """Records of the range, chunk by chunk (whole batches, trimmed to the range).
+
+        Keeps in memory one chunk and one decompressed batch. Yields every
+        non-empty chunk, then the last chunk of the last segment read (maybe
+        empty), which carries ``end``.
+        """
+        opts = DecodeOptions(**options)
+        lo, hi = self._offset_range(start_offset, end_offset, start_timestamp, end_timestamp)
+        return self._iter(lo, hi, opts, chunk_records, chunk_bytes)
+
+    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes):
+        last = None
+        plans = self.plan(lo, hi) if lo < hi else []
+        for plan in plans:
+            with open_source(plan.segment.path) as (view, path):
+                for chunk in decode_chunks(view, path, opts, start=plan.start,
+                                           stop=plan.stop, chunk_records=chunk_records,
+                                           chunk_bytes=chunk_bytes):
+                    chunk = chunk.select_offsets(lo, hi)
+                    if last is not None:
+                        yield last
+                    last = chunk if len(chunk) or chunk.end is not None else None
+        if last is not None:
+            yield last
+        elif not plans:
+            yield Records.empty()
+
+    def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             start_timestamp: int | None = None, end_timestamp: int | None = None,
+             **options) -> Records:
+        """Records with offsets in ``[start_offset, end_offset)`` (and the
+        timestamp bounds), exactly as a full read filtered to that range.
+
+        Options: those of ``read_segment``. Keeps in memory the result and one
+        decompressed batch.
+        """
+        return Records.concat(list(self.iter(
+            start_offset, end_offset, start_timestamp=start_timestamp,
+            end_timestamp=end_timestamp, chunk_records=_WHOLE, chunk_bytes=1 << 30,
+            **options)))
+
+    def aborted_transactions(self) -> TxnIndex:
+        """All ``.txnindex`` entries of the partition, in segment order."""
+        parts = [s.txn_index for s in self.segments]
+        return TxnIndex(*(np.concatenate([getattr(p, f) for p in parts])
+                          if parts else np.empty(0, np.int64)
+                          for f in ("producer_id", "first_offset", "last_offset",
+                                    "last_stable_offset", "version")))
+
+
+def open_log(path) -> PartitionLog:
+    """A partition directory (``<topic>-<partition>/``) as a ``PartitionLog``."""
+    return PartitionLog(path)
+
+
+class LogDir:
+    """A broker data directory: every partition directory in it."""
+
+    def __init__(self, path):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise NotADirectoryError(f"not a directory: {self.path}")
+        found = []
+        for child in self.path.iterdir():
+            if child.is_dir() and parse_partition_dir(child.name):
+                found.append(PartitionLog(child))
+        self.partitions = sorted(found, key=lambda p: (p.topic, p.partition))
+
+    def __repr__(self) -> str:
+        return f"LogDir({self.path}, {len(self.partitions)} partitions)"
+
+    @property
+    def topics(self) -> list[str]:
+        return sorted({p.topic for p in self.partitions})
+
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        for p in self.partitions:
+            if p.topic == topic and p.partition == partition:
+                return p
+        raise KeyError(f"{topic}-{partition}")
+
+    def select(self, topics: Sequence[str] | None = None) -> list[PartitionLog]:
+        if topics is None:
+            return list(self.partitions)
+        wanted = set(topics)
+        return [p for p in self.partitions if p.topic in wanted]
+
+    def read(self, topics: Sequence[str] | None = None, *, threads: int | None = None,
+             **options) -> dict[tuple[str, int], Records]:
+        """Every selected partition, whole, as ``{(topic, partition): Records}``.
+
+        Segments are decoded on ``threads`` threads at once (default: one per
+        core); the decoder releases the GIL, so they run in parallel. Keeps
+        in memory the decoded partitions.
+        """
+        opts = DecodeOptions(**options)
+        parts = self.select(topics)
+        jobs = [(p, s) for p in parts for s in p.segments]
+        workers = threads or os.cpu_count() or 1
+
+        def decode(job):
+            _, seg = job
+            with open_source(seg.path, populate=True) as (view, path):
+                return Records.concat(list(decode_chunks(view, path, opts)))
+
+        if workers == 1:
+            results = [decode(job) for job in jobs]
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                results = list(pool.map(decode, jobs))
+        out: dict[tuple[str, int], list[Records]] = {}
+        for (p, _), rec in zip(jobs, results):
+            out.setdefault((p.topic, p.partition), []).append(rec)
+        return {key: Records.concat(recs) for key, recs in out.items()} | {
+            (p.topic, p.partition): Records.empty() for p in parts if not p.segments}
+
+
+def open_log_dir(path) -> LogDir:
+    """A broker data directory (many ``<topic>-<partition>`` directories)."""
+    return LogDir(path)

@@ -179,30 +179,40 @@ def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
     return out[:100]
 
 
-def verify(path, **options) -> VerifyReport:
+def verify(path, *, on_segment=None, **options) -> VerifyReport:
     """Check a segment file, a partition directory or a broker data directory.
 
-    Changes no file. Options: those of ``read_segment`` (limits).
+    Changes no file. ``on_segment(path)`` is called after each segment (for
+    progress). Options: those of ``read_segment`` (limits). Keeps in memory
+    one decoded chunk and one segment's batch table at a time.
     """
     path = Path(path)
     if path.is_file():
-        return VerifyReport([verify_segment(path, **options)])
+        report = VerifyReport([verify_segment(path, **options)])
+        if on_segment:
+            on_segment(path)
+        return report
     if parse_partition_dir(path.name) or any(SEGMENT_NAME.match(p.name) for p in path.iterdir()):
-        return _verify_partition(PartitionLog(path), options)
+        return _verify_partition(PartitionLog(path), options, on_segment)
     reports, problems = [], []
     for child in sorted(path.iterdir()):
         if child.is_dir() and parse_partition_dir(child.name):
-            part = _verify_partition(PartitionLog(child), options)
+            part = _verify_partition(PartitionLog(child), options, on_segment)
             reports += part.segments
             problems += part.partition_problems
     return VerifyReport(reports, problems)
 
 
-def _verify_partition(log: PartitionLog, options) -> VerifyReport:
-    reports = [verify_segment(seg, **options) for seg in log.segments]
+def _verify_partition(log: PartitionLog, options, on_segment=None) -> VerifyReport:
+    reports = []
+    for seg in log.segments:
+        reports.append(verify_segment(seg, **options))
+        if on_segment:
+            on_segment(seg.path)
     problems = []
     for prev, cur in zip(reports, reports[1:]):
         if prev.last_offset is not None and cur.base_offset <= prev.last_offset:
-            problems.append(f"{Path(cur.path).name}: base offset {cur.base_offset} is not above "
-                            f"the previous segment's last offset {prev.last_offset}")
+            problems.append(f"{log.path.name}/{Path(cur.path).name}: base offset "
+                            f"{cur.base_offset} is not above the previous segment's last "
+                            f"offset {prev.last_offset}")
     return VerifyReport(reports, problems)

@@ -2,16 +2,25 @@
 
     read_segment(source, ...)   one segment (path or bytes-like) -> Records
     iter_segment(source, ...)   the same, chunk by chunk (bounded memory)
+    open_log(path)              a partition directory: offset/time range reads
+    open_log_dir(path)          a broker data directory, read on several threads
+    verify(path)                CRCs, offsets, indexes, where valid data ends
+    transactions(path)          committed / aborted / open transactions, LSO
 """
 
+from kbatch._columns import memory_pool_bytes, set_memory_pool
 from kbatch.columns import BinaryColumn, HeadersColumn
 from kbatch.errors import CorruptRecordError, DecompressionLimitError, KbatchError
+from kbatch.log import LogDir, PartitionLog, open_log, open_log_dir
 from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
 from kbatch.segment import iter_segment, read_segment
+from kbatch.txn import transactions
+from kbatch.verify import verify
 
 __all__ = [
     "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
-    "DecompressionLimitError", "HeadersColumn", "KbatchError", "Records",
-    "SegmentEnd", "iter_segment", "read_segment",
+    "DecompressionLimitError", "HeadersColumn", "KbatchError", "LogDir", "PartitionLog",
+    "Records", "SegmentEnd", "iter_segment", "memory_pool_bytes", "open_log",
+    "open_log_dir", "read_segment", "set_memory_pool", "transactions", "verify",
 ]
 __version__ = "0.1.0"

@@ -20,6 +20,7 @@ cdef class BatchDecoder:
     cdef Limits _limits
     cdef int _crc_mode
     cdef bint _headers_only
+    cdef bint _control_only
     cdef bint _include_control
     cdef bint _strict
     cdef bint _stop_on_corrupt

@@ -481,7 +481,7 @@ cdef class BatchDecoder:
 
     def __init__(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
                  Py_ssize_t stop=-1, object path=None, object validate_crc=True,
-                 bint headers_only=False,
+                 bint headers_only=False, bint control_only=False,
                  bint include_control=False, bint strict=False,
                  bint stop_on_corrupt=False, Py_ssize_t chunk_records=1 << 62,
                  Py_ssize_t chunk_bytes=1 << 30, Py_ssize_t max_batch_bytes=INT32_MAX,
@@ -504,6 +504,7 @@ cdef class BatchDecoder:
         else:
             self._crc_mode = CRC_RAISE if validate_crc else CRC_SKIP
         self._headers_only = headers_only
+        self._control_only = control_only
         self._include_control = include_control
         self._strict = strict
         self._stop_on_corrupt = stop_on_corrupt
@@ -613,7 +614,8 @@ cdef class BatchDecoder:
         cdef Py_ssize_t index = self._batches.len // sizeof(BatchRow)
         cdef Py_ssize_t value_start = 0, value_stop = 0
         cdef int st = legacy_top(&self._data, &row, &self._err, self._buf, pos, batch_end,
-                                 <int32_t>index, self._crc_mode, self._headers_only,
+                                 <int32_t>index, self._crc_mode,
+                                 self._headers_only or self._control_only,
                                  &value_start, &value_stop)
         if st == ST_ERROR:
             return st
@@ -693,9 +695,10 @@ cdef class BatchDecoder:
             index = self._batches.len // sizeof(BatchRow)
             if self._add_row(&row) != 0:
                 return self._fail(E_NOMEM, pos, 0, 0)
-            if self._headers_only or row.crc_valid == 0:
-                # records not decoded: headers only, or a CRC-failed batch
-                # being reported (its records cannot be trusted)
+            if (self._headers_only or row.crc_valid == 0
+                    or (self._control_only and not row.is_control)):
+                # records not decoded: headers only (or only control batches
+                # wanted), or a CRC-failed batch being reported
                 self._pos = batch_end
                 continue
             if row.codec != 0 and not (row.records_count == 0 and batch_end == pos + HEADER_V2):

@@ -139,6 +139,37 @@ def cmd_verify(args) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
+# --- txn ----------------------------------------------------------------
+
+def cmd_txn(args) -> int:
+    from kbatch.txn import transactions
+
+    reports = transactions(_existing(args.path), validate_crc=not args.no_crc)
+    hanging = 0
+    for rep in reports:
+        if args.format == "json":
+            for t in rep.transactions:
+                print(json.dumps({"source": rep.source, **t.__dict__}))
+            print(json.dumps({"source": rep.source, "last_stable_offset": rep.last_stable_offset,
+                              "log_end_offset": rep.log_end_offset, "open": len(rep.open)}))
+        else:
+            print(f"{rep.source}: {len(rep.transactions)} transactions, "
+                  f"LSO {rep.last_stable_offset}, log end offset {rep.log_end_offset}")
+            if rep.transactions:
+                print(f"  {'producer':>10} {'epoch':>5} {'first':>12} {'last':>12} "
+                      f"{'marker':>12} {'status':<7} {'records':>8} {'batches':>7}")
+            for t in rep.transactions:
+                flag = "  <-- open (hanging)" if t.status == "OPEN" else ""
+                marker = "-" if t.marker_offset is None else t.marker_offset
+                print(f"  {t.producer_id:>10} {t.producer_epoch:>5} {t.first_offset:>12} "
+                      f"{t.last_offset:>12} {marker:>12} {t.status:<7} {t.records:>8} "
+                      f"{t.batches:>7}{flag}")
+        hanging += len(rep.open)
+    if hanging and args.format == "text":
+        print(f"{hanging} open transaction(s): read_committed stops at the LSO")
+    return EXIT_OK
+
+
 # --- parser -------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,6 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("txn", help="transactions per producer: committed, aborted, open",
+                       description="List transactions per producer id and epoch: first offset, "
+                                   "marker offset, COMMIT/ABORT/OPEN, records, and the LSO.")
+    p.add_argument("path")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.set_defaults(func=cmd_txn)
 
     for extra in _EXTRA_COMMANDS:
         extra(sub)

@@ -32,9 +32,10 @@ import numpy as np
 
 from kbatch import _batch
 from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
-from kbatch.records import Records
+from kbatch.records import BatchTable, ControlRecords, Records
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
-    decode_chunks, open_source
+    decode_chunks, open_source, transaction_state
+from kbatch.txn import TxnState, check_isolation
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 TRANSIENT_DIR_SUFFIXES = ("-delete", "-future", "-stray")
@@ -144,6 +145,7 @@ class PartitionLog:
             (Segment(p) for p in self.path.iterdir()
              if SEGMENT_NAME.match(p.name) and p.is_file()),
             key=lambda s: s.base_offset)
+        self._txn_cache: tuple | None = None
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, "
@@ -247,23 +249,57 @@ class PartitionLog:
                 hi = min(hi, found)
         return lo, hi
 
+    # --- transactions ----------------------------------------------------
+
+    def transaction_tables(self, **options):
+        """``(batches, control, txn_index)`` of the whole partition: every batch
+        header and control record (data records are not decoded), and every
+        ``.txnindex`` entry. An abort marker may sit in a later segment than
+        the data it aborts, so read_committed needs all of them."""
+        opts = DecodeOptions(**options)
+        key = tuple((s.path, *(lambda st: (st.st_size, st.st_mtime_ns))(s.path.stat()))
+                    for s in self.segments)
+        if self._txn_cache is None or self._txn_cache[0] != key:
+            tables, controls, shift = [], [], 0
+            for i, seg in enumerate(self.segments):
+                with open_source(seg.path) as (view, path):
+                    batches, control = transaction_state(view, path, opts)
+                tables.append(batches.with_source(np.array([i], dtype=np.int32)))
+                controls.append(control.shifted(shift))
+                shift += len(batches)
+            if not tables:
+                empty = Records.empty()
+                tables, controls = [empty.batches], [empty.control]
+            self._txn_cache = (key, (BatchTable.concat(tables), ControlRecords.concat(controls),
+                                     self.aborted_transactions()))
+        return self._txn_cache[1]
+
+    def transaction_state(self, **options) -> TxnState:
+        """Transactions of the whole partition, for read_committed reads."""
+        return TxnState.build(*self.transaction_tables(**options))
+
     # --- reading ---------------------------------------------------------
 
     def iter(self, start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp: int | None = None, end_timestamp: int | None = None,
              chunk_records: int = DEFAULT_CHUNK_RECORDS,
-             chunk_bytes: int = DEFAULT_CHUNK_BYTES, **options) -> Iterator[Records]:
+             chunk_bytes: int = DEFAULT_CHUNK_BYTES, isolation: str = "read_uncommitted",
+             **options) -> Iterator[Records]:
         """Records of the range, chunk by chunk (whole batches, trimmed to the range).
 
-        Keeps in memory one chunk and one decompressed batch. Yields every
+        Keeps in memory one chunk and one decompressed batch (and, for
+        read_committed, one row per batch of the partition). Yields every
         non-empty chunk, then the last chunk of the last segment read (maybe
         empty), which carries ``end``.
         """
         opts = DecodeOptions(**options)
+        state = None
+        if check_isolation(isolation) == "read_committed":
+            state = self.transaction_state(**options)
         lo, hi = self._offset_range(start_offset, end_offset, start_timestamp, end_timestamp)
-        return self._iter(lo, hi, opts, chunk_records, chunk_bytes)
+        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state)
 
-    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes):
+    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None):
         last = None
         plans = self.plan(lo, hi) if lo < hi else []
         for plan in plans:
@@ -272,13 +308,16 @@ class PartitionLog:
                                            stop=plan.stop, chunk_records=chunk_records,
                                            chunk_bytes=chunk_bytes):
                     chunk = chunk.select_offsets(lo, hi)
+                    if state is not None:
+                        chunk = state.filter(chunk)
                     if last is not None:
                         yield last
                     last = chunk if len(chunk) or chunk.end is not None else None
         if last is not None:
             yield last
         elif not plans:
-            yield Records.empty()
+            empty = Records.empty()
+            yield empty if state is None else state.filter(empty)
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp: int | None = None, end_timestamp: int | None = None,
@@ -286,8 +325,9 @@ class PartitionLog:
         """Records with offsets in ``[start_offset, end_offset)`` (and the
         timestamp bounds), exactly as a full read filtered to that range.
 
-        Options: those of ``read_segment``. Keeps in memory the result and one
-        decompressed batch.
+        Options: those of ``read_segment``, and ``isolation``
+        ("read_committed" resolves transactions over the whole partition).
+        Keeps in memory the result and one decompressed batch.
         """
         return Records.concat(list(self.iter(
             start_offset, end_offset, start_timestamp=start_timestamp,
@@ -341,6 +381,7 @@ class LogDir:
         return [p for p in self.partitions if p.topic in wanted]
 
     def read(self, topics: Sequence[str] | None = None, *, threads: int | None = None,
+             isolation: str = "read_uncommitted",
              **options) -> dict[tuple[str, int], Records]:
         """Every selected partition, whole, as ``{(topic, partition): Records}``.
 
@@ -366,8 +407,13 @@ class LogDir:
         out: dict[tuple[str, int], list[Records]] = {}
         for (p, _), rec in zip(jobs, results):
             out.setdefault((p.topic, p.partition), []).append(rec)
-        return {key: Records.concat(recs) for key, recs in out.items()} | {
+        result = {key: Records.concat(recs) for key, recs in out.items()} | {
             (p.topic, p.partition): Records.empty() for p in parts if not p.segments}
+        if check_isolation(isolation) == "read_committed":
+            for p in parts:
+                key = (p.topic, p.partition)
+                result[key] = p.transaction_state(**options).filter(result[key])
+        return result
 
 
 def open_log_dir(path) -> LogDir:

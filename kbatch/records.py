@@ -6,6 +6,7 @@
       batches: BatchTable (one row per batch, data and control batches alike)
       control: ControlRecords (never mixed into the data columns)
       end: SegmentEnd (where valid data ends) | sources: file of each batch
+      last_stable_offset: the LSO of a read_committed read (None otherwise)
 
 Everything is numpy; ``to_arrow()`` hands the same buffers to pyarrow.
 """
@@ -247,11 +248,13 @@ class Records:
     """
 
     __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers",
-                 "batch", "batches", "control", "end", "sources", "__weakref__")
+                 "batch", "batches", "control", "end", "sources", "last_stable_offset",
+                 "__weakref__")
 
     def __init__(self, offset, timestamp, timestamp_type, key, value, headers, batch,
                  batches: BatchTable, control: ControlRecords,
-                 end: SegmentEnd | None = None, sources: Sequence[str | None] = (None,)):
+                 end: SegmentEnd | None = None, sources: Sequence[str | None] = (None,),
+                 last_stable_offset: int | None = None):
         self.offset = offset
         self.timestamp = timestamp
         self.timestamp_type = timestamp_type
@@ -263,6 +266,7 @@ class Records:
         self.control = control
         self.end = end
         self.sources = list(sources)
+        self.last_stable_offset = last_stable_offset
 
     @classmethod
     def from_chunk(cls, chunk: dict, end: SegmentEnd | None, path) -> "Records":
@@ -345,7 +349,17 @@ class Records:
         pick = (lambda a: a[rng[0]:rng[1]]) if rng is not None else (lambda a: a[idx])
         return Records(pick(self.offset), pick(self.timestamp), pick(self.timestamp_type),
                        self.key.take(idx), self.value.take(idx), self.headers.take(idx),
-                       pick(self.batch), self.batches, self.control, self.end, self.sources)
+                       pick(self.batch), self.batches, self.control, self.end, self.sources,
+                       self.last_stable_offset)
+
+    def replace(self, **fields) -> "Records":
+        """A shallow copy with some attributes replaced (no column copies)."""
+        out = Records.__new__(Records)
+        for name in Records.__slots__[:-1]:
+            setattr(out, name, fields.pop(name, getattr(self, name)))
+        if fields:
+            raise TypeError(f"unknown Records fields: {sorted(fields)}")
+        return out
 
     def select_offsets(self, lo: int, hi: int) -> "Records":
         """Records (and control records) with offsets in ``[lo, hi)``; the
@@ -400,7 +414,8 @@ class Records:
                        BinaryColumn.concat([p.value for p in parts]),
                        HeadersColumn.concat([p.headers for p in parts]),
                        cat(batch_cols), BatchTable.concat(tables),
-                       ControlRecords.concat(controls), parts[-1].end, sources or [None])
+                       ControlRecords.concat(controls), parts[-1].end, sources or [None],
+                       parts[-1].last_stable_offset)
 
     # --- Arrow and pandas -----------------------------------------------
 

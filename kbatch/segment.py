@@ -21,6 +21,7 @@ from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import CorruptRecordError, DecompressionLimitError
 from kbatch.records import Records, SegmentEnd
+from kbatch.txn import TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 64 << 20
@@ -103,9 +104,11 @@ def open_source(source, *, populate: bool = False):
 
 
 def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
-             chunk_records: int, chunk_bytes: int) -> _batch.BatchDecoder:
+             chunk_records: int, chunk_bytes: int,
+             control_only: bool = False) -> _batch.BatchDecoder:
     return _batch.BatchDecoder(
         view, start=start, stop=-1 if stop is None else stop, path=path,
+        control_only=control_only,
         validate_crc=opts.validate_crc, include_control=opts.include_control,
         strict=opts.strict, stop_on_corrupt=opts.on_corrupt == "stop",
         chunk_records=chunk_records, chunk_bytes=chunk_bytes,
@@ -128,13 +131,14 @@ def _decompress_pending(dec: _batch.BatchDecoder, view, path, limit: int) -> Non
 
 def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                   stop: int | None = None, chunk_records: int = _WHOLE,
-                  chunk_bytes: int = 1 << 30) -> Iterator[Records]:
+                  chunk_bytes: int = 1 << 30, control_only: bool = False) -> Iterator[Records]:
     """Decode ``view[start:stop]`` into Records chunks of whole batches.
 
     Keeps in memory: the columns of one chunk and one decompressed batch.
     The last chunk carries ``end``; earlier ones have ``end=None``.
+    ``control_only``: data batches are listed but their records not decoded.
     """
-    dec = _decoder(view, path, opts, start, stop, chunk_records, chunk_bytes)
+    dec = _decoder(view, path, opts, start, stop, chunk_records, chunk_bytes, control_only)
     limit = opts.max_decompressed_bytes
     try:
         while True:
@@ -152,9 +156,19 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
         dec.release()
 
 
+def transaction_state(view, path, opts: DecodeOptions, *, start: int = 0,
+                      stop: int | None = None) -> tuple:
+    """``(batches, control)`` of ``view[start:stop]``: every batch header and
+    every control record, without decoding data records."""
+    parts = list(decode_chunks(view, path, opts, start=start, stop=stop, control_only=True))
+    whole = Records.concat(parts)
+    return whole.batches, whole.control
+
+
 def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
                  max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
                  include_control: bool = False, on_corrupt: str = "raise",
+                 isolation: str = "read_uncommitted",
                  start: int = 0, stop: int | None = None,
                  **limits) -> Records:
     """Decode a whole segment file or buffer into one ``Records``.
@@ -164,15 +178,22 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
     ``start``/``stop``: byte range to read (``start`` must be a batch
     boundary, e.g. a position from an ``.index`` file).
 
+    ``isolation``: "read_uncommitted" (everything but control records) or
+    "read_committed" (transactions resolved from the markers in this
+    source alone; see ``kbatch.txn``; ``records.last_stable_offset`` says
+    where the LSO is). For a whole partition use ``open_log(...).read``.
+
     Keeps in memory: the decoded columns (about the size of the keys,
     values and headers plus 22 bytes per record) and one decompressed batch.
     Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
     """
+    check_isolation(isolation)
     opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
                          include_control=include_control, on_corrupt=on_corrupt,
                          max_decompressed_bytes=max_decompressed_bytes, **limits)
     with open_source(source, populate=True) as (view, path):
-        return Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+        records = Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+    return apply_isolation(records, isolation)
 
 
 def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
@@ -180,6 +201,7 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
                  strict: bool = False,
                  max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
                  include_control: bool = False, on_corrupt: str = "raise",
+                 isolation: str = "read_uncommitted",
                  start: int = 0, stop: int | None = None,
                  **limits) -> Iterator[Records]:
     """Decode a segment chunk by chunk: ``Records`` of whole batches each.
@@ -189,17 +211,24 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     chunk and one decompressed batch, whatever the file size; the file stays
     mapped until the iterator is exhausted or closed. Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly
-    empty) carries ``end``.
+    empty) carries ``end``. With ``isolation="read_committed"`` a first pass
+    reads the batch headers and control records (kept in memory: one row per
+    batch) to resolve transactions before the chunks are filtered.
     """
+    check_isolation(isolation)
     opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
                          include_control=include_control, on_corrupt=on_corrupt,
                          max_decompressed_bytes=max_decompressed_bytes, **limits)
     if chunk_records < 1 or chunk_bytes < 1:
         raise ValueError("chunk_records and chunk_bytes must be positive")
-    return _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes)
+    return _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation)
 
 
-def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes):
+def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation):
     with open_source(source) as (view, path):
-        yield from decode_chunks(view, path, opts, start=start, stop=stop,
-                                 chunk_records=chunk_records, chunk_bytes=chunk_bytes)
+        state = None
+        if isolation == "read_committed":
+            state = TxnState.build(*transaction_state(view, path, opts, start=start, stop=stop))
+        for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
+                                   chunk_records=chunk_records, chunk_bytes=chunk_bytes):
+            yield chunk if state is None else state.filter(chunk)

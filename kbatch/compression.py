@@ -237,3 +237,55 @@ def decompress(codec: int, data, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES, *,
     if codec == 3:
         return unlz4(data, limit, magic=magic)
     return fn(data, limit)
+
+
+# --- compression, for the writer ---------------------------------------------
+
+CODEC_IDS = {name: cid for cid, name in CODEC_NAMES.items()}
+XERIAL_BLOCK = 32 * 1024
+
+
+def codec_id(codec) -> int:
+    """A codec number from a number or a name ("none", "gzip", ...)."""
+    if isinstance(codec, str):
+        try:
+            return CODEC_IDS[codec.lower()]
+        except KeyError:
+            raise ValueError(f"unknown codec {codec!r}; one of {sorted(CODEC_IDS)}") from None
+    if codec not in CODEC_NAMES:
+        raise ValueError(f"unknown codec {codec!r}")
+    return int(codec)
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    stream = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return stream.compress(data) + stream.flush()
+
+
+def snappy_xerial_bytes(data: bytes) -> bytes:
+    """Xerial framing as Java producers write it (big-endian version 1, compat 1)."""
+    parts = [XERIAL_MAGIC, (1).to_bytes(4, "big"), (1).to_bytes(4, "big")]
+    view = memoryview(data)
+    for i in range(0, len(data), XERIAL_BLOCK):
+        block = snappy.compress(bytes(view[i:i + XERIAL_BLOCK]))
+        parts += [len(block).to_bytes(4, "big"), block]
+    return b"".join(parts)
+
+
+def lz4_bytes(data: bytes) -> bytes:
+    """One LZ4 frame, independent 64 KiB blocks, no content size (as Kafka)."""
+    return lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                              block_linked=False, content_checksum=False,
+                              store_size=False)
+
+
+def zstd_bytes(data: bytes) -> bytes:
+    return zstandard.ZstdCompressor(level=3, write_content_size=False).compress(data)
+
+
+_COMPRESSORS = {1: gzip_bytes, 2: snappy_xerial_bytes, 3: lz4_bytes, 4: zstd_bytes}
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """``data`` compressed as a batch's records stream with ``codec`` (1-4)."""
+    return _COMPRESSORS[codec](data)

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -170,6 +172,29 @@ def cmd_txn(args) -> int:
     return EXIT_OK
 
 
+# --- sample and main ----------------------------------------------------
+
+def cmd_sample(args) -> int:
+    from kbatch.sample import write_sample
+
+    target = Path(args.directory)
+    if target.exists() and any(target.iterdir()) and not args.force:
+        raise UsageError(f"{target} is not empty (use --force to write into it)")
+    start = time.perf_counter()
+    summary = write_sample(target, records=args.records, seed=args.seed,
+                           segment_bytes=args.segment_bytes)
+    for name, count in summary.records.items():
+        print(f"{name}: {count} records ({summary.committed[name]} committed)")
+    print(f"wrote {summary.total} records to {target} in {time.perf_counter() - start:.1f} s")
+    return EXIT_OK
+
+
+def cmd_main(args) -> int:
+    from kbatch.pipeline import run
+    return run(args.log_dir, out_dir=args.out, sample_dir=args.sample_dir,
+               sample_records=args.sample_records)
+
+
 # --- parser -------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,12 +241,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
     p.set_defaults(func=cmd_txn)
 
-    for extra in _EXTRA_COMMANDS:
-        extra(sub)
+    p = sub.add_parser("sample", help="write a realistic broker data directory",
+                       description="Write a broker data directory: several topics and "
+                                   "partitions, mixed codecs, headers, an idempotent producer, "
+                                   "committed and aborted transactions, rolled segments.")
+    p.add_argument("directory")
+    p.add_argument("--records", type=int, default=1_500_000)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--segment-bytes", type=int, default=1 << 20)
+    p.add_argument("--force", action="store_true", help="write into a non-empty directory")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("main", help="the main job: sample (or LOG_DIR) -> Spark -> Parquet",
+                       description="Read a broker data directory (LOG_DIR, or a generated "
+                                   "sample) with Spark read_committed, write Parquet by topic, "
+                                   "print a summary and check the counts against kbatch.")
+    p.add_argument("--log-dir", default=os.environ.get("LOG_DIR") or None,
+                   help="a broker data directory (default: $LOG_DIR, else the sample)")
+    p.add_argument("--out", default="out", help="output directory (default ./out)")
+    p.add_argument("--sample-dir", default="sample", help="where the sample lives (./sample)")
+    p.add_argument("--sample-records", type=int, default=1_500_000)
+    p.set_defaults(func=cmd_main)
     return parser
-
-
-_EXTRA_COMMANDS: list = []
 
 
 def main(argv=None) -> int:

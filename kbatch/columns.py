@@ -167,8 +167,10 @@ class BinaryColumn:
         data = self.data[base:int(offs[-1])] if len(offs) else self.data[:0]
         offs = (offs - offs.dtype.type(base)).astype(self.offsets.dtype, copy=False)
         validity, nulls = None, 0
-        if self.validity is not None:
-            valid = self.is_valid()[start:stop]
+        if self.validity is not None and stop > start:
+            lo = start >> 3
+            bits = np.unpackbits(self.validity[lo:(stop + 7) >> 3], bitorder="little")
+            valid = bits[start - lo * 8:stop - lo * 8].view(bool)
             nulls = int(valid.size - valid.sum())
             validity = _pack_validity(valid) if nulls else None
         return BinaryColumn(offs, data, validity, nulls, self.utf8)

@@ -62,9 +62,11 @@ def gunzip(data, limit: int) -> bytes:
         total += len(chunk)
         if total > limit:
             raise _over(limit)
-        parts.append(chunk)
         if not stream.eof:
+            if parts:  # an incomplete member after a whole one: ignored, as Java does
+                break
             raise CodecError("gzip: stream is truncated")
+        parts.append(chunk)
         pending = stream.unused_data
         if not pending:
             break

@@ -216,10 +216,7 @@ class PartitionLog:
         """
         for seg in self.segments:
             with open_source(seg.path) as (view, path):
-                start = 0
-                below = seg.time_index.last_below(timestamp)
-                if below is not None:
-                    start = self._start_position(seg, view, below[1])
+                start = self._time_hint(seg, view, timestamp)
                 dec = _batch.BatchDecoder(view, start=start, validate_crc=False,
                                           headers_only=True, path=path)
                 try:
@@ -236,6 +233,40 @@ class PartitionLog:
                     if len(hits):
                         return int(records.offset[hits[0]])
         return None
+
+    def _time_hint(self, seg: Segment, view, timestamp: int) -> int:
+        """Where to start looking for the first record at or after ``timestamp``.
+
+        The time index's last entry below ``timestamp`` names an offset before
+        which every record is older. It is used only when the index is
+        consistent (timestamps and offsets increase) and the batch holding that
+        offset carries exactly that timestamp; otherwise the scan starts at 0.
+        """
+        ti = seg.time_index
+        below = ti.last_below(timestamp)
+        if below is None:
+            return 0
+        if np.any(np.diff(ti.timestamps) < 0) or np.any(np.diff(ti.offsets) < 0):
+            return 0
+        entry_ts, entry_offset = below
+        start = self._start_position(seg, view, entry_offset)
+        dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True)
+        try:
+            while True:
+                status = dec.run()
+                rows = dec.take()["batches"]
+                hit = np.flatnonzero(rows["last_offset"] >= entry_offset)
+                if len(hit):
+                    row = rows[hit[0]]
+                    ok = (int(row["base_offset"]) <= entry_offset
+                          and int(row["max_timestamp"]) == entry_ts)
+                    return start if ok else 0
+                if status == _batch.STATUS_END:
+                    return 0
+        except ValueError:
+            return 0
+        finally:
+            dec.release()
 
     def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp):
         lo = 0 if start_offset is None else int(start_offset)
@@ -257,8 +288,9 @@ class PartitionLog:
         ``.txnindex`` entry. An abort marker may sit in a later segment than
         the data it aborts, so read_committed needs all of them."""
         opts = DecodeOptions(**options)
-        key = tuple((s.path, *(lambda st: (st.st_size, st.st_mtime_ns))(s.path.stat()))
-                    for s in self.segments)
+        key = (tuple(sorted(options.items())),) + tuple(
+            (s.path, *(lambda st: (st.st_size, st.st_mtime_ns))(s.path.stat()))
+            for s in self.segments)
         if self._txn_cache is None or self._txn_cache[0] != key:
             tables, controls, shift = [], [], 0
             for i, seg in enumerate(self.segments):
@@ -300,7 +332,9 @@ class PartitionLog:
         return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state)
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None):
-        last = None
+        # hold one chunk back: every non-empty chunk is yielded, and the last
+        # one yielded carries the end of the last segment (maybe empty)
+        held = None
         plans = self.plan(lo, hi) if lo < hi else []
         for plan in plans:
             with open_source(plan.segment.path) as (view, path):
@@ -310,11 +344,13 @@ class PartitionLog:
                     chunk = chunk.select_offsets(lo, hi)
                     if state is not None:
                         chunk = state.filter(chunk)
-                    if last is not None:
-                        yield last
-                    last = chunk if len(chunk) or chunk.end is not None else None
-        if last is not None:
-            yield last
+                    if not len(chunk) and chunk.end is None:
+                        continue
+                    if held is not None and len(held):
+                        yield held
+                    held = chunk
+        if held is not None:
+            yield held
         elif not plans:
             empty = Records.empty()
             yield empty if state is None else state.filter(empty)

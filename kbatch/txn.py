@@ -75,8 +75,18 @@ class TxnState:
             for pid in np.unique(txn_index.producer_id).tolist():
                 sel = txn_index.producer_id == pid
                 order = np.argsort(txn_index.first_offset[sel], kind="stable")
-                aborted[pid] = (txn_index.first_offset[sel][order],
-                                txn_index.last_offset[sel][order])
+                firsts = txn_index.first_offset[sel][order]
+                lasts = txn_index.last_offset[sel][order]
+                aborted[pid] = (firsts, lasts)
+                # an index entry ends its transaction at its last offset (the
+                # ABORT marker's): stands in for a marker that was cleaned away
+                offsets, types = markers.get(pid, (np.empty(0, np.int64), np.empty(0, np.int16)))
+                missing = ~np.isin(lasts, offsets)
+                if missing.any():
+                    offsets = np.concatenate([offsets, lasts[missing]])
+                    types = np.concatenate([types, np.full(int(missing.sum()), ABORT, types.dtype)])
+                    order = np.argsort(offsets, kind="stable")
+                    markers[pid] = (offsets[order], types[order])
         log_end = int(batches.last_offset.max()) + 1 if len(batches) else 0
         state = cls(markers, aborted, log_end, log_end)
         verdict = state.verdict(batches)

@@ -359,8 +359,8 @@ class KbatchPushdownReader(KbatchReader):
         opts = self.options
         for f in filters:
             col = _column(f)
-            if col == "offset" and isinstance(f.value, int) and not isinstance(f.value, bool):
-                v = f.value
+            v = getattr(f, "value", None)
+            if col == "offset" and isinstance(v, int) and not isinstance(v, bool):
                 if isinstance(f, GreaterThan):
                     opts.offset_lo = max(opts.offset_lo, v + 1)
                 elif isinstance(f, GreaterThanOrEqual):
@@ -376,7 +376,7 @@ class KbatchPushdownReader(KbatchReader):
                     yield f
                 continue
             if col in ("topic", "partition") and isinstance(f, (EqualTo, In)):
-                values = set(f.value) if isinstance(f, In) else {f.value}
+                values = set(v) if isinstance(f, In) else {v}
                 attr = "topics" if col == "topic" else "partitions"
                 current = getattr(opts, attr)
                 setattr(opts, attr, values if current is None else current & values)

@@ -1,0 +1,271 @@
+"""The PySpark data source against kbatch's own reader, on one local[2] session.
+
+Expected values come from ``kbatch.open_log(...).read()``, which the other
+test modules check against kafka-python and the corpus; here the question is
+whether Spark returns exactly those records.
+"""
+
+import datetime
+import json
+import shutil
+import struct
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import kbatch
+from kbatch.writer import LogWriter
+
+from .conftest import CORPUS
+from .digest import digest
+
+pytestmark = pytest.mark.spark
+
+DIPENDRA = CORPUS / "dipendrasaini__kafka-learnning-series" / "tmp" / "kafka-logs"
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def spark():
+    if shutil.which("java") is None:
+        pytest.skip("Java is not installed")
+    from kbatch.spark import local_session
+    session = local_session("kbatch-tests", cores="2", tests=True,
+                            extra_conf={"spark.ui.showConsoleProgress": "false"})
+    yield session
+    session.stop()
+
+
+def _ms(ts) -> int:
+    if ts is None:
+        return -1
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=datetime.timezone.utc)
+    return (ts - EPOCH) // datetime.timedelta(milliseconds=1)
+
+
+def spark_digest(rows) -> str:
+    """The corpus digest over Spark rows (headers null means none)."""
+    return digest((r["offset"], _ms(r["timestamp"]), r["timestampType"],
+                   None if r["key"] is None else bytes(r["key"]),
+                   None if r["value"] is None else bytes(r["value"]),
+                   [(h["key"], None if h["value"] is None else bytes(h["value"]))
+                    for h in (r["headers"] or [])])
+                  for r in rows)
+
+
+def by_partition(df):
+    rows = df.orderBy("topic", "partition", "offset").collect()
+    out = {}
+    for r in rows:
+        out.setdefault((r["topic"], r["partition"]), []).append(r)
+    return out
+
+
+@pytest.fixture(scope="module")
+def txn_dir(tmp_path_factory):
+    """Two partitions with committed, aborted and open transactions, rolled segments."""
+    root = tmp_path_factory.mktemp("txnlog")
+    rng = np.random.default_rng(3)
+    for partition in range(2):
+        with LogWriter(root / f"pay.v1-{partition}", segment_bytes=20_000, batch_records=40,
+                       codec="zstd" if partition else "gzip") as log:
+            for txn in range(12):
+                n = int(rng.integers(5, 80))
+                recs = {"key": [b"k%d" % (i % 7) for i in range(n)],
+                        "value": [b"p%d-t%d-%d" % (partition, txn, i) for i in range(n)],
+                        "timestamp": 1_700_000_000_000 + txn * 1000 + np.arange(n),
+                        "headers": [[("h", b"%d" % i)] if i % 3 else [] for i in range(n)]}
+                log.append(recs, producer_id=50 + txn % 2, transactional=True)
+                log.append({"value": [b"plain-%d" % txn], "timestamp": [1_700_000_000_500]})
+                if txn < 11 or partition == 0:
+                    log.end_transaction(50 + txn % 2, commit=txn % 3 != 0)
+    return root
+
+
+def test_schema_is_the_kafka_source_schema(spark):
+    df = spark.read.format("kbatch").load(str(DIPENDRA / "invoice-0"))
+    assert df.schema.simpleString() == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int,"
+        "headers:array<struct<key:string,value:binary>>>")
+
+
+def test_arrow_batches_match_the_declared_schema_exactly(spark):
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    from kbatch.spark import SCHEMA, to_record_batch
+
+    expected = to_arrow_schema(_parse_datatype_string(SCHEMA), timezone="UTC")
+    log = kbatch.open_log(DIPENDRA / "invoice-1")
+    part = log.read(0, 5000)
+    batch = to_record_batch(part, "invoice", 1, expected)
+    assert batch.schema.equals(expected)
+    assert batch.num_rows == len(part)
+    # key/value buffers are shared with kbatch, not copied
+    assert batch.column(1).buffers()[2].address == part.value.data.ctypes.data
+
+
+def test_corpus_directory_equals_open_log(spark):
+    df = spark.read.format("kbatch").load(str(DIPENDRA))
+    got = by_partition(df)
+    logs = kbatch.open_log_dir(DIPENDRA).partitions
+    assert set(got) == {(p.topic, p.partition) for p in logs}
+    for p in logs:
+        want = p.read()
+        rows = got[(p.topic, p.partition)]
+        assert len(rows) == len(want)
+        assert spark_digest(rows) == digest(want)
+
+
+def test_headers_and_nulls_survive(spark, txn_dir):
+    path = txn_dir / "pay.v1-0"
+    rows = by_partition(spark.read.format("kbatch").load(str(path)))[("pay.v1", 0)]
+    want = kbatch.open_log(path).read()
+    assert spark_digest(rows) == digest(want)
+    # a record without headers has headers = null, as in Spark's Kafka source
+    assert any(r["headers"] is None for r in rows)
+    assert any(r["key"] is None for r in rows)
+
+
+def test_read_committed_equals_open_log(spark, txn_dir):
+    df = (spark.read.format("kbatch").option("isolation", "read_committed")
+          .load(str(txn_dir)))
+    got = by_partition(df)
+    for p in kbatch.open_log_dir(txn_dir).partitions:
+        want = p.read(isolation="read_committed")
+        assert spark_digest(got.get((p.topic, p.partition), [])) == digest(want)
+    # partition 1 ends with an open transaction: its plain record after it is hidden
+    open_log = kbatch.open_log(txn_dir / "pay.v1-1")
+    lso = open_log.read(isolation="read_committed").last_stable_offset
+    assert lso < len(open_log.read())
+    assert max(r["offset"] for r in got[("pay.v1", 1)]) < lso
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 10), (1000, 31000), (30620, 30621), (99000, 200000)])
+def test_offset_ranges(spark, lo, hi):
+    path = DIPENDRA / "invoice-1"
+    df = (spark.read.format("kbatch").option("startingOffset", str(lo))
+          .option("endingOffset", str(hi)).load(str(path)))
+    rows = df.orderBy("offset").collect()
+    assert spark_digest(rows) == digest(kbatch.open_log(path).read(lo, hi))
+
+
+def test_per_partition_json_offsets(spark):
+    df = (spark.read.format("kbatch")
+          .option("startingOffset", json.dumps({"invoice": {"0": 100, "3": 90000}}))
+          .option("endingOffset", json.dumps({"invoice": {"0": 200}}))
+          .load(str(DIPENDRA)))
+    got = by_partition(df)
+    assert [r["offset"] for r in got[("invoice", 0)]] == list(range(100, 200))
+    assert min(r["offset"] for r in got[("invoice", 3)]) == 90000
+    assert len(got[("invoice", 2)]) == len(kbatch.open_log(DIPENDRA / "invoice-2").read())
+
+
+def test_timestamp_range(spark):
+    path = DIPENDRA / "invoice-2"
+    full = kbatch.open_log(path).read()
+    ts = np.sort(full.timestamp)
+    t0, t1 = int(ts[len(ts) // 4]), int(ts[len(ts) // 2])
+    df = (spark.read.format("kbatch").option("startingTimestamp", str(t0))
+          .option("endingTimestamp", str(t1)).load(str(path)))
+    # independent: the earliest offsets whose timestamp reaches t0 and t1
+    lo = int(full.offset[np.flatnonzero(full.timestamp >= t0)[0]])
+    hi = int(full.offset[np.flatnonzero(full.timestamp >= t1)[0]])
+    rows = df.orderBy("offset").collect()
+    assert [r["offset"] for r in rows] == list(full.offset[(full.offset >= lo) & (full.offset < hi)])
+
+
+def test_several_paths(spark, txn_dir):
+    paths = [str(DIPENDRA / "invoice-3"), str(txn_dir / "pay.v1-0")]
+    got = by_partition(spark.read.format("kbatch").load(paths))
+    assert set(got) == {("invoice", 3), ("pay.v1", 0)}
+    assert len(got[("invoice", 3)]) == len(kbatch.open_log(paths[0]).read())
+
+
+def test_a_single_segment_file(spark):
+    seg = DIPENDRA / "invoice-4" / "00000000000000000000.log"
+    rows = spark.read.format("kbatch").load(str(seg)).orderBy("offset").collect()
+    assert spark_digest(rows) == digest(kbatch.read_segment(seg))
+    assert {(r["topic"], r["partition"]) for r in rows} == {("invoice", 4)}
+
+
+def test_small_partitions_split_large_segments(spark):
+    path = DIPENDRA / "invoice-0"
+    df = (spark.read.format("kbatch").option("maxPartitionBytes", "100000")
+          .load(str(path)))
+    assert df.rdd.getNumPartitions() > 4
+    assert spark_digest(df.orderBy("offset").collect()) == digest(kbatch.open_log(path).read())
+
+
+def test_filter_pushdown_on_and_off_give_the_same_rows(spark):
+    from pyspark.sql import functions as F
+
+    from kbatch.spark import register
+    path = str(DIPENDRA)
+    query = lambda: (spark.read.format("kbatch").load(path)  # noqa: E731
+                     .where((F.col("offset") >= 500) & (F.col("offset") < 700)
+                            & (F.col("partition") == 2) & (F.col("topic") == "invoice"))
+                     .orderBy("offset").collect())
+    off = query()
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        register(spark)
+        on = query()
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+        register(spark)
+    assert [r["offset"] for r in on] == [r["offset"] for r in off] == list(range(500, 700))
+    assert spark_digest(on) == spark_digest(off)
+
+
+def _corrupt_copy(tmp_path):
+    part = tmp_path / "bad-0"
+    part.mkdir()
+    src = DIPENDRA / "invoice-0" / "00000000000000000000.log"
+    data = bytearray(src.read_bytes())
+    # flip a byte inside the third batch's records (covered by its CRC)
+    pos = 0
+    for _ in range(2):
+        pos += struct.unpack_from(">i", data, pos + 8)[0] + 12
+    data[pos + 100] ^= 0xFF
+    (part / src.name).write_bytes(bytes(data))
+    return part, pos
+
+
+def test_corrupt_segment_names_the_file(spark, tmp_path):
+    part, pos = _corrupt_copy(tmp_path)
+    with pytest.raises(Exception) as info:
+        spark.read.format("kbatch").load(str(part)).count()
+    text = str(info.value)
+    assert "00000000000000000000.log" in text and "CRC mismatch" in text
+    assert f"at byte {pos + 17}" in text
+
+
+def test_on_corrupt_stop_keeps_the_good_batches(spark, tmp_path):
+    part, pos = _corrupt_copy(tmp_path)
+    rows = (spark.read.format("kbatch").option("onCorrupt", "stop").load(str(part))
+            .orderBy("offset").collect())
+    want = kbatch.read_segment(part / "00000000000000000000.log", on_corrupt="stop")
+    assert want.end.reason == "corrupt" and want.end.valid_bytes == pos
+    assert spark_digest(rows) == digest(want)
+
+
+def test_bad_options_are_refused(spark):
+    with pytest.raises(Exception, match="isolation"):
+        spark.read.format("kbatch").option("isolation", "bogus").load(str(DIPENDRA)).count()
+    with pytest.raises(Exception, match="onCorrupt"):
+        spark.read.format("kbatch").option("onCorrupt", "maybe").load(str(DIPENDRA)).count()
+
+
+def test_arrow_type_of_headers_is_list_of_struct():
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    from kbatch.spark import SCHEMA
+    schema = to_arrow_schema(_parse_datatype_string(SCHEMA), timezone="UTC")
+    assert schema.field("headers").type == pa.list_(pa.field("element", pa.struct(
+        [pa.field("key", pa.string()), pa.field("value", pa.binary())])))
+    assert schema.field("timestamp").type == pa.timestamp("us", tz="UTC")

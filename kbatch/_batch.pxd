@@ -50,3 +50,4 @@ cdef class BatchDecoder:
     cdef int _add_row(self, const BatchRow *row) noexcept nogil
     cdef bint _chunk_full(self) noexcept nogil
     cdef object _error_or_stop(self, Py_ssize_t batch_index)
+    cdef bint _torn_tail(self, Py_ssize_t position)

@@ -341,7 +341,8 @@ cdef int _decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limi
         if klen >= 0:
             if unlikely(klen > rec.end - rec.pos):
                 return _set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            memcpy(key_data + key_len, buf + rec.pos, <size_t>klen)
+            if klen > 0:
+                memcpy(key_data + key_len, buf + rec.pos, <size_t>klen)
             key_len += klen
             rec.pos += klen
             key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
@@ -356,7 +357,8 @@ cdef int _decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limi
         if vlen >= 0:
             if unlikely(vlen > rec.end - rec.pos):
                 return _set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            memcpy(val_data + val_len, buf + rec.pos, <size_t>vlen)
+            if vlen > 0:
+                memcpy(val_data + val_len, buf + rec.pos, <size_t>vlen)
             val_len += vlen
             rec.pos += vlen
             val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
@@ -745,6 +747,9 @@ cdef class BatchDecoder:
     cdef object _error_or_stop(self, Py_ssize_t batch_index):
         """Raise the pending error, or end the data here when stopping on corrupt."""
         exc = _make_error(&self._err, self.path)
+        if self._torn_tail(self._err.batch_position):
+            exc.add_note("Only zeros follow this batch: a torn write at the end of a "
+                         "preallocated segment? on_corrupt='stop' keeps the batches before it.")
         if not self._stop_on_corrupt:
             raise exc
         if batch_index >= 0:  # forget the failed batch's row
@@ -755,6 +760,17 @@ cdef class BatchDecoder:
         self._end_reason = END_CORRUPT
         self.end_error = exc
         return ST_END
+
+    cdef bint _torn_tail(self, Py_ssize_t position):
+        """True when the batch at ``position`` is followed only by zeros."""
+        cdef int64_t length
+        if self._buf == NULL or position < 0 or self._end - position < HEADER_UP_TO_MAGIC:
+            return False
+        length = <int32_t>load_be32(self._buf + position + 8)
+        if length < 0 or length > self._end - position - LOG_OVERHEAD:
+            return False
+        return (position + LOG_OVERHEAD + length < self._end
+                and all_zero(self._buf, position + LOG_OVERHEAD + length, self._end))
 
     def _check_strict(self):
         if self._strict and self._end_reason in (END_TRUNCATED, END_ZERO_PADDING):

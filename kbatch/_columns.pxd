@@ -85,8 +85,9 @@ cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
     cdef Py_ssize_t i = b.count
     if length >= 0:
         (<uint8_t *>b.validity.data)[i >> 3] |= <uint8_t>(1 << (i & 7))
-        memcpy_(b.data.data + b.data.len, src, length)
-        b.data.len += length
+        if length > 0:  # an empty value may meet a still unallocated (NULL) buffer
+            memcpy_(b.data.data + b.data.len, src, length)
+            b.data.len += length
     else:
         b.null_count += 1
     offs[i + 1] = <int32_t>b.data.len

@@ -84,7 +84,7 @@ cdef struct BatchRow:
     uint8_t is_transactional
     uint8_t is_control
     uint8_t has_delete_horizon
-    int8_t crc_valid        # 1 valid, 0 wrong (validate_crc=False), -1 not checked
+    int8_t crc_valid        # 1 valid, 0 wrong (validate_crc="report"), -1 not checked
     uint8_t _pad
 
 

@@ -39,13 +39,19 @@ def _existing(path: str) -> Path:
 def _when(ms: int | None) -> str:
     if ms is None:
         return "-"
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (ValueError, OverflowError, OSError):  # beyond what datetime can show
+        return f"{ms} ms"
 
 
 # --- dump ---------------------------------------------------------------
 
 def cmd_dump(args) -> int:
     from kbatch.dump import dump_file
+    if args.max_bytes is not None and args.max_bytes < 0:
+        raise UsageError("--max-bytes must not be negative")
     status = EXIT_OK
     for name in args.files:
         path = _existing(name)

@@ -7,10 +7,15 @@
         00000000000000000000.txnindex   aborted transactions
 
 Transient files (``.deleted``, ``.cleaned``, ``.swap``) and directories
-(``-delete``, ``-future``, ``-stray``) are skipped. Index entries are hints:
-each is checked against the batch it points to before it is used, and a read
-falls back to scanning when it is wrong, so a damaged index never changes
-what a read returns (``verify`` reports it).
+(``-delete``, ``-future``, ``-stray``) are skipped. Index entries are hints,
+checked against the batch they point to before use; a read falls back to
+scanning when one is wrong. For the offset index this makes reads exact
+whatever the index holds. A time-index entry is also checked (entries in
+order, the batch holding its offset carries its timestamp), but whether it
+truly is the running maximum of everything before it cannot be checked
+without reading every earlier batch header, so an index that passes these
+checks and still misstates the maximum can steer a timestamp seek, as in
+Kafka. ``verify`` reports such an index.
 
 Offset ranges are half-open, ``[start_offset, end_offset)``. Timestamps map
 to offsets as Kafka's offsets-for-times does: ``start_timestamp=t`` starts at

@@ -167,8 +167,10 @@ def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
                    f"{int(ti.timestamps[k])}")
     if not len(batches):
         return out + [f"{name}: {len(ti)} entries but the log has no batches"]
-    # the batch holding each entry's offset must exist and carry its timestamp
+    # the batch holding each entry's offset must exist and carry its timestamp,
+    # and no batch up to it may be newer (the index holds a running maximum)
     rows = np.searchsorted(batches.last_offset, ti.offsets, side="left")
+    running_max = np.maximum.accumulate(batches.max_timestamp) if len(batches) else None
     for k, (ts, offset) in enumerate(zip(ti.timestamps.tolist(), ti.offsets.tolist())):
         r = int(rows[k])
         if r >= len(batches) or int(batches.base_offset[r]) > offset:
@@ -176,6 +178,9 @@ def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
         elif int(batches.max_timestamp[r]) != ts and int(batches.magic[r]) >= 1:
             out.append(f"{name}: index timestamp {ts}, log timestamp "
                        f"{int(batches.max_timestamp[r])} (offset {offset})")
+        elif int(running_max[r]) > ts:
+            out.append(f"{name}: index timestamp {ts} at offset {offset} is below the "
+                       f"largest timestamp before it ({int(running_max[r])})")
     return out[:100]
 
 

@@ -10,7 +10,8 @@
 
 from kbatch._columns import memory_pool_bytes, set_memory_pool
 from kbatch.columns import BinaryColumn, HeadersColumn
-from kbatch.errors import CorruptRecordError, DecompressionLimitError, KbatchError
+from kbatch.errors import (CorruptRecordError, DecompressionLimitError, KbatchError,
+                           LimitExceededError)
 from kbatch.log import LogDir, PartitionLog, open_log, open_log_dir
 from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
 from kbatch.segment import iter_segment, read_segment
@@ -19,7 +20,8 @@ from kbatch.verify import verify
 
 __all__ = [
     "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
-    "DecompressionLimitError", "HeadersColumn", "KbatchError", "LogDir", "PartitionLog",
+    "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
+    "PartitionLog",
     "Records", "SegmentEnd", "iter_segment", "memory_pool_bytes", "open_log",
     "open_log_dir", "read_segment", "set_memory_pool", "transactions", "verify",
 ]

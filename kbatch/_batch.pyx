@@ -51,7 +51,7 @@ from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
 from kbatch._legacy cimport legacy_inner, legacy_top
 from kbatch._types cimport *
 
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import CorruptRecordError, LimitExceededError
 
 
 cdef enum:
@@ -104,6 +104,13 @@ cdef extern from *:
     """
     bint utf8_valid "kb_utf8_valid"(const uint8_t *s, Py_ssize_t n) noexcept nogil
     void prefetch "__builtin_prefetch"(const void *p) noexcept nogil
+
+
+cdef extern from "_guard.h" nogil:
+    ctypedef int (*kb_guarded_fn)(void *arg) noexcept nogil
+    int kb_guarded_call(kb_guarded_fn fn, void *arg)
+    int kb_guarded_copy(void *dst, const void *src, size_t n)
+    int KB_FAULTED
 
 
 # --- the batch table's numpy dtype, from the C layout ---------------------
@@ -198,7 +205,10 @@ cdef object _make_error(const ErrorInfo *err, object path):
         a=err.a, b=err.b, code=err.code)
     if err.inner >= 0:
         text += f" (byte {err.inner} of the decompressed records)"
-    return CorruptRecordError(
+    cls = (LimitExceededError if err.code in (E_LIMIT_BATCH_BYTES, E_LIMIT_RECORDS,
+                                              E_LIMIT_HEADERS)
+           else CorruptRecordError)
+    return cls(
         text, path=path, position=err.position,
         base_offset=err.base_offset if err.base_offset >= 0 else None,
         batch_position=err.batch_position)
@@ -436,6 +446,29 @@ cdef int _decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limi
     cols.value.null_count += val_nulls
     cols.value.validity.len = (cols.n + 7) >> 3
     return 0
+
+
+cdef struct TailCheck:
+    const uint8_t *buf
+    Py_ssize_t position
+    Py_ssize_t end
+    bint result
+
+
+cdef int _torn_tail_entry(void *arg) noexcept nogil:
+    cdef TailCheck *c = <TailCheck *>arg
+    cdef int64_t length = <int32_t>load_be32(c.buf + c.position + 8)
+    cdef Py_ssize_t batch_end
+    if length < 0 or length > c.end - c.position - LOG_OVERHEAD:
+        return 0
+    batch_end = c.position + LOG_OVERHEAD + length
+    c.result = batch_end < c.end and all_zero(c.buf, batch_end, c.end)
+    return 0
+
+
+cdef int _run_entry(void *decoder) noexcept nogil:
+    """The walk, as a C callback for the SIGBUS guard (``decoder`` is borrowed)."""
+    return (<BatchDecoder>decoder)._run()
 
 
 cdef inline Py_ssize_t batch_end_of(const uint8_t *buf, Py_ssize_t pos) noexcept nogil:
@@ -736,7 +769,9 @@ cdef class BatchDecoder:
         if self._buf == NULL and self._end > self._pos:
             raise RuntimeError("decoder was released")
         with nogil:
-            st = self._run()
+            st = kb_guarded_call(_run_entry, <void *>self)
+        if st == KB_FAULTED:
+            self._file_changed()
         if st == ST_ERROR:
             return self._error_or_stop(-1)
         if st == ST_END:
@@ -762,15 +797,45 @@ cdef class BatchDecoder:
         return ST_END
 
     cdef bint _torn_tail(self, Py_ssize_t position):
-        """True when the batch at ``position`` is followed only by zeros."""
-        cdef int64_t length
+        """True when the batch at ``position`` is followed only by zeros
+        (read under the SIGBUS guard: the file may be shrinking)."""
+        cdef TailCheck check
         if self._buf == NULL or position < 0 or self._end - position < HEADER_UP_TO_MAGIC:
             return False
-        length = <int32_t>load_be32(self._buf + position + 8)
-        if length < 0 or length > self._end - position - LOG_OVERHEAD:
-            return False
-        return (position + LOG_OVERHEAD + length < self._end
-                and all_zero(self._buf, position + LOG_OVERHEAD + length, self._end))
+        check.buf = self._buf
+        check.position = position
+        check.end = self._end
+        check.result = False
+        with nogil:
+            if kb_guarded_call(_torn_tail_entry, &check) == KB_FAULTED:
+                return False
+        return check.result
+
+    def _file_changed(self):
+        """A page of the mapped source vanished (SIGBUS) while it was read."""
+        self._done = True
+        raise CorruptRecordError(
+            "the file was truncated or replaced while it was being read",
+            path=self.path, position=self._pos, base_offset=None,
+            batch_position=self._pos)
+
+    def pending_bytes(self):
+        """A copy of the waiting batch's compressed bytes, read under the
+        SIGBUS guard (codecs never touch the mapped source themselves)."""
+        cdef Py_ssize_t n = self._pending_stop - self._pending_start
+        cdef bytearray out
+        cdef char *dst
+        cdef int st
+        if not self._has_pending:
+            raise RuntimeError("no compressed batch is pending")
+        out = bytearray(n)
+        if n:
+            dst = out
+            with nogil:
+                st = kb_guarded_copy(dst, self._buf + self._pending_start, <size_t>n)
+            if st == KB_FAULTED:
+                self._file_changed()
+        return out
 
     def _check_strict(self):
         if self._strict and self._end_reason in (END_TRUNCATED, END_ZERO_PADDING):

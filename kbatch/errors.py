@@ -51,15 +51,19 @@ def _rebuild(reason, path, position, base_offset, batch_position):
                               batch_position=batch_position)
 
 
-class DecompressionLimitError(CorruptRecordError):
-    """A batch decompresses to more than ``max_decompressed_bytes``."""
+class LimitExceededError(CorruptRecordError):
+    """Data beyond a configured limit (``max_read_bytes``, ``max_batch_bytes``,
+    ...): refused before it is allocated, as a hostile file would need."""
 
     def __reduce__(self):
-        return (_rebuild_limit, (self.reason, self.path, self.position,
-                                 self.base_offset, self.batch_position))
+        return (_rebuild_as, (type(self), self.reason, self.path, self.position,
+                              self.base_offset, self.batch_position))
 
 
-def _rebuild_limit(reason, path, position, base_offset, batch_position):
-    return DecompressionLimitError(reason, path=path, position=position,
-                                   base_offset=base_offset,
-                                   batch_position=batch_position)
+class DecompressionLimitError(LimitExceededError):
+    """A batch decompresses to more than ``max_decompressed_bytes``."""
+
+
+def _rebuild_as(cls, reason, path, position, base_offset, batch_position):
+    return cls(reason, path=path, position=position, base_offset=base_offset,
+               batch_position=batch_position)

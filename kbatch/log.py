@@ -36,6 +36,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch import _batch
+from kbatch.errors import LimitExceededError
 from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.records import BatchTable, ControlRecords, Records
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
@@ -135,6 +136,11 @@ class ReadPlan:
     segment: Segment
     start: int
     stop: int | None
+
+
+def _has_content(chunk: Records) -> bool:
+    """Records, control records or batch rows (empty batches count)."""
+    return bool(len(chunk) or len(chunk.control) or len(chunk.batches))
 
 
 class PartitionLog:
@@ -349,9 +355,9 @@ class PartitionLog:
                     chunk = chunk.select_offsets(lo, hi)
                     if state is not None:
                         chunk = state.filter(chunk)
-                    if not len(chunk) and chunk.end is None:
+                    if not _has_content(chunk) and chunk.end is None:
                         continue
-                    if held is not None and len(held):
+                    if held is not None and _has_content(held):
                         yield held
                     held = chunk
         if held is not None:
@@ -370,10 +376,18 @@ class PartitionLog:
         ("read_committed" resolves transactions over the whole partition).
         Keeps in memory the result and one decompressed batch.
         """
-        return Records.concat(list(self.iter(
-            start_offset, end_offset, start_timestamp=start_timestamp,
-            end_timestamp=end_timestamp, chunk_records=_WHOLE, chunk_bytes=1 << 30,
-            **options)))
+        limit = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"}).max_read_bytes
+        parts, held = [], 0
+        for chunk in self.iter(start_offset, end_offset, start_timestamp=start_timestamp,
+                               end_timestamp=end_timestamp, chunk_records=_WHOLE,
+                               chunk_bytes=1 << 30, **options):
+            held += chunk.nbytes
+            if held > limit:
+                raise LimitExceededError(
+                    f"decoded data exceeds max_read_bytes={limit} (read in chunks with "
+                    "log.iter)", path=str(self.path))
+            parts.append(chunk)
+        return Records.concat(parts)
 
     def aborted_transactions(self) -> TxnIndex:
         """All ``.txnindex`` entries of the partition, in segment order."""

@@ -295,6 +295,17 @@ class Records:
         return len(self.offset)
 
     @property
+    def nbytes(self) -> int:
+        """Bytes of the record columns (data buffers, offsets, bitmaps)."""
+        def binary(col):
+            return (col.offsets.nbytes + col.data.nbytes
+                    + (col.validity.nbytes if col.validity is not None else 0))
+        return (self.offset.nbytes + self.timestamp.nbytes + self.timestamp_type.nbytes
+                + self.batch.nbytes + binary(self.key) + binary(self.value)
+                + self.headers.offsets.nbytes + binary(self.headers.keys)
+                + binary(self.headers.values))
+
+    @property
     def path(self) -> str | None:
         """The file read, when all batches come from one file."""
         return self.sources[0] if len(self.sources) == 1 else None

@@ -19,14 +19,26 @@ from typing import Iterator
 
 from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
-from kbatch.errors import CorruptRecordError, DecompressionLimitError
+from kbatch.errors import CorruptRecordError, DecompressionLimitError, LimitExceededError
 from kbatch.records import Records, SegmentEnd
 from kbatch.txn import TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
-DEFAULT_CHUNK_BYTES = 64 << 20
+DEFAULT_CHUNK_BYTES = 32 << 20
 MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
 _WHOLE = 1 << 62
+
+
+def _default_read_limit() -> int:
+    """Half the machine's memory, at most 16 GiB (4 GiB when unknown)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+    return max(1 << 30, min(16 << 30, ram // 2))
+
+
+DEFAULT_MAX_READ_BYTES = _default_read_limit()
 
 
 @dataclass(frozen=True)
@@ -39,9 +51,17 @@ class DecodeOptions:
     include_control: also return control records as data rows.
     on_corrupt: "raise" (default) or "stop": end the data before the first
         corrupt batch and report it in ``Records.end``.
-    max_decompressed_bytes: refuse a batch that decompresses to more.
-    max_batch_bytes, max_records_per_batch, max_headers_per_record: refuse
-        batches beyond these sizes (hostile input).
+
+    Limits against hostile input, each refused with ``LimitExceededError``
+    (a ``CorruptRecordError``) before the memory is taken:
+
+    max_decompressed_bytes: one batch's decompressed records (256 MiB).
+    max_batch_bytes: one batch on disk (1 GiB).
+    max_records_per_batch: records in one batch (16 Mi).
+    max_headers_per_record: headers of one record (65536).
+    max_read_bytes: decoded columns held by one read: the whole result of
+        ``read_segment``/``log.read``, one chunk of the ``iter`` functions
+        (half the machine's memory, at most 16 GiB).
     """
 
     validate_crc: bool = True
@@ -49,16 +69,18 @@ class DecodeOptions:
     include_control: bool = False
     on_corrupt: str = "raise"
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-    max_batch_bytes: int = (1 << 31) - 1
-    max_records_per_batch: int = (1 << 31) - 1
-    max_headers_per_record: int = (1 << 31) - 1
+    max_batch_bytes: int = 1 << 30
+    max_records_per_batch: int = 1 << 24
+    max_headers_per_record: int = 1 << 16
+    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
 
     def __post_init__(self):
         if self.on_corrupt not in ("raise", "stop"):
             raise ValueError(f"on_corrupt must be 'raise' or 'stop', not {self.on_corrupt!r}")
         if not 0 < self.max_decompressed_bytes <= MAX_DECOMPRESSED_CAP:
             raise ValueError(f"max_decompressed_bytes must be in (0, {MAX_DECOMPRESSED_CAP}]")
-        for name in ("max_batch_bytes", "max_records_per_batch", "max_headers_per_record"):
+        for name in ("max_batch_bytes", "max_records_per_batch", "max_headers_per_record",
+                     "max_read_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
 
@@ -120,7 +142,7 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
 def _decompress_pending(dec: _batch.BatchDecoder, view, path, limit: int) -> None:
     codec, start, stop, position, base_offset, magic = dec.pending()
     try:
-        records = decompress(codec, view[start:stop], limit, magic=magic)
+        records = decompress(codec, dec.pending_bytes(), limit, magic=magic)
     except CodecError as exc:
         cls = DecompressionLimitError if exc.over_limit else CorruptRecordError
         dec.fail_pending(cls(exc.reason, path=path, position=position,
@@ -138,19 +160,31 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     The last chunk carries ``end``; earlier ones have ``end=None``.
     ``control_only``: data batches are listed but their records not decoded.
     """
+    # a chunk never holds more than max_read_bytes (plus one batch)
+    chunk_bytes = min(chunk_bytes, max(opts.max_read_bytes // 2, 1))
     dec = _decoder(view, path, opts, start, stop, chunk_records, chunk_bytes, control_only)
     limit = opts.max_decompressed_bytes
+    held = 0
     try:
         while True:
             status = dec.run()
             if status == _batch.STATUS_COMPRESSED:
                 _decompress_pending(dec, view, path, limit)
-            elif status == _batch.STATUS_CHUNK_FULL:
-                yield Records.from_chunk(dec.take(), None, path)
+                continue
+            if status == _batch.STATUS_CHUNK_FULL:
+                chunk = Records.from_chunk(dec.take(), None, path)
             else:
                 end = SegmentEnd(dec.valid_end, dec.stop - dec.valid_end,
                                  dec.end_reason, dec.end_error)
-                yield Records.from_chunk(dec.take(), end, path)
+                chunk = Records.from_chunk(dec.take(), end, path)
+            held = chunk.nbytes if chunk_records < _WHOLE else held + chunk.nbytes
+            if held > opts.max_read_bytes:
+                raise LimitExceededError(
+                    f"decoded data exceeds max_read_bytes={opts.max_read_bytes} "
+                    "(read in chunks with iter_segment / log.iter)",
+                    path=path, position=dec.position, base_offset=None)
+            yield chunk
+            if status != _batch.STATUS_CHUNK_FULL:
                 return
     finally:
         dec.release()

@@ -19,7 +19,8 @@ $(PY):
 
 $(STAMP): pyproject.toml setup.py | $(PY)
 	$(BIN)/pip install -q "setuptools>=64" wheel "Cython>=3.1,<4" "numpy>=2"
-	$(BIN)/pip install -q --no-build-isolation -e ".[test,bench,spark]"
+	$(BIN)/pip install -q --no-build-isolation --config-settings editable_mode=compat \
+		-e ".[test,bench,spark]"
 	rm -f $(VENV)/.installed-* && touch $@
 
 $(BUILT): $(STAMP) $(SOURCES) setup.py
@@ -31,6 +32,23 @@ run: build
 
 test: build
 	$(PY) -m pytest -q
+
+# The decoder tests and a short fuzz run against an AddressSanitizer +
+# UndefinedBehaviorSanitizer build of the extension (built apart, in build/asan).
+ASAN_DIR  := build/asan
+ASAN_ENV  := KBATCH_BUILD_DIR=$(ASAN_DIR) PYTHONPATH=$(ASAN_DIR) \
+	LD_PRELOAD=$(shell gcc -print-file-name=libasan.so) \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_sigbus=0 \
+	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+ASAN_TESTS := tests/test_corpus.py tests/test_corpus_all.py tests/test_against_kafka_python.py \
+	tests/test_corruption.py tests/test_legacy.py tests/test_log.py tests/test_txn.py \
+	tests/test_fuzz_smoke.py
+
+test-asan: $(STAMP)
+	rm -rf $(ASAN_DIR) build/asan-tmp
+	KBATCH_SANITIZE=1 $(PY) setup.py -q build_ext --build-lib $(ASAN_DIR) --build-temp build/asan-tmp
+	cp kbatch/*.py kbatch/*.properties $(ASAN_DIR)/kbatch/
+	$(ASAN_ENV) $(PY) -P -m pytest -q -p no:cacheprovider --import-mode=append $(ASAN_TESTS)
 
 bench: build
 	$(PY) -m pytest bench -q --benchmark-only --benchmark-columns=median,ops,rounds \

@@ -32,9 +32,13 @@ def pytest_report_header(config):
 
 
 def pytest_sessionstart(session):
+    # KBATCH_BUILD_DIR: where the extension must come from (make test-asan
+    # builds a sanitizer copy outside the checkout)
+    expected = pathlib.Path(os.environ.get("KBATCH_BUILD_DIR", ROOT)) / "kbatch"
     path = pathlib.Path(kbatch._batch.__file__)
     assert path.suffix == ".so", f"kbatch._batch is not compiled: {path}"
-    assert path.parent == ROOT / "kbatch", f"kbatch loaded from {path.parent}, not this checkout"
+    assert path.parent.resolve() == expected.resolve(), (
+        f"kbatch loaded from {path.parent}, not {expected}")
 
 
 @pytest.fixture(autouse=True)

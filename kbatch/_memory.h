@@ -56,30 +56,44 @@ static size_t kb_pool_bytes = 0;
 static size_t kb_pool_limit = (size_t)1 << 30;
 static pthread_mutex_t kb_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* A pooled mapping of at least need bytes: the largest one that served the
- * same role, else the smallest that fits. NULL when none fits. */
+/* A pooled mapping for ``role`` of at least need bytes (a multiple of 2 MiB):
+ * the largest one that served the same role, grown with mremap when it is a
+ * little short (its pages are reused, only the extension is new); else the
+ * smallest one of another role that fits. NULL when none will do. */
 static void *kb_pool_take(size_t need, int role, size_t *cap) {
-    int best = -1, best_same = 0;
+    int best = -1, same = -1;
     pthread_mutex_lock(&kb_pool_lock);
     for (int i = 0; i < kb_pool_n; i++) {
-        if (kb_pool[i].cap < need) continue;
-        int same = kb_pool[i].role == role;
-        if (best < 0 || (same && !best_same)
-                || (same && best_same && kb_pool[i].cap > kb_pool[best].cap)
-                || (!same && !best_same && kb_pool[i].cap < kb_pool[best].cap)) {
+        if (kb_pool[i].role == role) {
+            if (same < 0 || kb_pool[i].cap > kb_pool[same].cap) same = i;
+        } else if (kb_pool[i].cap >= need
+                   && (best < 0 || kb_pool[i].cap < kb_pool[best].cap)) {
             best = i;
-            best_same = same;
         }
     }
-    void *p = NULL;
-    if (best >= 0) {
-        p = kb_pool[best].p;
-        *cap = kb_pool[best].cap;
-        kb_pool_bytes -= kb_pool[best].cap;
-        kb_pool[best] = kb_pool[--kb_pool_n];
+    int pick = same >= 0 ? same : best;
+    kb_block block = {NULL, 0, 0};
+    if (pick >= 0) {
+        block = kb_pool[pick];
+        kb_pool_bytes -= block.cap;
+        kb_pool[pick] = kb_pool[--kb_pool_n];
     }
     pthread_mutex_unlock(&kb_pool_lock);
-    return p;
+    if (block.p == NULL) return NULL;
+    if (block.cap < need) {
+        void *q = mremap(block.p, block.cap, need, MREMAP_MAYMOVE);
+        if (q == MAP_FAILED) {
+            munmap(block.p, block.cap);
+            return NULL;
+        }
+#ifdef MADV_HUGEPAGE
+        madvise(q, need, MADV_HUGEPAGE);
+#endif
+        block.p = q;
+        block.cap = need;
+    }
+    *cap = block.cap;
+    return block.p;
 }
 
 static void kb_release(void *p, size_t cap, int role) {

@@ -332,8 +332,8 @@ class PartitionLog:
 
         Keeps in memory one chunk and one decompressed batch (and, for
         read_committed, one row per batch of the partition). Yields every
-        non-empty chunk, then the last chunk of the last segment read (maybe
-        empty), which carries ``end``.
+        chunk with records, control records or batches; the last chunk (the
+        end of the last segment read, maybe empty) carries ``end``.
         """
         opts = DecodeOptions(**options)
         state = None
@@ -343,11 +343,9 @@ class PartitionLog:
         return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state)
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None):
-        # hold one chunk back: every non-empty chunk is yielded, and the last
-        # one yielded carries the end of the last segment (maybe empty)
-        held = None
         plans = self.plan(lo, hi) if lo < hi else []
-        for plan in plans:
+        for k, plan in enumerate(plans):
+            last_plan = k == len(plans) - 1
             with open_source(plan.segment.path) as (view, path):
                 for chunk in decode_chunks(view, path, opts, start=plan.start,
                                            stop=plan.stop, chunk_records=chunk_records,
@@ -355,14 +353,12 @@ class PartitionLog:
                     chunk = chunk.select_offsets(lo, hi)
                     if state is not None:
                         chunk = state.filter(chunk)
-                    if not _has_content(chunk) and chunk.end is None:
-                        continue
-                    if held is not None and _has_content(held):
-                        yield held
-                    held = chunk
-        if held is not None:
-            yield held
-        elif not plans:
+                    # every chunk with content; the last segment's final chunk
+                    # (which carries ``end``) even when empty
+                    if _has_content(chunk) or (last_plan and chunk.end is not None):
+                        yield chunk
+                    del chunk
+        if not plans:
             empty = Records.empty()
             yield empty if state is None else state.filter(empty)
 

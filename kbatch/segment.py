@@ -184,6 +184,7 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                     "(read in chunks with iter_segment / log.iter)",
                     path=path, position=dec.position, base_offset=None)
             yield chunk
+            del chunk  # the consumer's copy is the only one while the next decodes
             if status != _batch.STATUS_CHUNK_FULL:
                 return
     finally:
@@ -266,3 +267,4 @@ def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolatio
         for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
                                    chunk_records=chunk_records, chunk_bytes=chunk_bytes):
             yield chunk if state is None else state.filter(chunk)
+            del chunk

@@ -50,10 +50,14 @@ test-asan: $(STAMP)
 	cp kbatch/*.py kbatch/*.properties $(ASAN_DIR)/kbatch/
 	$(ASAN_ENV) $(PY) -P -m pytest -q -p no:cacheprovider --import-mode=append $(ASAN_TESTS)
 
+# Benchmarks (not part of make test): datasets are built once under bench/.data;
+# the report (bench/RESULTS.md, bench/throughput.png, README section) is generated.
 bench: build
-	$(PY) -m pytest bench -q --benchmark-only --benchmark-columns=median,ops,rounds \
-		--benchmark-json=bench/results.json
+	$(PY) bench/datasets.py
+	$(PY) -m pytest bench -q -p no:cacheprovider --benchmark-only \
+		--benchmark-columns=median,ops,rounds --benchmark-json=bench/results.json
 	$(PY) bench/report.py bench/results.json
+	$(PY) bench/memory.py
 
 clean:
 	rm -rf build kbatch/*.c kbatch/*.so $(BUILT)

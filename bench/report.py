@@ -1,54 +1,154 @@
-"""Turn pytest-benchmark JSON into the README's throughput table (markdown).
+"""Turn pytest-benchmark JSON into the README's benchmark section.
 
-Usage: python bench/report.py bench/results.json [--out bench/RESULTS.md]
-Rates use the median round; ratios compare to aiokafka on the same dataset.
+    python bench/report.py bench/results.json [--readme README.md]
+
+Writes ``bench/RESULTS.md`` (markdown tables) and ``bench/throughput.png``
+(records/s by dataset and decoder, log scale), and replaces the README's
+section between ``<!-- bench:start -->`` and ``<!-- bench:end -->``. Rates use
+the median round; ratios compare with aiokafka on the same dataset (decode)
+or with Spark's Parquet reader on the same query (Spark).
 """
 
 import argparse
 import json
 import pathlib
+import platform
+import re
 from collections import defaultdict
 
+HERE = pathlib.Path(__file__).resolve().parent
 NAMES = {
     "test_kbatch": "kbatch",
     "test_kbatch_no_crc": "kbatch (CRC off)",
+    "test_kbatch_all_cores": "kbatch (all cores)",
     "test_aiokafka": "aiokafka",
     "test_kafka_python": "kafka-python",
-    "test_floor_memcpy_crc32c": "memcpy + CRC-32C floor",
+    "test_floor_memcpy_crc32c": "memcpy + CRC-32C (floor)",
+}
+DATASET_ORDER = ["small", "headers", "gzip", "snappy", "lz4", "zstd", "large",
+                 "log dir (40 segments)"]
+DECODER_ORDER = list(NAMES.values())
+DATASET_NOTES = {
+    "small": "5 M records, 8-16 B keys, 100 B values, ~16 KB batches",
+    "headers": "the same with 2 headers per record",
+    "gzip": "small records, gzip", "snappy": "small records, snappy (xerial)",
+    "lz4": "small records, lz4", "zstd": "small records, zstd",
+    "large": "60 k records of 10 KB values",
+    "log dir (40 segments)": "4 partitions x 10 segments (~24 MB, half lz4), "
+                             "open_log_dir(...).read(threads=N)",
 }
 
 
-def rows(results: dict):
-    table = defaultdict(dict)
+def collect(results: dict):
+    decode = defaultdict(dict)
+    spark = defaultdict(dict)
     for b in results["benchmarks"]:
-        info = b["extra_info"]
+        info, median = b["extra_info"], b["stats"]["median"]
         test = b["name"].split("[")[0]
-        median = b["stats"]["median"]
-        table[info["dataset"]][NAMES.get(test, test)] = (
-            info["records"] / median, info["bytes"] / median, median)
-    return table
+        rate = (info["records"] / median, info["bytes"] / median, median)
+        if test == "test_spark":
+            spark[b["params"]["query"]][b["params"]["source"]] = rate
+        elif test == "test_log_dir_read":
+            decode["log dir (40 segments)"][f"kbatch open_log_dir, {b['params']['threads']} thread(s)"] = rate
+        else:
+            decode[info["dataset"]][NAMES.get(test, test)] = rate
+    return decode, spark
 
 
-def markdown(table) -> str:
+def decode_table(decode) -> str:
     out = ["| dataset | decoder | records/s | MB/s | median s | vs aiokafka |",
            "|---|---|---:|---:|---:|---:|"]
-    for dataset, decoders in table.items():
-        base = decoders.get("aiokafka", (None,))[0]
-        for decoder, (rps, bps, median) in sorted(decoders.items(), key=lambda kv: -kv[1][0]):
-            ratio = f"{rps / base:.1f}x" if base else "-"
-            out.append(f"| {dataset} | {decoder} | {rps / 1e6:.2f} M | {bps / 1e6:.0f} | "
-                       f"{median:.3f} | {ratio} |")
-    return "\n".join(out) + "\n"
+    for ds in [d for d in DATASET_ORDER if d in decode] + [d for d in decode if d not in DATASET_ORDER]:
+        rows = decode[ds]
+        base = rows.get("aiokafka", (None,))[0]
+        for name in [n for n in DECODER_ORDER if n in rows] + sorted(
+                n for n in rows if n not in DECODER_ORDER):
+            rps, bps, med = rows[name]
+            ratio = f"**{rps / base:.1f}x**" if base and name.startswith("kbatch") else (
+                f"{rps / base:.2f}x" if base else "-")
+            out.append(f"| {ds} | {name} | {rps / 1e6:.2f} M | {bps / 1e6:,.0f} | {med:.3f} | {ratio} |")
+    return "\n".join(out)
+
+
+def spark_table(spark) -> str:
+    if not spark:
+        return ""
+    out = ["| Spark query (5 M records, local[*]) | format(\"kbatch\") rows/s | Parquet rows/s | kbatch / Parquet |",
+           "|---|---:|---:|---:|"]
+    for query, rows in spark.items():
+        k, p = rows.get("kbatch"), rows.get("parquet")
+        ratio = f"{k[0] / p[0]:.2f}" if k and p else "-"
+        out.append(f"| {query} | {k[0] / 1e6:.2f} M | {p[0] / 1e6:.2f} M | {ratio} |"
+                   if k and p else f"| {query} | - | - | - |")
+    return "\n".join(out)
+
+
+def floor_ratio_lines(decode) -> str:
+    lines = []
+    for ds in ("small", "large"):
+        rows = decode.get(ds, {})
+        if "kbatch" in rows and "memcpy + CRC-32C (floor)" in rows:
+            ratio = rows["memcpy + CRC-32C (floor)"][0] / rows["kbatch"][0]
+            lines.append(f"- {ds}: kbatch takes {ratio:.2f}x the time of one memcpy + CRC-32C "
+                         "pass over the same bytes.")
+    return "\n".join(lines)
+
+
+def chart(decode, path: pathlib.Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    datasets = [d for d in DATASET_ORDER if d in decode]
+    decoders = [n for n in DECODER_ORDER if any(n in decode[d] for d in datasets)]
+    width = 0.8 / max(len(decoders), 1)
+    fig, ax = plt.subplots(figsize=(11, 5))
+    for i, name in enumerate(decoders):
+        xs = [j + i * width for j, d in enumerate(datasets) if name in decode[d]]
+        ys = [decode[d][name][0] for d in datasets if name in decode[d]]
+        ax.bar(xs, ys, width, label=name)
+    ax.set_yscale("log")
+    ax.set_ylabel("records / s (log scale)")
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(datasets))], datasets)
+    ax.set_title("Decoding throughput, same bytes in memory, median of rounds")
+    ax.legend(fontsize=8, ncol=3)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return True
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--readme", default=str(HERE.parent / "README.md"))
     args = ap.parse_args()
-    text = markdown(rows(json.loads(pathlib.Path(args.results).read_text())))
-    if args.out:
-        pathlib.Path(args.out).write_text(text)
+    results = json.loads(pathlib.Path(args.results).read_text())
+    decode, spark = collect(results)
+    machine = results.get("machine_info", {})
+    cpu = machine.get("cpu", {}).get("brand_raw", platform.processor() or "unknown CPU")
+    png = HERE / "throughput.png"
+    has_chart = chart(decode, png)
+    parts = [f"Generated by `make bench` on {cpu}, {machine.get('cpu', {}).get('count', '?')} "
+             f"cores, Python {machine.get('python_version', '?')}, "
+             f"{results.get('datetime', '')[:10]}.", "",
+             "\n".join(f"- `{k}`: {v}" for k, v in DATASET_NOTES.items() if k in decode), "",
+             decode_table(decode), "", floor_ratio_lines(decode), ""]
+    if spark:
+        parts += [spark_table(spark), ""]
+    if has_chart:
+        parts += ["![throughput](bench/throughput.png)", ""]
+    text = "\n".join(parts)
+    (HERE / "RESULTS.md").write_text(text)
+    readme = pathlib.Path(args.readme)
+    if readme.exists():
+        body = readme.read_text()
+        new = re.sub(r"<!-- bench:start -->.*?<!-- bench:end -->",
+                     "<!-- bench:start -->\n" + text.replace("\\", "\\\\") + "<!-- bench:end -->",
+                     body, flags=re.S)
+        readme.write_text(new)
     print(text)
 
 

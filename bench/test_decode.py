@@ -5,6 +5,10 @@ to aiokafka. kafka-python runs on the first ~16 MB of each dataset (a full
 5 M-record pass takes it minutes); rates are per record, so they compare.
 """
 
+import os
+import struct
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -13,6 +17,19 @@ from kbatch._checksums import crc32c_of
 
 from conftest import prefix
 from peers import aiokafka_decode, kafka_python_decode
+
+CORES = os.cpu_count() or 1
+
+
+def _ranges(data: bytes, parts: int) -> list[tuple[int, int]]:
+    """``parts`` byte ranges of ``data`` cut at batch boundaries."""
+    bounds, pos, target = [0], 0, len(data) // parts
+    while pos + 12 <= len(data) and len(bounds) < parts:
+        pos += struct.unpack_from(">i", data, pos + 8)[0] + 12
+        if pos >= target * len(bounds):
+            bounds.append(pos)
+    bounds.append(len(data))
+    return list(zip(bounds, bounds[1:]))
 
 ROUNDS = 5
 
@@ -34,6 +51,22 @@ def test_kbatch_no_crc(benchmark, dataset):
     out = _run(benchmark, name, lambda d: len(kbatch.read_segment(d, validate_crc=False)),
                data, records)
     assert out == records
+
+
+def test_kbatch_all_cores(benchmark, dataset):
+    """One buffer cut at batch boundaries, decoded on every core at once."""
+    name, data, records = dataset
+    ranges = _ranges(data, CORES)
+    pool = ThreadPoolExecutor(max_workers=CORES)
+
+    def decode(d):
+        parts = pool.map(lambda r: len(kbatch.read_segment(d, start=r[0], stop=r[1])), ranges)
+        return sum(parts)
+
+    try:
+        assert _run(benchmark, name, decode, data, records) == records
+    finally:
+        pool.shutdown()
 
 
 def test_aiokafka(benchmark, dataset):

@@ -1,0 +1,53 @@
+"""``open_log_dir(...).read(threads=N)``: many segments, 1 thread vs all cores.
+
+A broker data directory of 4 partitions x 10 segments (~25 MB each, written by
+kbatch's writer) is decoded whole. The decoder releases the GIL, so segments
+decode in parallel; the ratio of the two medians is the speed-up.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import kbatch
+from datasets import DATA_DIR
+
+LOGDIR = DATA_DIR / "logdir-v1"
+PARTITIONS, SEGMENTS, PER_SEGMENT = 4, 10, 200_000
+
+
+def _build():
+    if (LOGDIR / "done").exists():
+        return
+    from kbatch.writer import LogWriter
+    rng = np.random.default_rng(3)
+    pool = [bytes(rng.integers(32, 127, 100, dtype=np.uint8)) for _ in range(1024)]
+    for p in range(PARTITIONS):
+        with LogWriter(LOGDIR / f"events-{p}", segment_bytes=24 << 20) as log:
+            for s in range(SEGMENTS):
+                n = PER_SEGMENT
+                log.append({"key": [b"k%06d" % ((s * n + i) % 50_000) for i in range(n)],
+                            "value": [pool[i % 1024] for i in range(n)],
+                            "timestamp": 1_700_000_000_000 + np.arange(n)},
+                           codec="lz4" if p % 2 else "none")
+    (LOGDIR / "done").write_text("ok")
+
+
+@pytest.fixture(scope="module")
+def logdir():
+    _build()
+    d = kbatch.open_log_dir(LOGDIR)
+    records = sum(len(seg_records) for seg_records in d.read(threads=1).values())
+    size = sum(s.size for p in d.partitions for s in p.segments)
+    return d, records, size
+
+
+@pytest.mark.parametrize("threads", [1, os.cpu_count() or 1], ids=lambda t: f"{t}-threads")
+def test_log_dir_read(benchmark, logdir, threads):
+    d, records, size = logdir
+    benchmark.group = "open_log_dir"
+    benchmark.extra_info.update(records=records, bytes=size, dataset=f"log dir, {threads} thread(s)")
+    got = benchmark.pedantic(lambda: sum(len(r) for r in d.read(threads=threads).values()),
+                             rounds=5, iterations=1, warmup_rounds=1)
+    assert got == records

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Status codes and row layouts shared by the decoders (declarations only)."""
+"""Status codes and row layouts shared by the decoders, and ``set_error``."""
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
@@ -101,3 +101,13 @@ cdef struct Limits:
     Py_ssize_t max_batch_bytes
     Py_ssize_t max_records_per_batch
     Py_ssize_t max_headers_per_record
+
+
+cdef inline int set_error(ErrorInfo *err, int code, int64_t position,
+                           int64_t inner, int64_t a, int64_t b) noexcept nogil:
+    err.code = code
+    err.position = position
+    err.inner = inner
+    err.a = a
+    err.b = b
+    return ST_ERROR

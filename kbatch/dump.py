@@ -117,9 +117,27 @@ def _control_line(chunk: Records, j: int, tt: str) -> str:
             f" valueSize: {len(value) if value is not None else -1} sequence: -1 headerKeys: []")
     if c.type in (0, 1):
         line += f" endTxnMarker: {CONTROL_TYPES[c.type]} coordinatorEpoch: {c.coordinator_epoch}"
+    elif c.type in _KRAFT_LABELS:
+        line += f" {_KRAFT_LABELS[c.type]} {_kraft_json(c)}"
     else:
         line += f" controlType: {CONTROL_TYPES.get(c.type, 'UNKNOWN')}({c.type})"
     return line
+
+
+# how kafka-dump-log.sh labels the KRaft control records it decodes
+_KRAFT_LABELS = {2: "LeaderChange:", 3: "SnapshotHeader", 4: "SnapshotFooter",
+                 5: "KRaftVersion", 6: "KRaftVoters"}
+
+
+def _kraft_json(c) -> str:
+    from kbatch.control import parse_control_value
+    from kbatch.errors import CorruptRecordError
+    try:
+        fields = parse_control_value(c.type, c.key, c.value)
+    except CorruptRecordError as exc:
+        return f"(undecodable: {exc.reason})"
+    fields.pop("type", None)
+    return json.dumps(fields, default=str)
 
 
 def _json_bytes(b: bytes | None, decode: str | None):

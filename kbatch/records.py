@@ -199,6 +199,14 @@ class ControlRecords:
     def type_names(self) -> list[str]:
         return [CONTROL_TYPES.get(t, "UNKNOWN") for t in self.type.tolist()]
 
+    def decoded(self) -> list[dict]:
+        """Every control record's value decoded by its type (``kbatch.control``):
+        markers, leader changes, snapshot headers/footers, KRaft version and
+        voters; unknown types as raw bytes. Raises ``CorruptRecordError`` for a
+        malformed value."""
+        from kbatch.control import decode_control_records
+        return decode_control_records(self)
+
     def __getitem__(self, i: int) -> ControlRecord:
         t = int(self.type[i])
         return ControlRecord(int(self.offset[i]), int(self.timestamp[i]),

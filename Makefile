@@ -40,7 +40,7 @@ ASAN_ENV  := KBATCH_BUILD_DIR=$(ASAN_DIR) PYTHONPATH=$(ASAN_DIR) \
 	LD_PRELOAD=$(shell gcc -print-file-name=libasan.so) \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:handle_sigbus=0 \
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-ASAN_TESTS := tests/test_corpus.py tests/test_corpus_all.py tests/test_against_kafka_python.py \
+ASAN_TESTS := tests/test_corpus_all.py tests/test_against_kafka_python.py \
 	tests/test_corruption.py tests/test_legacy.py tests/test_log.py tests/test_txn.py \
 	tests/test_fuzz_smoke.py
 

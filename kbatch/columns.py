@@ -37,6 +37,16 @@ def _as_indices(indices, length: int) -> np.ndarray:
     return np.where(idx < 0, idx + length, idx)
 
 
+def _position(i: int, n: int) -> int:
+    """``i`` as a position in ``[0, n)`` (negative counts from the end)."""
+    i = int(i)
+    if i < 0:
+        i += n
+    if not 0 <= i < n:
+        raise IndexError(f"index {i} out of range for {n} values")
+    return i
+
+
 def as_contiguous_range(idx: np.ndarray) -> tuple[int, int] | None:
     """``(start, stop)`` when ``idx`` is ``start, start + 1, ..., stop - 1``."""
     if idx.size == 0:
@@ -103,11 +113,7 @@ class BinaryColumn:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return self.take(np.arange(len(self))[i])
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"index {i} out of range for {n} values")
+        i = _position(i, len(self))
         if not self._valid_at(i):
             return None
         raw = self.data[self.offsets[i]:self.offsets[i + 1]].tobytes()
@@ -240,11 +246,7 @@ class HeadersColumn:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return self.take(np.arange(len(self))[i])
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"index {i} out of range for {n} records")
+        i = _position(i, len(self))
         return [(self.keys[j], self.values[j])
                 for j in range(int(self.offsets[i]), int(self.offsets[i + 1]))]
 

@@ -18,7 +18,8 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from kbatch.columns import BinaryColumn, HeadersColumn, _as_indices, as_contiguous_range
+from kbatch.columns import (BinaryColumn, HeadersColumn, _as_indices, _position,
+                            as_contiguous_range)
 from kbatch.errors import CorruptRecordError
 
 BATCH_COLUMNS = (
@@ -319,11 +320,7 @@ class Records:
         return self.sources[0] if len(self.sources) == 1 else None
 
     def __getitem__(self, i: int) -> Record:
-        n = len(self)
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"record {i} out of range for {n} records")
+        i = _position(i, len(self))
         return Record(int(self.offset[i]), int(self.timestamp[i]),
                       int(self.timestamp_type[i]), self.key[i], self.value[i],
                       self.headers[i])

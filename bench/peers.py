@@ -13,7 +13,7 @@ def _drive(memory_records_cls, data: bytes) -> int:
         if not batch.validate_crc():
             raise ValueError("crc")
         for rec in batch:
-            rec.offset, rec.timestamp, rec.key, rec.value, rec.headers
+            _ = (rec.offset, rec.timestamp, rec.key, rec.value, rec.headers)
             n += 1
     return n
 

@@ -10,7 +10,6 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import pytest
 
 import kbatch
 from kbatch._checksums import crc32c_of

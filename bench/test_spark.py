@@ -7,7 +7,6 @@ aggregate over every column, and a Parquet write.
 """
 
 import os
-import pathlib
 import shutil
 
 import pytest

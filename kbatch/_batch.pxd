@@ -42,8 +42,7 @@ cdef class BatchDecoder:
     cdef int _decode_batch_records(self, const uint8_t *buf, Py_ssize_t start,
                                    Py_ssize_t stop, Py_ssize_t index,
                                    bint compressed) noexcept nogil
-    cdef int _finish_error(self, int st, bint compressed, Py_ssize_t start,
-                           const uint8_t *buf) noexcept nogil
+    cdef int _finish_error(self, int st, bint compressed) noexcept nogil
     cdef int _fail(self, int code, int64_t position, int64_t a,
                    int64_t b) noexcept nogil
     cdef BatchRow *_row(self, Py_ssize_t index) noexcept nogil

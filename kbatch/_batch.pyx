@@ -78,9 +78,6 @@ cdef extern from "_guard.h" nogil:
 cdef BatchRow _probe_row
 cdef ControlRow _probe_ctrl
 
-def _field(name, fmt, size_t offset):
-    return name, fmt, offset
-
 cdef size_t _off(void *field, void *base) noexcept:
     return <size_t>(<char *>field - <char *>base)
 
@@ -356,13 +353,12 @@ cdef class BatchDecoder:
             if st == 0 and parse_control(&self._ctrl, &self._controls, first_ctrl) != 0:
                 st = set_error(&self._err, E_NOMEM, row.position, -1, 0, 0)
             if st != 0 or not self._include_control:
-                return self._finish_error(st, compressed, start, buf)
+                return self._finish_error(st, compressed)
         st = decode_records(&self._data, &self._err, &self._limits, buf, start, stop,
                              row, <int32_t>index, 0 if compressed else self._end)
-        return self._finish_error(st, compressed, start, buf)
+        return self._finish_error(st, compressed)
 
-    cdef int _finish_error(self, int st, bint compressed, Py_ssize_t start,
-                           const uint8_t *buf) noexcept nogil:
+    cdef int _finish_error(self, int st, bint compressed) noexcept nogil:
         """Errors inside compressed records point at the batch, plus an inner byte."""
         if st != 0 and compressed:
             self._err.inner = self._err.position

@@ -94,25 +94,6 @@ class Segment:
         return TxnIndex.read(self.txnindex_path)
 
 
-def scan_headers(source, *, start: int = 0, stop: int | None = None,
-                 validate_crc=False, path=None):
-    """The batch table of ``source[start:stop]`` without decoding records.
-
-    Returns ``(batches, end)``: a numpy structured array (``BATCH_DTYPE``)
-    and ``(valid_bytes, reason)``. Stops quietly at the end of valid data.
-    """
-    with open_source(source) as (view, src_path):
-        dec = _batch.BatchDecoder(view, start=start, stop=-1 if stop is None else stop,
-                                  path=path or src_path, validate_crc=validate_crc,
-                                  headers_only=True)
-        try:
-            dec.run()
-            chunk = dec.take()
-            return chunk["batches"], (dec.valid_end, dec.end_reason)
-        finally:
-            dec.release()
-
-
 def _batch_at(view, position: int):
     """Header row of a whole, CRC-valid batch at ``position``, or None."""
     if position < 0 or position + 61 > len(view):

@@ -60,7 +60,6 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.errors import KbatchError
 from kbatch.log import LogDir, PartitionLog, Segment, _batch_at, parse_partition_dir
 from kbatch.records import Records
 from kbatch.segment import DecodeOptions, decode_chunks, open_source, transaction_state
@@ -449,5 +448,4 @@ def local_session(app: str = "kbatch", *, cores: str = "*", tests: bool = False,
     return spark
 
 
-__all__ = ["KbatchDataSource", "SCHEMA", "register", "local_session", "to_record_batch",
-           "KbatchError"]
+__all__ = ["KbatchDataSource", "SCHEMA", "register", "local_session", "to_record_batch"]

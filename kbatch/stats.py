@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.compression import CODEC_NAMES
-from kbatch.log import LogDir, PartitionLog, Segment, SEGMENT_NAME, parse_partition_dir
+from kbatch.log import LogDir, PartitionLog, SEGMENT_NAME, parse_partition_dir
 from kbatch.segment import iter_segment
 
 

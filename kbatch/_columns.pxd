@@ -62,8 +62,6 @@ cdef void growbuf_free(GrowBuf *b) noexcept nogil
 cdef int columns_init(RecordColumns *c) noexcept nogil
 cdef void columns_free(RecordColumns *c) noexcept nogil
 cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil
-cdef int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
-                        Py_ssize_t nbytes) noexcept nogil
 cdef ColumnsMark columns_mark(const RecordColumns *c) noexcept nogil
 cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m) noexcept nogil
 cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil
@@ -78,6 +76,17 @@ cdef inline int growbuf_reserve(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
     return growbuf_grow(b, extra)
 
 
+cdef inline int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
+                               Py_ssize_t nbytes) noexcept nogil:
+    """Room for ``items`` more values holding ``nbytes`` bytes in all."""
+    if growbuf_reserve(&b.offsets, items * 4) != 0:
+        return -1
+    if growbuf_reserve(&b.data, nbytes) != 0:
+        return -1
+    # validity.len tracks ceil(count / 8); one spare byte covers the rounding
+    return growbuf_reserve(&b.validity, (items >> 3) + 1)
+
+
 cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
                                          Py_ssize_t length) noexcept nogil:
     """Append one value (``length < 0`` is null); capacity must be reserved."""
@@ -86,7 +95,7 @@ cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
     if length >= 0:
         (<uint8_t *>b.validity.data)[i >> 3] |= <uint8_t>(1 << (i & 7))
         if length > 0:  # an empty value may meet a still unallocated (NULL) buffer
-            memcpy_(b.data.data + b.data.len, src, length)
+            kb_copy(b.data.data + b.data.len, src, <size_t>length)
             b.data.len += length
     else:
         b.null_count += 1
@@ -96,5 +105,28 @@ cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
     b.validity.len = (b.count + 7) >> 3
 
 
-cdef extern from "string.h":
-    void *memcpy_ "memcpy"(void *dst, const void *src, size_t n) noexcept nogil
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* Copy n bytes; short copies (most keys and header fields) as two
+       overlapping fixed-size moves inside [src, src + n), no libc call. */
+    static inline void kb_copy(void *dst, const void *src, size_t n) {
+        char *d = (char *)dst;
+        const char *s = (const char *)src;
+        if (n > 16) {
+            memcpy(d, s, n);
+        } else if (n >= 8) {
+            uint64_t a, b;
+            memcpy(&a, s, 8); memcpy(&b, s + n - 8, 8);
+            memcpy(d, &a, 8); memcpy(d + n - 8, &b, 8);
+        } else if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, s, 4); memcpy(&b, s + n - 4, 4);
+            memcpy(d, &a, 4); memcpy(d + n - 4, &b, 4);
+        } else {
+            for (size_t i = 0; i < n; i++) d[i] = s[i];
+        }
+    }
+    """
+    void kb_copy(void *dst, const void *src, size_t n) noexcept nogil

@@ -136,17 +136,6 @@ cdef void columns_free(RecordColumns *c) noexcept nogil:
     _binary_free(&c.hvalue)
 
 
-cdef int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
-                        Py_ssize_t nbytes) noexcept nogil:
-    """Room for ``items`` more values holding ``nbytes`` bytes in all."""
-    if growbuf_reserve(&b.offsets, items * 4) != 0:
-        return -1
-    if growbuf_reserve(&b.data, nbytes) != 0:
-        return -1
-    # validity.len tracks ceil(count / 8); one spare byte covers the rounding
-    return growbuf_reserve(&b.validity, (items >> 3) + 1)
-
-
 cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil:
     """Room for ``rows`` more records in every per-record column."""
     if (growbuf_reserve(&c.offset, rows * 8) or growbuf_reserve(&c.timestamp, rows * 8)

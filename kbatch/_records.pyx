@@ -22,7 +22,8 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
 from kbatch._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
-                              binary_reserve, columns_reserve_rows, growbuf_reserve)
+                              binary_reserve, columns_reserve_rows, growbuf_reserve,
+                              kb_copy)
 from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
                              likely, load_be16, load_be32, read_u8, read_varint,
                              read_varlong, unlikely)
@@ -38,9 +39,16 @@ cdef enum:
 cdef extern from *:
     """
     #include <stdint.h>
+    #include <string.h>
     /* Strict UTF-8 check (no overlongs, no surrogates, <= U+10FFFF). */
     static int kb_utf8_valid(const uint8_t *s, Py_ssize_t n) {
         Py_ssize_t i = 0;
+        while (n - i >= 8) {  /* ASCII fast path, 8 bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL) break;
+            i += 8;
+        }
         while (i < n) {
             uint8_t c = s[i];
             if (c < 0x80) { i++; continue; }
@@ -199,7 +207,7 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
             if unlikely(klen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
             if klen > 0:
-                memcpy(key_data + key_len, buf + rec.pos, <size_t>klen)
+                kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
             key_len += klen
             rec.pos += klen
             key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
@@ -215,7 +223,7 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
             if unlikely(vlen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
             if vlen > 0:
-                memcpy(val_data + val_len, buf + rec.pos, <size_t>vlen)
+                kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
             val_len += vlen
             rec.pos += vlen
             val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))

@@ -281,3 +281,27 @@ def test_streaming_read_holds_one_chunk(tmp_path):
     assert n == 12 * 200_000
     assert size > 250 << 20
     assert peak < 100 << 20, f"anonymous memory grew by {peak >> 20} MiB for a {size >> 20} MiB file"
+
+
+# --- header keys must be UTF-8 ---------------------------------------------------
+
+@pytest.mark.parametrize("key", [
+    b"plain-ascii-key-longer-than-8", b"cl\xc3\xa9-\xc3\xbcn\xc3\xafcode-\xe2\x82\xac-\xf0\x9d\x84\x9e",
+    b"abcdefgh\xff", b"abcdefghijklmnop\xc3", b"\xc3\x28", b"\xc0\xaf", b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80", b"\xe2\x82", b"abcdefgh\xf0\x9d\x84\x9e", b""])
+def test_header_keys_are_strict_utf8(key):
+    """Valid keys decode as Python decodes them; anything Python's strict
+    decoder refuses is a CorruptRecordError."""
+    from .kafka_ref import raw_batch, varint
+    # one record: attributes, deltas, null key, value b"v", one header (key, null value)
+    body = (b"\x00" + varint(0) + varint(0) + varint(-1) + varint(1) + b"v" + varint(1)
+            + varint(len(key)) + key + varint(-1))
+    record = varint(len(body)) + body
+    seg = raw_batch(record, records_count=1)
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        with pytest.raises(kbatch.CorruptRecordError, match="UTF-8"):
+            kbatch.read_segment(seg)
+    else:
+        assert kbatch.read_segment(seg).headers[0] == [(text, None)]

@@ -139,7 +139,9 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
         max_headers_per_record=opts.max_headers_per_record)
 
 
-def _decompress_pending(dec: _batch.BatchDecoder, view, path, limit: int) -> None:
+def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
+    """Decompress the batch the decoder waits on (a guarded copy of its bytes)
+    and feed it back; a codec failure becomes the decoder's error."""
     codec, start, stop, position, base_offset, magic = dec.pending()
     try:
         records = decompress(codec, dec.pending_bytes(), limit, magic=magic)
@@ -169,7 +171,7 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
         while True:
             status = dec.run()
             if status == _batch.STATUS_COMPRESSED:
-                _decompress_pending(dec, view, path, limit)
+                _decompress_pending(dec, path, limit)
                 continue
             if status == _batch.STATUS_CHUNK_FULL:
                 chunk = Records.from_chunk(dec.take(), None, path)

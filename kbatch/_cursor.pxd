@@ -111,7 +111,7 @@ cdef inline int read_be64(Cursor *c, int64_t *out) noexcept nogil:
 
 
 cdef inline int read_varint(Cursor *c, int32_t *out) noexcept nogil:
-    """Zig-zag varint into int32; one-byte values take the first branch."""
+    """Zig-zag varint into int32; one- and two-byte values take short paths."""
     cdef uint32_t raw, b
     cdef int shift
     if likely(c.pos < c.end):
@@ -119,6 +119,11 @@ cdef inline int read_varint(Cursor *c, int32_t *out) noexcept nogil:
         if likely(b < 0x80):
             c.pos += 1
             out[0] = <int32_t>((b >> 1) ^ (0u - (b & 1)))
+            return CUR_OK
+        if likely(1 < c.end - c.pos) and c.buf[c.pos + 1] < 0x80:
+            raw = (b & 0x7f) | (<uint32_t>c.buf[c.pos + 1] << 7)
+            c.pos += 2
+            out[0] = <int32_t>((raw >> 1) ^ (0u - (raw & 1)))
             return CUR_OK
     raw = 0
     shift = 0

@@ -47,29 +47,39 @@ def _over(limit: int) -> CodecError:
                       over_limit=True)
 
 
+GZIP_STEP = 1 << 16
+
+
 def gunzip(data, limit: int) -> bytes:
-    parts = []
-    total = 0
-    pending = data
-    while True:
+    """Every gzip member in turn, fed in 64 KiB steps: linear in the input
+    whatever the number of members (zlib copies what follows a member)."""
+    view = memoryview(data)
+    parts: list = []
+    total = pos = members = 0
+    while pos < len(view):
         stream = zlib.decompressobj(wbits=31)
-        try:
-            chunk = stream.decompress(pending, limit - total + 1)
-        except zlib.error as exc:
-            if parts:  # trailing bytes that are not another member: ignored
-                break
-            raise CodecError(f"gzip: {exc}") from None
-        total += len(chunk)
-        if total > limit:
-            raise _over(limit)
-        if not stream.eof:
-            if parts:  # an incomplete member after a whole one: ignored, as Java does
-                break
-            raise CodecError("gzip: stream is truncated")
-        parts.append(chunk)
-        pending = stream.unused_data
-        if not pending:
-            break
+        while not stream.eof:
+            if pos >= len(view):
+                if members:  # an incomplete member after a whole one: ignored, as Java
+                    return _joined(parts)
+                raise CodecError("gzip: stream is truncated")
+            piece = view[pos:pos + GZIP_STEP]
+            try:
+                chunk = stream.decompress(piece, limit - total + 1)
+            except zlib.error as exc:
+                if members:  # trailing bytes that are not another member: ignored
+                    return _joined(parts)
+                raise CodecError(f"gzip: {exc}") from None
+            total += len(chunk)
+            if total > limit:
+                raise _over(limit)
+            parts.append(chunk)
+            pos += len(piece) - len(stream.unused_data)
+        members += 1
+    return _joined(parts)
+
+
+def _joined(parts: list) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 

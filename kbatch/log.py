@@ -7,15 +7,16 @@
         00000000000000000000.txnindex   aborted transactions
 
 Transient files (``.deleted``, ``.cleaned``, ``.swap``) and directories
-(``-delete``, ``-future``, ``-stray``) are skipped. Index entries are hints,
-checked against the batch they point to before use; a read falls back to
-scanning when one is wrong. For the offset index this makes reads exact
-whatever the index holds. A time-index entry is also checked (entries in
-order, the batch holding its offset carries its timestamp), but whether it
-truly is the running maximum of everything before it cannot be checked
-without reading every earlier batch header, so an index that passes these
-checks and still misstates the maximum can steer a timestamp seek, as in
-Kafka. ``verify`` reports such an index.
+(``-delete``, ``-future``, ``-stray``) are skipped, and so are names above the
+largest offset (int64).
+
+Seeks do not trust the ``.index`` and ``.timeindex`` files: an entry can point
+anywhere (even at a valid batch stored inside a record value), and a time
+index can misstate the running maximum. Each segment's batch boundaries come
+from one walk over its batch headers (no record is decoded; the result is
+cached per segment), so range and timestamp reads return exactly what a full
+read filtered to the range returns, whatever the index files hold. The index
+files are read by ``verify`` (which reports wrong ones) and ``kbatch dump``.
 
 Offset ranges are half-open, ``[start_offset, end_offset)``. Timestamps map
 to offsets as Kafka's offsets-for-times does: ``start_timestamp=t`` starts at
@@ -62,13 +63,30 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
     return topic, int(number)
 
 
+INT64_MAX = (1 << 63) - 1
+
+
+def segment_base(name: str) -> int | None:
+    """The base offset a segment file name gives, None when it is not one."""
+    match = SEGMENT_NAME.match(name)
+    if not match or int(match.group(1)) > INT64_MAX:
+        return None
+    return int(match.group(1))
+
+
+BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
+                         ("base_offset", np.int64), ("last_offset", np.int64),
+                         ("max_timestamp", np.int64), ("magic", np.int8)])
+
+
 class Segment:
     """One ``.log`` file of a partition and the index files beside it."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        match = SEGMENT_NAME.match(self.path.name)
-        self.base_offset = int(match.group(1)) if match else 0
+        base = segment_base(self.path.name)
+        self.base_offset = 0 if base is None else base
+        self._bounds: tuple | None = None
         stem = self.path.with_suffix("")
         self.index_path = stem.with_suffix(".index")
         self.timeindex_path = stem.with_suffix(".timeindex")
@@ -93,21 +111,35 @@ class Segment:
     def txn_index(self) -> TxnIndex:
         return TxnIndex.read(self.txnindex_path)
 
-
-def _batch_at(view, position: int):
-    """Header row of a whole, CRC-valid batch at ``position``, or None."""
-    if position < 0 or position + 61 > len(view):
-        return None
-    dec = _batch.BatchDecoder(view, start=position, validate_crc=True,
-                              headers_only=True, chunk_records=1)
-    try:
-        dec.run()
-        rows = dec.take()["batches"]
-    except ValueError:
-        return None
-    finally:
-        dec.release()
-    return rows[0] if len(rows) else None
+    def batch_bounds(self) -> np.ndarray:
+        """Position, size, offsets and max timestamp of every batch, from one
+        walk over the batch headers (records are not decoded). It ends where
+        valid data ends, or quietly at the first batch whose header is
+        corrupt (a read reports that). Cached until the file changes."""
+        stat = self.path.stat()
+        key = (stat.st_size, stat.st_mtime_ns)
+        if self._bounds is None or self._bounds[0] != key:
+            rows = np.empty(0, _batch.BATCH_DTYPE)
+            with open_source(self.path) as (view, path):
+                dec = _batch.BatchDecoder(view, validate_crc=False, headers_only=True,
+                                          path=path, stop_on_corrupt=True)
+                try:
+                    dec.run()
+                    rows = dec.take()["batches"]
+                finally:
+                    dec.release()
+            bounds = np.empty(len(rows), BOUNDS_DTYPE)
+            for name in BOUNDS_DTYPE.names:
+                bounds[name] = rows["size" if name == "size" else name]
+            # a legacy wrapper's header names its last offset only: its records
+            # start after the batch before it
+            legacy = rows["magic"] < 2
+            if legacy.any():
+                after_previous = np.r_[self.base_offset, rows["last_offset"][:-1] + 1]
+                bounds["base_offset"][legacy] = np.minimum(rows["base_offset"][legacy],
+                                                           after_previous[legacy])
+            self._bounds = (key, bounds)
+        return self._bounds[1]
 
 
 @dataclass(frozen=True)
@@ -135,7 +167,7 @@ class PartitionLog:
         self.topic, self.partition = parsed if parsed else (None, None)
         self.segments = sorted(
             (Segment(p) for p in self.path.iterdir()
-             if SEGMENT_NAME.match(p.name) and p.is_file()),
+             if segment_base(p.name) is not None and p.is_file()),
             key=lambda s: s.base_offset)
         self._txn_cache: tuple | None = None
 
@@ -155,36 +187,27 @@ class PartitionLog:
                 out.append(i)
         return out
 
-    # An offset index entry (o, p) is written per append: o is the last offset
-    # appended, p the byte where the append's first batch starts. An append may
-    # hold several batches, so the batch at p ends at or before o, and every
-    # batch before p ends before it starts. Entries are checked before use.
-
-    def _start_position(self, seg: Segment, view, offset: int) -> int:
-        """A batch boundary such that every earlier batch ends below ``offset``."""
+    def _start_position(self, seg: Segment, offset: int) -> int:
+        """The first batch that may hold ``offset`` or more: every earlier
+        batch ends below it."""
         if offset <= seg.base_offset:
             return 0
-        _, position = seg.offset_index.lookup(offset)
-        if position == 0:
-            return 0
-        row = _batch_at(view, position)
-        if row is None or int(row["base_offset"]) > offset:
-            return 0  # the index is wrong here: scan from the start
-        return position
+        bounds = seg.batch_bounds()
+        reach = np.flatnonzero(bounds["last_offset"] >= offset)
+        if len(reach):
+            return int(bounds["position"][reach[0]])
+        return int(bounds["position"][-1] + bounds["size"][-1]) if len(bounds) else 0
 
-    def _stop_position(self, seg: Segment, view, offset: int) -> int | None:
-        """A batch boundary such that every later batch starts at or above
+    def _stop_position(self, seg: Segment, offset: int) -> int | None:
+        """The first batch from which every batch starts at or above
         ``offset`` (None: the end of the segment)."""
-        idx = seg.offset_index
-        first = int(np.searchsorted(idx.offsets, offset, side="left"))
-        for k in range(first, min(first + 3, len(idx))):
-            position = int(idx.positions[k])
-            row = _batch_at(view, position)
-            if row is None:
-                return None
-            if int(row["base_offset"]) >= offset:
-                return position
-        return None
+        bounds = seg.batch_bounds()
+        # with offsets out of order (a damaged log) every later batch must qualify
+        below = np.flatnonzero(bounds["base_offset"] < offset)
+        after = below[-1] + 1 if len(below) else 0
+        if after >= len(bounds):
+            return None
+        return int(bounds["position"][after])
 
     def plan(self, lo: int, hi: int) -> list[ReadPlan]:
         """The byte ranges to decode for offsets ``[lo, hi)``."""
@@ -192,73 +215,35 @@ class PartitionLog:
         chosen = self._segments_for(lo, hi)
         for k, i in enumerate(chosen):
             seg = self.segments[i]
-            with open_source(seg.path) as (view, _):
-                start = self._start_position(seg, view, lo) if k == 0 else 0
-                stop = self._stop_position(seg, view, hi) if k == len(chosen) - 1 else None
+            start = self._start_position(seg, lo) if k == 0 else 0
+            whole_tail = (i + 1 < len(self.segments) and self.segments[i + 1].base_offset <= hi
+                          ) or hi >= _WHOLE
+            stop = None if k < len(chosen) - 1 or whole_tail else self._stop_position(seg, hi)
             plans.append(ReadPlan(seg, start, stop))
         return plans
 
     def offset_for_timestamp(self, timestamp: int) -> int | None:
-        """The earliest offset whose record timestamp is >= ``timestamp``.
+        """The earliest offset whose record timestamp is >= ``timestamp``
+        (Kafka's offsets-for-times), None when no record is that recent.
 
-        As Kafka's ListOffsets: the time index names a point before which
-        every record is older; batch headers (max timestamp) are scanned from
-        there, and the first batch that reaches ``timestamp`` is decoded.
-        None when no record is that recent.
+        The batch headers' max timestamps (cached per segment) say which
+        batches can hold one; those are decoded in order until one does.
         """
         for seg in self.segments:
+            bounds = seg.batch_bounds()
+            candidates = np.flatnonzero(bounds["max_timestamp"] >= timestamp)
+            if not len(candidates):
+                continue
             with open_source(seg.path) as (view, path):
-                start = self._time_hint(seg, view, timestamp)
-                dec = _batch.BatchDecoder(view, start=start, validate_crc=False,
-                                          headers_only=True, path=path)
-                try:
-                    dec.run()
-                    rows = dec.take()["batches"]
-                finally:
-                    dec.release()
-                for row in rows[rows["max_timestamp"] >= timestamp]:
-                    position = int(row["position"])
+                for i in candidates.tolist():
+                    position = int(bounds["position"][i])
                     records = Records.concat(list(decode_chunks(
                         view, path, DecodeOptions(), start=position,
-                        stop=position + int(row["size"]))))
+                        stop=position + int(bounds["size"][i]))))
                     hits = np.flatnonzero(records.timestamp >= timestamp)
                     if len(hits):
                         return int(records.offset[hits[0]])
         return None
-
-    def _time_hint(self, seg: Segment, view, timestamp: int) -> int:
-        """Where to start looking for the first record at or after ``timestamp``.
-
-        The time index's last entry below ``timestamp`` names an offset before
-        which every record is older. It is used only when the index is
-        consistent (timestamps and offsets increase) and the batch holding that
-        offset carries exactly that timestamp; otherwise the scan starts at 0.
-        """
-        ti = seg.time_index
-        below = ti.last_below(timestamp)
-        if below is None:
-            return 0
-        if np.any(np.diff(ti.timestamps) < 0) or np.any(np.diff(ti.offsets) < 0):
-            return 0
-        entry_ts, entry_offset = below
-        start = self._start_position(seg, view, entry_offset)
-        dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True)
-        try:
-            while True:
-                status = dec.run()
-                rows = dec.take()["batches"]
-                hit = np.flatnonzero(rows["last_offset"] >= entry_offset)
-                if len(hit):
-                    row = rows[hit[0]]
-                    ok = (int(row["base_offset"]) <= entry_offset
-                          and int(row["max_timestamp"]) == entry_ts)
-                    return start if ok else 0
-                if status == _batch.STATUS_END:
-                    return 0
-        except ValueError:
-            return 0
-        finally:
-            dec.release()
 
     def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp):
         lo = 0 if start_offset is None else int(start_offset)

@@ -20,7 +20,7 @@ from typing import Iterator
 from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import CorruptRecordError, DecompressionLimitError, LimitExceededError
-from kbatch.records import Records, SegmentEnd
+from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
 from kbatch.txn import TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
@@ -249,8 +249,9 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     mapped until the iterator is exhausted or closed. Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly
     empty) carries ``end``. With ``isolation="read_committed"`` a first pass
-    reads the batch headers and control records (kept in memory: one row per
-    batch) to resolve transactions before the chunks are filtered.
+    decodes the source once to resolve its transactions (it keeps one row per
+    batch and the control records; it costs a second decode), so the chunks
+    equal ``read_segment`` even where the data is corrupt.
     """
     check_isolation(isolation)
     opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
@@ -261,11 +262,26 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     return _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation)
 
 
+def _exact_transaction_state(view, path, opts, start, stop, chunk_records, chunk_bytes):
+    """The transactions of ``view[start:stop]`` from a full decode that keeps
+    only the batch and control tables: it stops (or raises) exactly where
+    the chunks will, so they match ``read_segment`` even on corrupt data."""
+    tables, controls, shift = [], [], 0
+    for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
+                               chunk_records=chunk_records, chunk_bytes=chunk_bytes):
+        tables.append(chunk.batches)
+        controls.append(chunk.control.shifted(shift))
+        shift += len(chunk.batches)
+        del chunk
+    return TxnState.build(BatchTable.concat(tables), ControlRecords.concat(controls))
+
+
 def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation):
     with open_source(source) as (view, path):
         state = None
         if isolation == "read_committed":
-            state = TxnState.build(*transaction_state(view, path, opts, start=start, stop=stop))
+            state = _exact_transaction_state(view, path, opts, start, stop, chunk_records,
+                                             chunk_bytes)
         for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
                                    chunk_records=chunk_records, chunk_bytes=chunk_bytes):
             yield chunk if state is None else state.filter(chunk)

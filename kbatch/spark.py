@@ -15,7 +15,7 @@ Schema: exactly Spark's built-in Kafka source, in its order:
 partition come from the ``<topic>-<partition>`` directory name.
 
 Every segment is a slice of work; a segment larger than ``maxPartitionBytes``
-is split at batch boundaries taken from its ``.index``, and small segments are
+is split at batch boundaries (from a walk over its batch headers), and small segments are
 packed together (like Spark's file sources) into input partitions of up to
 ``maxPartitionBytes``, at least ``minPartitions`` of them. ``read()`` yields
 ``pyarrow.RecordBatch``es built from kbatch's buffers (no Python rows).
@@ -60,7 +60,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.log import LogDir, PartitionLog, Segment, _batch_at, parse_partition_dir
+from kbatch.log import LogDir, PartitionLog, Segment, parse_partition_dir
 from kbatch.records import Records
 from kbatch.segment import DecodeOptions, decode_chunks, open_source, transaction_state
 from kbatch.txn import TxnState, check_isolation
@@ -212,19 +212,17 @@ def _logs(path: str) -> list[tuple[PartitionLog | None, Path | None]]:
 
 
 def _split(seg: Segment, start: int, stop: int | None, max_bytes: int) -> list[tuple]:
-    """Cut ``[start, stop)`` at batch boundaries from the offset index."""
+    """Cut ``[start, stop)`` at batch boundaries about every ``max_bytes``."""
     end = seg.size if stop is None else stop
     if end - start <= max_bytes:
         return [(start, stop)]
-    cuts = []
-    with open_source(seg.path) as (view, _):
-        target = start + max_bytes
-        for pos in seg.offset_index.positions.tolist():
-            if pos >= target and pos < end and _batch_at(view, pos) is not None:
-                cuts.append(pos)
-                target = pos + max_bytes
+    cuts, target = [], start + max_bytes
+    for pos in seg.batch_bounds()["position"].tolist():
+        if target <= pos < end:
+            cuts.append(pos)
+            target = pos + max_bytes
     bounds = [start] + cuts
-    return [(a, b) for a, b in zip(bounds, cuts + [stop])]
+    return list(zip(bounds, cuts + [stop]))
 
 
 def plan(options: Options) -> list[SegmentSlice]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, parse_partition_dir
+from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, parse_partition_dir, segment_base
 from kbatch.records import BatchTable
 from kbatch.segment import DecodeOptions, decode_chunks, open_source
 
@@ -214,7 +214,9 @@ def _verify_partition(log: PartitionLog, options, on_segment=None) -> VerifyRepo
         reports.append(verify_segment(seg, **options))
         if on_segment:
             on_segment(seg.path)
-    problems = []
+    problems = [f"{log.path.name}/{p.name}: not a segment name (above the largest offset)"
+                for p in sorted(log.path.iterdir())
+                if SEGMENT_NAME.match(p.name) and segment_base(p.name) is None]
     for prev, cur in zip(reports, reports[1:]):
         if prev.last_offset is not None and cur.base_offset <= prev.last_offset:
             problems.append(f"{log.path.name}/{Path(cur.path).name}: base offset "

@@ -6,6 +6,7 @@
     open_log_dir(path)          a broker data directory, read on several threads
     verify(path)                CRCs, offsets, indexes, where valid data ends
     transactions(path)          committed / aborted / open transactions, LSO
+    write_segment / write_log   real magic-2 segments and partition directories
 """
 
 from kbatch._columns import memory_pool_bytes, set_memory_pool
@@ -17,12 +18,13 @@ from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
 from kbatch.segment import iter_segment, read_segment
 from kbatch.txn import transactions
 from kbatch.verify import verify
+from kbatch.writer import LogWriter, SegmentWriter, write_log, write_segment
 
 __all__ = [
     "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
     "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
-    "PartitionLog",
-    "Records", "SegmentEnd", "iter_segment", "memory_pool_bytes", "open_log",
-    "open_log_dir", "read_segment", "set_memory_pool", "transactions", "verify",
+    "LogWriter", "PartitionLog", "Records", "SegmentEnd", "SegmentWriter", "iter_segment",
+    "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "set_memory_pool",
+    "transactions", "verify", "write_log", "write_segment",
 ]
 __version__ = "0.1.0"

@@ -112,7 +112,7 @@ class BinaryColumn:
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return self.take(np.arange(len(self))[i])
+            return self.take(np.arange(*i.indices(len(self)), dtype=np.int64))
         i = _position(i, len(self))
         if not self._valid_at(i):
             return None
@@ -245,7 +245,7 @@ class HeadersColumn:
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return self.take(np.arange(len(self))[i])
+            return self.take(np.arange(*i.indices(len(self)), dtype=np.int64))
         i = _position(i, len(self))
         return [(self.keys[j], self.values[j])
                 for j in range(int(self.offsets[i]), int(self.offsets[i + 1]))]

@@ -10,13 +10,25 @@ Transient files (``.deleted``, ``.cleaned``, ``.swap``) and directories
 (``-delete``, ``-future``, ``-stray``) are skipped, and so are names above the
 largest offset (int64).
 
-Seeks do not trust the ``.index`` and ``.timeindex`` files: an entry can point
-anywhere (even at a valid batch stored inside a record value), and a time
-index can misstate the running maximum. Each segment's batch boundaries come
-from one walk over its batch headers (no record is decoded; the result is
-cached per segment), so range and timestamp reads return exactly what a full
-read filtered to the range returns, whatever the index files hold. The index
-files are read by ``verify`` (which reports wrong ones) and ``kbatch dump``.
+By default seeks do not trust the ``.index`` and ``.timeindex`` files: an
+entry can point anywhere (even at a valid batch stored inside a record
+value), and a time index can misstate the running maximum. Each segment's
+batch boundaries come from one walk over its batch headers (no record is
+decoded; the result is cached per segment), so range and timestamp reads
+return exactly what a full read filtered to the range returns, whatever the
+index files hold. The walk touches every batch header, so on cold storage it
+reads about as much as the segment itself.
+
+``use_index=True`` seeks as Kafka does instead: the ``.index`` entry at or
+below the start offset (a sparse lower bound: decoding starts there and
+records below the start are dropped) and the ``.timeindex`` entry below the
+start timestamp (a running maximum) say where to start, and only the bytes
+from there on are read. Every entry is checked before use (the position
+holds a whole CRC-valid batch with fitting offsets; the time index is in
+order and matches the batch it names) and a read falls back to the walk
+when one is wrong, so damaged index files cannot change a result. An index
+crafted to point at a valid batch stored inside a record value can: use it
+on index files you trust (a broker's own). ``verify`` reports wrong entries.
 
 Offset ranges are half-open, ``[start_offset, end_offset)``. Timestamps map
 to offsets as Kafka's offsets-for-times does: ``start_timestamp=t`` starts at
@@ -79,6 +91,38 @@ BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
                          ("max_timestamp", np.int64), ("magic", np.int8)])
 
 
+def _batch_at(view, position: int):
+    """Header row of a whole, CRC-valid batch at ``position``, or None."""
+    if position < 0 or position > len(view) - 12:
+        return None
+    # the size field (bytes 8-11, in every format) bounds the read to this batch
+    size = int.from_bytes(view[position + 8:position + 12], "big", signed=True)
+    if size < 14 or size > len(view) - position - 12:
+        return None
+    dec = _batch.BatchDecoder(view, start=position, stop=position + 12 + size,
+                              validate_crc=True, headers_only=True, chunk_records=1)
+    try:
+        dec.run()
+        rows = dec.take()["batches"]
+    except ValueError:
+        return None
+    finally:
+        dec.release()
+    return rows[0] if len(rows) else None
+
+
+def _header_walk(view, path, start: int = 0) -> np.ndarray:
+    """Header rows of the batches from ``start`` on (records are not
+    decoded), ending quietly at the first corrupt header."""
+    dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True,
+                              path=path, stop_on_corrupt=True)
+    try:
+        dec.run()
+        return dec.take()["batches"]
+    finally:
+        dec.release()
+
+
 class Segment:
     """One ``.log`` file of a partition and the index files beside it."""
 
@@ -119,15 +163,8 @@ class Segment:
         stat = self.path.stat()
         key = (stat.st_size, stat.st_mtime_ns)
         if self._bounds is None or self._bounds[0] != key:
-            rows = np.empty(0, _batch.BATCH_DTYPE)
             with open_source(self.path) as (view, path):
-                dec = _batch.BatchDecoder(view, validate_crc=False, headers_only=True,
-                                          path=path, stop_on_corrupt=True)
-                try:
-                    dec.run()
-                    rows = dec.take()["batches"]
-                finally:
-                    dec.release()
+                rows = _header_walk(view, path)
             bounds = np.empty(len(rows), BOUNDS_DTYPE)
             for name in BOUNDS_DTYPE.names:
                 bounds[name] = rows["size" if name == "size" else name]
@@ -157,10 +194,16 @@ def _has_content(chunk: Records) -> bool:
 
 
 class PartitionLog:
-    """A partition directory: its segments, in base-offset order."""
+    """A partition directory: its segments, in base-offset order.
 
-    def __init__(self, path):
+    ``use_index``: seek with the ``.index``/``.timeindex`` files (checked
+    hints, as Kafka does) instead of a walk over every batch header; see the
+    module docstring for what each guarantees.
+    """
+
+    def __init__(self, path, *, use_index: bool = False):
         self.path = Path(path)
+        self.use_index = bool(use_index)
         if not self.path.is_dir():
             raise NotADirectoryError(f"not a partition directory: {self.path}")
         parsed = parse_partition_dir(self.path.name)
@@ -192,15 +235,40 @@ class PartitionLog:
         batch ends below it."""
         if offset <= seg.base_offset:
             return 0
+        if self.use_index:
+            hint = self._indexed_start(seg, offset)
+            if hint is not None:
+                return hint
         bounds = seg.batch_bounds()
         reach = np.flatnonzero(bounds["last_offset"] >= offset)
         if len(reach):
             return int(bounds["position"][reach[0]])
         return int(bounds["position"][-1] + bounds["size"][-1]) if len(bounds) else 0
 
+    # An offset index entry (o, p) is written per append: o is the last offset
+    # appended, p the byte where the append's first batch starts. An append may
+    # hold several batches, so the batch at p ends at or before o, and every
+    # batch before p ends before it starts.
+
+    @staticmethod
+    def _indexed_start(seg: Segment, offset: int) -> int | None:
+        """The ``.index`` lower bound for ``offset`` when it checks out (a
+        whole CRC-valid batch at that position starting at or below
+        ``offset``), else None."""
+        _, position = seg.offset_index.lookup(offset)
+        if position == 0:
+            return 0
+        with open_source(seg.path) as (view, _):
+            row = _batch_at(view, position)
+        if row is None or int(row["base_offset"]) > offset:
+            return None
+        return position
+
     def _stop_position(self, seg: Segment, offset: int) -> int | None:
         """The first batch from which every batch starts at or above
         ``offset`` (None: the end of the segment)."""
+        if self.use_index:
+            return self._indexed_stop(seg, offset)
         bounds = seg.batch_bounds()
         # with offsets out of order (a damaged log) every later batch must qualify
         below = np.flatnonzero(bounds["base_offset"] < offset)
@@ -208,6 +276,23 @@ class PartitionLog:
         if after >= len(bounds):
             return None
         return int(bounds["position"][after])
+
+    @staticmethod
+    def _indexed_stop(seg: Segment, offset: int) -> int | None:
+        """A batch at or above ``offset`` that one of the next ``.index``
+        entries names, checked; None (read to the end of the segment, the
+        records are trimmed) when none checks out."""
+        idx = seg.offset_index
+        first = int(np.searchsorted(idx.offsets, offset, side="left"))
+        with open_source(seg.path) as (view, _):
+            for k in range(first, min(first + 3, len(idx))):
+                position = int(idx.positions[k])
+                row = _batch_at(view, position)
+                if row is None:
+                    return None
+                if int(row["base_offset"]) >= offset:
+                    return position
+        return None
 
     def plan(self, lo: int, hi: int) -> list[ReadPlan]:
         """The byte ranges to decode for offsets ``[lo, hi)``."""
@@ -226,15 +311,17 @@ class PartitionLog:
         """The earliest offset whose record timestamp is >= ``timestamp``
         (Kafka's offsets-for-times), None when no record is that recent.
 
-        The batch headers' max timestamps (cached per segment) say which
+        The batch headers' max timestamps (cached per segment; with
+        ``use_index`` only those after the ``.timeindex`` hint) say which
         batches can hold one; those are decoded in order until one does.
         """
         for seg in self.segments:
-            bounds = seg.batch_bounds()
-            candidates = np.flatnonzero(bounds["max_timestamp"] >= timestamp)
-            if not len(candidates):
-                continue
             with open_source(seg.path) as (view, path):
+                if self.use_index:
+                    bounds = self._hinted_headers(seg, view, path, timestamp)
+                else:
+                    bounds = seg.batch_bounds()
+                candidates = np.flatnonzero(bounds["max_timestamp"] >= timestamp)
                 for i in candidates.tolist():
                     position = int(bounds["position"][i])
                     records = Records.concat(list(decode_chunks(
@@ -244,6 +331,27 @@ class PartitionLog:
                     if len(hits):
                         return int(records.offset[hits[0]])
         return None
+
+    def _hinted_headers(self, seg: Segment, view, path, timestamp: int) -> np.ndarray:
+        """Header rows of the batches that may hold the first record at or
+        after ``timestamp``, from the ``.timeindex``: its last entry below
+        ``timestamp`` names an offset up to which every record is older. The
+        entry is used only when the index is in order (timestamps and offsets
+        increase) and the batch holding that offset carries exactly that max
+        timestamp; otherwise every batch header of the segment."""
+        ti = seg.time_index
+        below = ti.last_below(timestamp)
+        in_order = not (np.any(np.diff(ti.timestamps) < 0) or np.any(np.diff(ti.offsets) < 0))
+        if below is not None and in_order:
+            entry_ts, entry_offset = below
+            rows = _header_walk(view, path, self._start_position(seg, entry_offset))
+            hit = np.flatnonzero(rows["last_offset"] >= entry_offset)
+            if len(hit):
+                row = rows[hit[0]]
+                if (int(row["base_offset"]) <= entry_offset
+                        and int(row["max_timestamp"]) == entry_ts):
+                    return rows[hit[0]:]
+        return _header_walk(view, path, 0)
 
     def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp):
         lo = 0 if start_offset is None else int(start_offset)
@@ -360,22 +468,24 @@ class PartitionLog:
                                     "last_stable_offset", "version")))
 
 
-def open_log(path) -> PartitionLog:
-    """A partition directory (``<topic>-<partition>/``) as a ``PartitionLog``."""
-    return PartitionLog(path)
+def open_log(path, *, use_index: bool = False) -> PartitionLog:
+    """A partition directory (``<topic>-<partition>/``) as a ``PartitionLog``
+    (``use_index``: seek with the index files, see ``PartitionLog``)."""
+    return PartitionLog(path, use_index=use_index)
 
 
 class LogDir:
-    """A broker data directory: every partition directory in it."""
+    """A broker data directory: every partition directory in it
+    (``use_index``: see ``PartitionLog``)."""
 
-    def __init__(self, path):
+    def __init__(self, path, *, use_index: bool = False):
         self.path = Path(path)
         if not self.path.is_dir():
             raise NotADirectoryError(f"not a directory: {self.path}")
         found = []
         for child in self.path.iterdir():
             if child.is_dir() and parse_partition_dir(child.name):
-                found.append(PartitionLog(child))
+                found.append(PartitionLog(child, use_index=use_index))
         self.partitions = sorted(found, key=lambda p: (p.topic, p.partition))
 
     def __repr__(self) -> str:
@@ -433,6 +543,6 @@ class LogDir:
         return result
 
 
-def open_log_dir(path) -> LogDir:
+def open_log_dir(path, *, use_index: bool = False) -> LogDir:
     """A broker data directory (many ``<topic>-<partition>`` directories)."""
-    return LogDir(path)
+    return LogDir(path, use_index=use_index)

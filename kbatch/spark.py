@@ -15,7 +15,8 @@ Schema: exactly Spark's built-in Kafka source, in its order:
 partition come from the ``<topic>-<partition>`` directory name.
 
 Every segment is a slice of work; a segment larger than ``maxPartitionBytes``
-is split at batch boundaries (from a walk over its batch headers), and small segments are
+is split at batch boundaries (from a walk over its batch headers, or with
+``useIndex`` from its checked ``.index`` entries), and small segments are
 packed together (like Spark's file sources) into input partitions of up to
 ``maxPartitionBytes``, at least ``minPartitions`` of them. ``read()`` yields
 ``pyarrow.RecordBatch``es built from kbatch's buffers (no Python rows).
@@ -37,6 +38,10 @@ Options (case-insensitive):
     minPartitions        at least this many input partitions when the data
                          allows (default: the driver's core count)
     chunkRecords         records per Arrow batch (default 65536)
+    useIndex             false (default): seeks and splits from a walk over the
+                         batch headers, exact whatever the index files hold;
+                         true: from the .index/.timeindex entries (checked, as
+                         Kafka does; the driver reads far less of each segment)
 
 Offset and timestamp bounds prune whole segments using file names and the
 indexes, whether or not Spark's Python filter pushdown is enabled. With
@@ -60,7 +65,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.log import LogDir, PartitionLog, Segment, parse_partition_dir
+from kbatch.log import LogDir, PartitionLog, Segment, _batch_at, parse_partition_dir
 from kbatch.records import Records
 from kbatch.segment import DecodeOptions, decode_chunks, open_source, transaction_state
 from kbatch.txn import TxnState, check_isolation
@@ -100,6 +105,7 @@ class Options:
     max_partition_bytes: int = 128 << 20
     min_partitions: int = 0
     chunk_records: int = 1 << 16
+    use_index: bool = False
     topics: set | None = None          # pushed-down filters
     partitions: set | None = None
     offset_lo: int = 0
@@ -130,7 +136,8 @@ class Options:
             on_corrupt=on_corrupt,
             max_partition_bytes=int(opts.get("maxpartitionbytes", 128 << 20)),
             min_partitions=int(opts.get("minpartitions", os.cpu_count() or 1)),
-            chunk_records=int(opts.get("chunkrecords", 1 << 16)))
+            chunk_records=int(opts.get("chunkrecords", 1 << 16)),
+            use_index=str(opts.get("useindex", "false")).lower() == "true")
         return out
 
     def decode_options(self) -> DecodeOptions:
@@ -199,7 +206,7 @@ def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> lis
     return packs
 
 
-def _logs(path: str) -> list[tuple[PartitionLog | None, Path | None]]:
+def _logs(path: str, use_index: bool = False) -> list[tuple[PartitionLog | None, Path | None]]:
     """The partition logs (or the single segment file) a path names."""
     p = Path(path)
     if p.is_file():
@@ -207,20 +214,30 @@ def _logs(path: str) -> list[tuple[PartitionLog | None, Path | None]]:
     if not p.is_dir():
         raise FileNotFoundError(f"kbatch: no such file or directory: {path}")
     if parse_partition_dir(p.name) or any(c.name.endswith(".log") for c in p.iterdir()):
-        return [(PartitionLog(p), None)]
-    return [(part, None) for part in LogDir(p).partitions]
+        return [(PartitionLog(p, use_index=use_index), None)]
+    return [(part, None) for part in LogDir(p, use_index=use_index).partitions]
 
 
-def _split(seg: Segment, start: int, stop: int | None, max_bytes: int) -> list[tuple]:
-    """Cut ``[start, stop)`` at batch boundaries about every ``max_bytes``."""
+def _split(seg: Segment, start: int, stop: int | None, max_bytes: int,
+           use_index: bool = False) -> list[tuple]:
+    """Cut ``[start, stop)`` at batch boundaries about every ``max_bytes``:
+    every batch's (a header walk), or with ``use_index`` the ``.index``
+    positions that hold a whole CRC-valid batch."""
     end = seg.size if stop is None else stop
     if end - start <= max_bytes:
         return [(start, stop)]
     cuts, target = [], start + max_bytes
-    for pos in seg.batch_bounds()["position"].tolist():
-        if target <= pos < end:
-            cuts.append(pos)
-            target = pos + max_bytes
+    if use_index:
+        with open_source(seg.path) as (view, _):
+            for pos in np.unique(seg.offset_index.positions).tolist():
+                if target <= pos < end and _batch_at(view, pos) is not None:
+                    cuts.append(pos)
+                    target = pos + max_bytes
+    else:
+        for pos in seg.batch_bounds()["position"].tolist():
+            if target <= pos < end:
+                cuts.append(pos)
+                target = pos + max_bytes
     bounds = [start] + cuts
     return list(zip(bounds, cuts + [stop]))
 
@@ -229,7 +246,7 @@ def plan(options: Options) -> list[SegmentSlice]:
     """Input partitions for a read (runs on the driver)."""
     slices = []
     for path in options.paths:
-        for log_, file in _logs(path):
+        for log_, file in _logs(path, options.use_index):
             if file is not None:
                 topic, part = parse_partition_dir(file.parent.name) or (None, None)
                 lo, hi = options.offset_range(topic, part)
@@ -258,7 +275,7 @@ def plan(options: Options) -> list[SegmentSlice]:
                 state = log_.transaction_state(validate_crc=options.validate_crc)
             for rp in log_.plan(lo, hi):
                 for start, stop in _split(rp.segment, rp.start, rp.stop,
-                                          options.max_partition_bytes):
+                                          options.max_partition_bytes, options.use_index):
                     slices.append(SegmentSlice(log_.topic, log_.partition, str(rp.segment.path),
                                                start, stop, lo, hi, state))
     return slices

@@ -77,3 +77,32 @@ def test_to_arrow_is_zero_copy_for_buffers(segment):
     assert ts.type == pa.timestamp("ms", tz="UTC")
     assert ts.buffers()[1].address == records.timestamp.ctypes.data
     assert np.array_equal(table.column("sequence").to_numpy(), records.sequence)
+
+
+def test_the_public_names_of_the_issues_are_at_the_top_level(tmp_path):
+    """The API contract: these names are used as ``kbatch.<name>``."""
+    for name in ("read_segment", "iter_segment", "Records", "CorruptRecordError", "KbatchError",
+                 "open_log", "open_log_dir", "verify", "transactions", "write_segment",
+                 "write_log", "LogWriter", "SegmentWriter"):
+        assert name in kbatch.__all__ and callable(getattr(kbatch, name)), name
+    first, last = kbatch.write_log(tmp_path / "t-0", [(b"k", b"v", 1000 + i) for i in range(5)])
+    assert (first, last) == (0, 4)
+    assert kbatch.open_log(tmp_path / "t-0").read().offset.tolist() == [0, 1, 2, 3, 4]
+    kbatch.write_segment(tmp_path / "s.log", [(None, b"x", 1000, [("h", None)])], codec="zstd")
+    assert [tuple(r) for r in kbatch.read_segment(tmp_path / "s.log")] == [
+        (0, 1000, 0, None, b"x", [("h", None)])]
+
+
+def test_column_slices_follow_python_slices():
+    """``col[a:b:c]`` is ``col.to_pylist()[a:b:c]`` for binary and header
+    columns (and costs the rows taken, not the column's length)."""
+    recs = [(None if i % 5 == 0 else b"k%d" % i, None if i % 7 == 0 else b"v" * i, 1000 + i,
+             [("h", None if i % 3 else b"x")] * (i % 3)) for i in range(60)]
+    buf = b"".join(build_batch([r[2:3] + r[:2] + r[3:] for r in recs[i:i + 9]], base_offset=i)
+                   for i in range(0, 60, 9))
+    rec = kbatch.read_segment(buf)
+    for sl in [slice(None), slice(3, 10), slice(None, None, -1), slice(-5, None), slice(10, 3),
+               slice(0, 60, 7), slice(-100, 100), slice(50, 2, -3)]:
+        assert rec.key[sl].to_pylist() == rec.key.to_pylist()[sl], sl
+        assert rec.value[sl].to_pylist() == rec.value.to_pylist()[sl], sl
+        assert rec.headers[sl].to_pylist() == rec.headers.to_pylist()[sl], sl

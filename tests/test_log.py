@@ -238,9 +238,10 @@ def test_segment_indexes_parse_like_the_raw_files(name):
 # --- random ranges --------------------------------------------------------------
 
 @pytest.mark.parametrize("name", PARTITIONS)
-def test_random_offset_and_timestamp_ranges(refs, name):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_random_offset_and_timestamp_ranges(use_index, refs, name):
     ref = refs[name]
-    log = kbatch.open_log(DATA_DIR / name)
+    log = kbatch.open_log(DATA_DIR / name, use_index=use_index)
     rng = random.Random(f"ranges-{name}")
     for _ in range(120):
         b = random_bounds(rng, ref, log.segments)
@@ -249,9 +250,10 @@ def test_random_offset_and_timestamp_ranges(refs, name):
 
 
 @pytest.mark.parametrize("name", PARTITIONS)
-def test_random_ranges_chunk_by_chunk(refs, name):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_random_ranges_chunk_by_chunk(use_index, refs, name):
     ref = refs[name]
-    log = kbatch.open_log(DATA_DIR / name)
+    log = kbatch.open_log(DATA_DIR / name, use_index=use_index)
     rng = random.Random(f"iter-{name}")
     for _ in range(25):
         b = random_bounds(rng, ref, log.segments)
@@ -263,9 +265,10 @@ def test_random_ranges_chunk_by_chunk(refs, name):
 
 
 @pytest.mark.parametrize("name", PARTITIONS)
-def test_offset_for_timestamp(refs, name):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_offset_for_timestamp(use_index, refs, name):
     ref = refs[name]
-    log = kbatch.open_log(DATA_DIR / name)
+    log = kbatch.open_log(DATA_DIR / name, use_index=use_index)
     rng = random.Random(f"oft-{name}")
     tmin, tmax = int(ref.timestamp.min()), int(ref.timestamp.max())
     probes = [tmin - 1000, tmin, tmin + 1, tmax - 1, tmax, tmax + 1, 0, -1]
@@ -287,9 +290,10 @@ def test_select_offsets_matches_the_filter(refs):
         ref.check(whole.select_offsets(lo, hi), start_offset=lo, end_offset=hi)
 
 
-def test_edge_ranges(refs):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_edge_ranges(use_index, refs):
     ref = refs["invoice-0"]
-    log = kbatch.open_log(DATA_DIR / "invoice-0")
+    log = kbatch.open_log(DATA_DIR / "invoice-0", use_index=use_index)
     last = int(ref.offset[-1])
     for lo, hi in [(0, 0), (5, 5), (10, 3), (last, last + 1), (last + 1, last + 100),
                    (-10, 1), (None, 0), (last, None), (last + 1, None), (0, 1 << 60)]:
@@ -449,12 +453,13 @@ def _check_many(ref, log, seed, n=30):
         ref.check(kbatch.Records.concat(list(log.iter(*args, chunk_records=7, **kw))), **b)
 
 
-def test_preallocated_index_tails(refs, tmp_path):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_preallocated_index_tails(use_index, refs, tmp_path):
     """Index files of an active segment are preallocated: zeros after the
     last entry. The zero tail is not made of entries; reads are unchanged."""
     ref = refs["invoice-2"]
     part = _copy_partition(tmp_path)
-    original = kbatch.open_log(DATA_DIR / "invoice-2")
+    original = kbatch.open_log(DATA_DIR / "invoice-2", use_index=use_index)
     grown = 0
     for seg in original.segments:
         for suffix, entry in ((".index", 8), (".timeindex", 12)):
@@ -464,7 +469,7 @@ def test_preallocated_index_tails(refs, tmp_path):
                     f.write(bytes(entry * 1000))
                 grown += 1
     assert grown == 6
-    log = kbatch.open_log(part)
+    log = kbatch.open_log(part, use_index=use_index)
     for a, b in zip(original.segments, log.segments):
         assert np.array_equal(a.offset_index.offsets, b.offset_index.offsets)
         assert np.array_equal(a.offset_index.positions, b.offset_index.positions)
@@ -476,14 +481,15 @@ def test_preallocated_index_tails(refs, tmp_path):
     assert report.ok, [s.problems() for s in report.segments]
 
 
-def test_all_zero_index_of_the_active_segment(refs, tmp_path):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_all_zero_index_of_the_active_segment(use_index, refs, tmp_path):
     """The last (active) segment with index files that are only zeros."""
     ref = refs["invoice-2"]
     part = _copy_partition(tmp_path)
     last = sorted(part.glob("*.log"))[-1]
     last.with_suffix(".index").write_bytes(bytes(8 * 4096))
     last.with_suffix(".timeindex").write_bytes(bytes(12 * 4096))
-    log = kbatch.open_log(part)
+    log = kbatch.open_log(part, use_index=use_index)
     assert len(log.segments[-1].offset_index) <= 1
     assert len(log.segments[-1].time_index) <= 1
     _check_many(ref, log, "all-zero", n=30)
@@ -542,7 +548,8 @@ DAMAGE = ["past-the-end", "mid-batch", "negative", "shifted", "earlier",
 
 
 @pytest.mark.parametrize("kind", DAMAGE)
-def test_damaged_offset_index_gives_identical_reads(refs, tmp_path, kind):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_damaged_offset_index_gives_identical_reads(use_index, refs, tmp_path, kind):
     ref = refs["invoice-2"]
     part = _copy_partition(tmp_path)
     damaged = []
@@ -554,7 +561,7 @@ def test_damaged_offset_index_gives_identical_reads(refs, tmp_path, kind):
         _rewrite_index(index, _damage(kind, len(data), _batch_positions(data)))
         damaged.append(log_path)
     assert len(damaged) == 3
-    log = kbatch.open_log(part)
+    log = kbatch.open_log(part, use_index=use_index)
     _check_many(ref, log, f"damaged-{kind}")
     report = kbatch.verify(part)
     assert not report.ok
@@ -581,7 +588,8 @@ def test_verify_is_clean_on_the_real_partitions():
 
 @pytest.mark.parametrize("kind", ["timestamps-too-low", "offsets-too-high", "offsets-too-low",
                                   "reversed", "garbage"])
-def test_damaged_time_index_gives_identical_reads(refs, tmp_path, kind):
+@pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
+def test_damaged_time_index_gives_identical_reads(use_index, refs, tmp_path, kind):
     """The module promises that a damaged index never changes what a read
     returns; the time index is an index too."""
     ref = refs["invoice-2"]
@@ -603,7 +611,7 @@ def test_damaged_time_index_gives_identical_reads(refs, tmp_path, kind):
         if kind == "reversed":
             entries.reverse()
         ti.write_bytes(b"".join(struct.pack(">qi", *e) for e in entries))
-    log = kbatch.open_log(part)
+    log = kbatch.open_log(part, use_index=use_index)
     rng = random.Random(kind)
     probes = [tmin, tmin + 1] + [int(t) for t in rng.sample(ref.timestamp.tolist(), 30)]
     got = {t: log.offset_for_timestamp(t) for t in probes}
@@ -621,10 +629,11 @@ def test_damaged_time_index_gives_identical_reads(refs, tmp_path, kind):
 def test_time_index_entry_that_agrees_with_its_batch_but_not_with_the_log(tmp_path):
     """A time-index entry (T, O) promises that every record up to O is at most
     T. Here the entry matches the batch holding O (its max timestamp is T) but
-    an earlier batch is newer, so the promise is false. Timestamp seeks use an
-    index that passes the cheap checks (as Kafka does; proving the running
-    maximum would mean reading every batch header before the entry), so this
-    lie is verify()'s to find: it must report it."""
+    an earlier batch is newer, so the promise is false. verify() reports it;
+    the default seek (a walk over the batch headers) is exact anyway; with
+    ``use_index=True`` the seek trusts an entry that passes the checks, as
+    Kafka does (proving the running maximum would mean reading every batch
+    header before the entry), and this lie steers it."""
     part = tmp_path / "skew-0"
     part.mkdir()
     a = build_batch([(1000, None, b"new", [])], base_offset=0)
@@ -636,12 +645,37 @@ def test_time_index_entry_that_agrees_with_its_batch_but_not_with_the_log(tmp_pa
     assert not report.ok
     problems = report.segments[0].timeindex_problems
     assert any("below the largest timestamp before it (1000)" in p for p in problems), problems
-    # without the index the seek is exact
-    (part / "00000000000000000000.timeindex").unlink()
+    exact = [(400, 0), (500, 0), (800, 0), (1000, 0), (1001, None)]
     log = kbatch.open_log(part)
-    for t, want in [(400, 0), (500, 0), (800, 0), (1000, 0), (1001, None)]:
+    for t, want in exact:
         assert log.offset_for_timestamp(t) == want, t
     assert log.read(start_timestamp=800).value.to_pylist() == [b"new", b"old"]
+    steered = kbatch.open_log(part, use_index=True)
+    assert steered.offset_for_timestamp(800) is None
+    (part / "00000000000000000000.timeindex").unlink()
+    steered = kbatch.open_log(part, use_index=True)
+    for t, want in exact:
+        assert steered.offset_for_timestamp(t) == want, t
+
+
+@pytest.mark.parametrize("name", PARTITIONS)
+def test_use_index_seeks_without_walking_the_segments(refs, name, monkeypatch):
+    """With good index files, use_index=True reads ranges and timestamp seeks
+    from the index entries alone: no walk over a segment's batch headers."""
+    ref = refs[name]
+
+    def no_walk(self):
+        raise AssertionError(f"walked {self.path.name}")
+
+    monkeypatch.setattr(kbatch.log.Segment, "batch_bounds", no_walk)
+    log = kbatch.open_log(DATA_DIR / name, use_index=True)
+    rng = random.Random(f"no-walk-{name}")
+    for _ in range(40):
+        b = random_bounds(rng, ref, log.segments)
+        args, kw = _pos_args(b)
+        ref.check(log.read(*args, **kw), **b)
+    with pytest.raises(AssertionError, match="walked"):
+        kbatch.open_log(DATA_DIR / name).read(int(ref.offset[len(ref.offset) // 2]))
 
 
 # --- other broker directories of the corpus ----------------------------------------------

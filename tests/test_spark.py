@@ -200,6 +200,53 @@ def test_small_partitions_split_large_segments(spark):
     assert spark_digest(df.orderBy("offset").collect()) == digest(kbatch.open_log(path).read())
 
 
+def test_use_index_plans_cover_the_same_bytes_cut_at_indexed_batches():
+    """useIndex splits and seeks from the .index entries: per segment the
+    slices cover at least the bytes of those planned from the header walk
+    (an index entry is a sparse bound: the reader trims to the offsets), and
+    every cut is an indexed position that is a real batch boundary."""
+    from kbatch.log import Segment
+    from kbatch.spark import Options, plan
+    for extra in ({}, {"startingOffset": "1234", "endingOffset": "30621"}):
+        opts = {"path": str(DIPENDRA), "maxPartitionBytes": "100000", **extra}
+        walk = plan(Options.parse(opts))
+        indexed = plan(Options.parse({**opts, "useIndex": "true"}))
+        assert len(walk) > 10 and len(indexed) > 10
+
+        def per_segment(slices):
+            out = {}
+            for sl in slices:
+                out.setdefault(sl.path, []).append((sl.start, sl.stop, sl.lo, sl.hi))
+            return out
+
+        a, b = per_segment(walk), per_segment(indexed)
+        assert a.keys() == b.keys()
+        for path in a:
+            def end(stop):
+                return float("inf") if stop is None else stop
+            assert b[path][0][0] <= a[path][0][0] and end(b[path][-1][1]) >= end(a[path][-1][1])
+            assert {x[2:] for x in a[path]} == {x[2:] for x in b[path]}
+            cuts = [x[1] for x in b[path][:-1]]
+            assert cuts == [x[0] for x in b[path][1:]]
+            seg = Segment(path)
+            boundaries = set(seg.batch_bounds()["position"].tolist())
+            assert set(cuts) | {b[path][0][0]} | ({b[path][-1][1]} - {None}) <= boundaries
+            assert set(cuts) <= set(seg.offset_index.positions.tolist())
+
+
+def test_use_index_reads_equal_open_log(spark):
+    path = DIPENDRA / "invoice-0"
+    full = kbatch.open_log(path).read()
+    t0 = int(np.sort(full.timestamp)[len(full) // 3])
+    df = (spark.read.format("kbatch").option("useIndex", "true")
+          .option("maxPartitionBytes", "100000").option("startingOffset", "777")
+          .option("endingTimestamp", str(t0)).load(str(path)))
+    want = kbatch.open_log(path, use_index=True).read(777, end_timestamp=t0)
+    assert len(want) > 0
+    assert spark_digest(df.orderBy("offset").collect()) == digest(
+        kbatch.open_log(path).read(777, end_timestamp=t0)) == digest(want)
+
+
 def test_filter_pushdown_on_and_off_give_the_same_rows(spark):
     from pyspark.sql import functions as F
 

@@ -1,0 +1,1 @@
+"""Coverage-guided fuzzing of kbatch (atheris); see README.md here."""

@@ -1,6 +1,6 @@
 """Turn pytest-benchmark JSON into the README's benchmark section.
 
-    python bench/report.py bench/results.json [--readme README.md]
+    python bench/report.py bench/results.json [more.json ...] [--readme README.md]
 
 Writes ``bench/RESULTS.md`` (markdown tables) and ``bench/throughput.png``
 (records/s by dataset and decoder, log scale), and replaces the README's
@@ -42,17 +42,34 @@ DATASET_NOTES = {
 def collect(results: dict):
     decode = defaultdict(dict)
     spark = defaultdict(dict)
+    txn = {}
     for b in results["benchmarks"]:
         info, median = b["extra_info"], b["stats"]["median"]
         test = b["name"].split("[")[0]
         rate = (info["records"] / median, info["bytes"] / median, median)
-        if test == "test_spark":
+        if b.get("group") == "read_committed":
+            txn[info["mode"]] = rate
+        elif test == "test_spark":
             spark[b["params"]["query"]][b["params"]["source"]] = rate
         elif test == "test_log_dir_read":
             decode["log dir (40 segments)"][f"kbatch open_log_dir, {b['params']['threads']} thread(s)"] = rate
         else:
             decode[info["dataset"]][NAMES.get(test, test)] = rate
-    return decode, spark
+    return decode, spark, txn
+
+
+def txn_table(txn) -> str:
+    """read_committed against read_uncommitted of the same reader."""
+    if not txn:
+        return ""
+    out = ["| transactional segment (5 M records) | records/s | median s | cost over read_uncommitted |",
+           "|---|---:|---:|---:|"]
+    for mode, (rps, _, med) in txn.items():
+        base = txn.get(mode.replace("read_committed", "read_uncommitted"))
+        cost = (f"{(med / base[2] - 1) * 100:+.0f}%" if base and "read_committed" in mode
+                else "-")
+        out.append(f"| {mode} | {rps / 1e6:.2f} M | {med:.3f} | {cost} |")
+    return "\n".join(out)
 
 
 def decode_table(decode) -> str:
@@ -122,11 +139,13 @@ def chart(decode, path: pathlib.Path) -> bool:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("results")
+    ap.add_argument("results", nargs="+", help="pytest-benchmark JSON files (merged)")
     ap.add_argument("--readme", default=str(HERE.parent / "README.md"))
     args = ap.parse_args()
-    results = json.loads(pathlib.Path(args.results).read_text())
-    decode, spark = collect(results)
+    results = [json.loads(pathlib.Path(p).read_text()) for p in args.results]
+    results = {"benchmarks": [b for r in results for b in r["benchmarks"]],
+               **{k: v for k, v in results[0].items() if k != "benchmarks"}}
+    decode, spark, txn = collect(results)
     machine = results.get("machine_info", {})
     cpu = machine.get("cpu", {}).get("brand_raw", platform.processor() or "unknown CPU")
     png = HERE / "throughput.png"
@@ -136,6 +155,8 @@ def main():
              f"{results.get('datetime', '')[:10]}.", "",
              "\n".join(f"- `{k}`: {v}" for k, v in DATASET_NOTES.items() if k in decode), "",
              decode_table(decode), "", floor_ratio_lines(decode), ""]
+    if txn:
+        parts += [txn_table(txn), ""]
     if spark:
         parts += [spark_table(spark), ""]
     if has_chart:

@@ -34,10 +34,13 @@ cdef class BatchDecoder:
     cdef Py_ssize_t _pending_next
     cdef int _end_reason
     cdef Py_ssize_t _valid_end
+    cdef const int64_t[::1] _drop      # sorted batch positions whose records are dropped
+    cdef Py_ssize_t _drop_next
     cdef readonly object path
     cdef readonly object end_error
 
     cdef int _run(self) noexcept nogil
+    cdef bint _dropped(self, int64_t position) noexcept nogil
     cdef int _legacy_message(self, Py_ssize_t pos, Py_ssize_t batch_end) noexcept nogil
     cdef int _decode_batch_records(self, const uint8_t *buf, Py_ssize_t start,
                                    Py_ssize_t stop, Py_ssize_t index,

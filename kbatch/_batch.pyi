@@ -32,6 +32,7 @@ class BatchDecoder:
         max_batch_bytes: int = ...,
         max_records_per_batch: int = ...,
         max_headers_per_record: int = ...,
+        drop_positions: "np.ndarray | None" = ...,   # sorted int64 batch positions
     ) -> None: ...
     @property
     def position(self) -> int: ...

@@ -75,6 +75,7 @@ cdef extern from "_guard.h" nogil:
 
 # --- the batch table's numpy dtype, from the C layout ---------------------
 
+cdef int64_t[::1] _NO_DROP = np.empty(0, np.int64)
 cdef BatchRow _probe_row
 cdef ControlRow _probe_ctrl
 
@@ -244,7 +245,8 @@ cdef class BatchDecoder:
                  bint stop_on_corrupt=False, Py_ssize_t chunk_records=1 << 62,
                  Py_ssize_t chunk_bytes=1 << 30, Py_ssize_t max_batch_bytes=INT32_MAX,
                  Py_ssize_t max_records_per_batch=INT32_MAX,
-                 Py_ssize_t max_headers_per_record=INT32_MAX):
+                 Py_ssize_t max_headers_per_record=INT32_MAX,
+                 const int64_t[::1] drop_positions=None):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -277,6 +279,10 @@ cdef class BatchDecoder:
         self._valid_end = start
         self._done = False
         self.end_error = None
+        # read_committed: batches (sorted positions) decoded and checked as
+        # usual, then their records rolled back (aborted transactions)
+        self._drop = drop_positions if drop_positions is not None else _NO_DROP
+        self._drop_next = 0
 
     def __dealloc__(self):
         columns_free(&self._data)
@@ -318,6 +324,14 @@ cdef class BatchDecoder:
 
     cdef BatchRow *_row(self, Py_ssize_t index) noexcept nogil:
         return <BatchRow *>self._batches.data + index
+
+    cdef bint _dropped(self, int64_t position) noexcept nogil:
+        """Whether the batch at ``position`` is listed in ``drop_positions``
+        (positions come in increasing order as the walk goes)."""
+        cdef Py_ssize_t n = self._drop.shape[0]
+        while self._drop_next < n and self._drop[self._drop_next] < position:
+            self._drop_next += 1
+        return self._drop_next < n and self._drop[self._drop_next] == position
 
     cdef int _add_row(self, const BatchRow *row) noexcept nogil:
         if growbuf_reserve(&self._batches, sizeof(BatchRow)) != 0:
@@ -475,6 +489,8 @@ cdef class BatchDecoder:
                 self._controls.len = ctrl_rows
                 self._batches.len = index * sizeof(BatchRow)
                 return st
+            if self._dropped(pos):
+                columns_rollback(&self._data, &data_mark)
             self._pos = batch_end
 
     def run(self):
@@ -603,6 +619,8 @@ cdef class BatchDecoder:
             columns_rollback(&self._ctrl, &ctrl_mark)
             self._controls.len = ctrl_rows
             return self._error_or_stop(index)
+        if self._dropped(self._row(index).position):
+            columns_rollback(&self._data, &data_mark)
         self._has_pending = False
         self._pos = self._pending_next
         return 0

@@ -54,7 +54,7 @@ from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.records import BatchTable, ControlRecords, Records
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     decode_chunks, open_source, transaction_state
-from kbatch.txn import TxnState, check_isolation
+from kbatch.txn import COMMITTED, PASS, TxnState, check_isolation
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 TRANSIENT_DIR_SUFFIXES = ("-delete", "-future", "-stray")
@@ -410,20 +410,38 @@ class PartitionLog:
         end of the last segment read, maybe empty) carries ``end``.
         """
         opts = DecodeOptions(**options)
-        state = None
+        state = drops = None
         if check_isolation(isolation) == "read_committed":
             state = self.transaction_state(**options)
+            drops = self.dropped_batches(state, options)
         lo, hi = self._offset_range(start_offset, end_offset, start_timestamp, end_timestamp)
-        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state)
+        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops)
 
-    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None):
+    def dropped_batches(self, state: TxnState, options) -> dict[Path, np.ndarray]:
+        """Per segment, the positions of the batches a read_committed read
+        leaves out (aborted or open transactions, at or past the LSO): the
+        decoder drops their records as it goes instead of the rows being
+        copied out afterwards. The chunks are still filtered by ``state``,
+        so a segment that changed or decodes differently stays exact."""
+        batches, _, _ = self.transaction_tables(**options)
+        verdict = state.verdict(batches)
+        drop = ~((verdict == PASS) | (verdict == COMMITTED)) | (
+            batches.base_offset >= state.last_stable_offset)
+        out = {}
+        for i, seg in enumerate(self.segments):
+            rows = drop & (batches.source == i)
+            out[seg.path] = np.sort(batches.position[rows]).astype(np.int64)
+        return out
+
+    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None):
         plans = self.plan(lo, hi) if lo < hi else []
         for k, plan in enumerate(plans):
             last_plan = k == len(plans) - 1
+            drop = None if drops is None else drops.get(plan.segment.path)
             with open_source(plan.segment.path) as (view, path):
                 for chunk in decode_chunks(view, path, opts, start=plan.start,
                                            stop=plan.stop, chunk_records=chunk_records,
-                                           chunk_bytes=chunk_bytes):
+                                           chunk_bytes=chunk_bytes, drop_positions=drop):
                     chunk = chunk.select_offsets(lo, hi)
                     if state is not None:
                         chunk = state.filter(chunk)

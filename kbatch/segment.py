@@ -14,14 +14,16 @@ from __future__ import annotations
 import mmap
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator
+
+import numpy as np
 
 from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import CorruptRecordError, DecompressionLimitError, LimitExceededError
 from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
-from kbatch.txn import TxnState, apply_isolation, check_isolation
+from kbatch.txn import COMMITTED, PASS, TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -127,10 +129,10 @@ def open_source(source, *, populate: bool = False):
 
 def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
              chunk_records: int, chunk_bytes: int,
-             control_only: bool = False) -> _batch.BatchDecoder:
+             control_only: bool = False, drop_positions=None) -> _batch.BatchDecoder:
     return _batch.BatchDecoder(
         view, start=start, stop=-1 if stop is None else stop, path=path,
-        control_only=control_only,
+        control_only=control_only, drop_positions=drop_positions,
         validate_crc=opts.validate_crc, include_control=opts.include_control,
         strict=opts.strict, stop_on_corrupt=opts.on_corrupt == "stop",
         chunk_records=chunk_records, chunk_bytes=chunk_bytes,
@@ -155,16 +157,20 @@ def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
 
 def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                   stop: int | None = None, chunk_records: int = _WHOLE,
-                  chunk_bytes: int = 1 << 30, control_only: bool = False) -> Iterator[Records]:
+                  chunk_bytes: int = 1 << 30, control_only: bool = False,
+                  drop_positions=None) -> Iterator[Records]:
     """Decode ``view[start:stop]`` into Records chunks of whole batches.
 
     Keeps in memory: the columns of one chunk and one decompressed batch.
     The last chunk carries ``end``; earlier ones have ``end=None``.
     ``control_only``: data batches are listed but their records not decoded.
+    ``drop_positions`` (sorted int64 batch positions): those batches are
+    decoded and checked as usual, then their records left out.
     """
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, max(opts.max_read_bytes // 2, 1))
-    dec = _decoder(view, path, opts, start, stop, chunk_records, chunk_bytes, control_only)
+    dec = _decoder(view, path, opts, start, stop, chunk_records, chunk_bytes, control_only,
+                   drop_positions)
     limit = opts.max_decompressed_bytes
     held = 0
     try:
@@ -229,8 +235,39 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
                          include_control=include_control, on_corrupt=on_corrupt,
                          max_decompressed_bytes=max_decompressed_bytes, **limits)
     with open_source(source, populate=True) as (view, path):
-        records = Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
-    return apply_isolation(records, isolation)
+        if isolation == "read_committed":
+            return _read_committed(view, path, opts, start, stop)
+        return Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+
+
+def _read_committed(view, path, opts: DecodeOptions, start: int, stop: int | None) -> Records:
+    """read_segment's read_committed: transactions resolved first from the
+    batch headers and control records (a cheap pass), then one decode that
+    leaves out the records of aborted and open transactions as it goes (no
+    copy of the kept rows afterwards). When that decode does not see the
+    same batches and markers as the first pass (corrupt data ends it
+    elsewhere), the result comes from a plain decode filtered afterwards,
+    so it is always what filtering the read_uncommitted result gives."""
+    try:
+        # no CRC pass here (the decode checks every batch): a damaged batch
+        # makes the two passes disagree, and then the plain path decides
+        batches, control = transaction_state(view, path, replace(opts, validate_crc=False),
+                                             start=start, stop=stop)
+    except CorruptRecordError:
+        batches = None
+    if batches is not None:
+        state = TxnState.build(batches, control)
+        verdict = state.verdict(batches)
+        drop = ~((verdict == PASS) | (verdict == COMMITTED)) | (
+            batches.base_offset >= state.last_stable_offset)
+        records = Records.concat(list(decode_chunks(
+            view, path, opts, start=start, stop=stop,
+            drop_positions=np.ascontiguousarray(batches.position[drop], np.int64))))
+        if (np.array_equal(records.batches.position, batches.position)
+                and np.array_equal(records.control.offset, control.offset)):
+            return state.filter(records, verdicts_applied=True)
+    records = Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+    return apply_isolation(records, "read_committed")
 
 
 def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,

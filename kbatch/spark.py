@@ -162,14 +162,17 @@ class Options:
 
 class SegmentSlice(InputPartition):
     """Bytes ``[start, stop)`` of one segment, records with offsets in ``[lo, hi)``,
-    and (read_committed) the transaction state of its partition."""
+    and (read_committed) the transaction state of its partition with the
+    positions of the slice's batches whose records it leaves out."""
 
     def __init__(self, topic: str | None, partition: int | None, path: str, start: int,
-                 stop: int | None, lo: int, hi: int, txn_state: TxnState | None = None):
+                 stop: int | None, lo: int, hi: int, txn_state: TxnState | None = None,
+                 drop_positions: np.ndarray | None = None):
         super().__init__(None)
         self.topic, self.partition, self.path = topic, partition, path
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
         self.txn_state = txn_state
+        self.drop_positions = drop_positions
 
     def __repr__(self) -> str:
         return (f"SegmentSlice({self.topic}-{self.partition} {Path(self.path).name} "
@@ -270,14 +273,20 @@ def plan(options: Options) -> list[SegmentSlice]:
                 hi = hi if found is None else min(hi, found)
             if lo >= hi:
                 continue
-            state = None
+            state = drops = None
             if options.isolation == "read_committed":
                 state = log_.transaction_state(validate_crc=options.validate_crc)
+                drops = log_.dropped_batches(state, {"validate_crc": options.validate_crc})
             for rp in log_.plan(lo, hi):
                 for start, stop in _split(rp.segment, rp.start, rp.stop,
                                           options.max_partition_bytes, options.use_index):
+                    drop = None
+                    if drops is not None:   # only this slice's batches travel with it
+                        drop = drops[rp.segment.path]
+                        end = np.iinfo(np.int64).max if stop is None else stop
+                        drop = drop[(drop >= start) & (drop < end)]
                     slices.append(SegmentSlice(log_.topic, log_.partition, str(rp.segment.path),
-                                               start, stop, lo, hi, state))
+                                               start, stop, lo, hi, state, drop))
     return slices
 
 
@@ -332,7 +341,8 @@ def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
     opts = options.decode_options()
     with open_source(piece.path) as (view, path):
         for chunk in decode_chunks(view, path, opts, start=piece.start, stop=piece.stop,
-                                   chunk_records=options.chunk_records, chunk_bytes=64 << 20):
+                                   chunk_records=options.chunk_records, chunk_bytes=64 << 20,
+                                   drop_positions=piece.drop_positions):
             if chunk.end is not None and chunk.end.reason == "corrupt":
                 log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
                             "ends there): %s", path, chunk.end.valid_bytes, chunk.end.error)

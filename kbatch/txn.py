@@ -112,13 +112,18 @@ class TxnState:
                 out[rows[hit]] = ABORTED
         return out
 
-    def filter(self, records: Records) -> Records:
+    def filter(self, records: Records, *, verdicts_applied: bool = False) -> Records:
         """The records a read_committed consumer sees (control records, too,
-        stop at the LSO)."""
-        verdict = self.verdict(records.batches)
-        keep_batch = (verdict == PASS) | (verdict == COMMITTED)
-        keep = keep_batch[records.batch] & (records.offset < self.last_stable_offset)
-        out = records if keep.all() else records.take(keep)
+        stop at the LSO). ``verdicts_applied``: the records of aborted and
+        open transactions are already left out (only the LSO cut remains)."""
+        lso = self.last_stable_offset
+        if verdicts_applied and (not len(records) or int(records.offset.max()) < lso):
+            out = records
+        else:
+            verdict = self.verdict(records.batches)
+            keep_batch = (verdict == PASS) | (verdict == COMMITTED)
+            keep = keep_batch[records.batch] & (records.offset < lso)
+            out = records if keep.all() else records.take(keep)
         ctrl_keep = records.control.offset < self.last_stable_offset
         control = records.control if ctrl_keep.all() else records.control.take(ctrl_keep)
         return out.replace(control=control, last_stable_offset=self.last_stable_offset)

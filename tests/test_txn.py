@@ -16,6 +16,7 @@ batch descriptions that does not use kbatch.
 
 from __future__ import annotations
 
+import random
 import contextlib
 import io
 import json
@@ -412,3 +413,63 @@ def test_read_committed_does_not_depend_on_earlier_reads_options():
             assert result(log.read(isolation=RC, on_corrupt="stop")) == stopped
             assert result(kbatch.Records.concat(list(
                 log.iter(isolation=RC, on_corrupt="stop", chunk_records=1)))) == stopped
+
+
+# --- read_segment's one-pass read_committed against decode-then-filter ------------
+
+def _mixed_transactional_segment(seed: int) -> bytes:
+    import io
+    from kbatch.writer import ABORT, COMMIT, SegmentWriter
+    rng = random.Random(seed)
+    out = io.BytesIO()
+    with SegmentWriter(out, batch_records=rng.choice([1, 3, 8]), codec=rng.choice(
+            ["none", "none", "gzip", "lz4", "zstd", "snappy"])) as w:
+        open_txn = set()
+        for k in range(rng.randint(5, 40)):
+            pid = rng.choice([-1, 1, 2, 3])
+            recs = [(b"k%d" % i, None if i % 4 == 0 else b"v%d-%d" % (k, i), 1000 + k)
+                    for i in range(rng.randint(1, 6))]
+            if pid < 0:
+                w.append(recs)
+            else:
+                w.append(recs, producer_id=pid, producer_epoch=0, transactional=True)
+                open_txn.add(pid)
+            if open_txn and rng.random() < 0.3:
+                done = rng.choice(sorted(open_txn))
+                w.marker(ABORT if rng.random() < 0.4 else COMMIT, producer_id=done)
+                open_txn.discard(done)
+    return out.getvalue()
+
+
+def _outcome(fn):
+    try:
+        rec = fn()
+    except kbatch.CorruptRecordError as exc:
+        return "error", str(exc)
+    return "ok", (rec.offset.tolist(), rec.key.to_pylist(), rec.value.to_pylist(),
+                  rec.batch.tolist(), len(rec.batches), rec.control.offset.tolist(),
+                  rec.last_stable_offset, None if rec.end is None else
+                  (rec.end.valid_bytes, rec.end.reason))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_pass_read_committed_equals_decode_then_filter(seed):
+    """read_segment leaves aborted records out while decoding (after a cheap
+    pass over headers and markers); on clean and damaged bytes alike it must
+    equal decoding everything and filtering afterwards."""
+    from kbatch.txn import apply_isolation
+    buf = bytearray(_mixed_transactional_segment(seed))
+    rng = random.Random(f"damage-{seed}")
+    variants = [bytes(buf)]
+    for _ in range(3):
+        damaged = bytearray(buf)
+        damaged[rng.randrange(len(damaged))] ^= 1 << rng.randrange(8)
+        variants.append(bytes(damaged))
+    variants.append(bytes(buf[:rng.randrange(len(buf))]))
+    for data in variants:
+        for opts in ({}, {"on_corrupt": "stop"}, {"validate_crc": False},
+                     {"validate_crc": "report"}, {"include_control": True, "strict": True}):
+            fast = _outcome(lambda: kbatch.read_segment(data, isolation="read_committed", **opts))
+            slow = _outcome(lambda: apply_isolation(kbatch.read_segment(data, **opts),
+                                                    "read_committed"))
+            assert fast == slow, (seed, opts)

@@ -26,7 +26,7 @@ NAMES = {
     "test_floor_memcpy_crc32c": "memcpy + CRC-32C (floor)",
 }
 DATASET_ORDER = ["small", "headers", "gzip", "snappy", "lz4", "zstd", "large",
-                 "log dir (40 segments)"]
+                 "log dir: plain", "log dir: lz4", "log dir: plain+lz4"]
 DECODER_ORDER = list(NAMES.values())
 DATASET_NOTES = {
     "small": "5 M records, 8-16 B keys, 100 B values, ~16 KB batches",
@@ -34,8 +34,10 @@ DATASET_NOTES = {
     "gzip": "small records, gzip", "snappy": "small records, snappy (xerial)",
     "lz4": "small records, lz4", "zstd": "small records, zstd",
     "large": "60 k records of 10 KB values",
-    "log dir (40 segments)": "4 partitions x 10 segments (~24 MB, half lz4), "
-                             "open_log_dir(...).read(threads=N)",
+    "log dir: plain": "2 partitions x 10 segments of ~24 MB, uncompressed, "
+                      "open_log_dir(...).read(threads=N)",
+    "log dir: lz4": "the same layout, lz4",
+    "log dir: plain+lz4": "both topics (40 segments)",
 }
 
 
@@ -49,10 +51,13 @@ def collect(results: dict):
         rate = (info["records"] / median, info["bytes"] / median, median)
         if b.get("group") == "read_committed":
             txn[info["mode"]] = rate
+        elif b.get("group") == "read_committed (paired)":
+            txn["paired"] = (info["ratio_median"], *info["ratio_quartiles"])
         elif test == "test_spark":
             spark[b["params"]["query"]][b["params"]["source"]] = rate
         elif test == "test_log_dir_read":
-            decode["log dir (40 segments)"][f"kbatch open_log_dir, {b['params']['threads']} thread(s)"] = rate
+            decode[f"log dir: {info.get('topics', 'plain+lz4')}"][
+                f"kbatch open_log_dir, {b['params']['threads']} thread(s)"] = rate
         else:
             decode[info["dataset"]][NAMES.get(test, test)] = rate
     return decode, spark, txn
@@ -64,11 +69,20 @@ def txn_table(txn) -> str:
         return ""
     out = ["| transactional segment (5 M records) | records/s | median s | cost over read_uncommitted |",
            "|---|---:|---:|---:|"]
+    paired = txn.get("paired")
     for mode, (rps, _, med) in txn.items():
+        if mode == "paired":
+            continue
         base = txn.get(mode.replace("read_committed", "read_uncommitted"))
         cost = (f"{(med / base[2] - 1) * 100:+.0f}%" if base and "read_committed" in mode
                 else "-")
         out.append(f"| {mode} | {rps / 1e6:.2f} M | {med:.3f} | {cost} |")
+    if paired:
+        ratio, q1, q3 = paired
+        out += ["", f"Paired (both isolations timed back to back in each of 15 rounds): "
+                f"read_segment read_committed costs **{(ratio - 1) * 100:+.1f}%** over "
+                f"read_uncommitted (median of the per-round ratios; quartiles "
+                f"{(q1 - 1) * 100:+.1f}% / {(q3 - 1) * 100:+.1f}%)."]
     return "\n".join(out)
 
 
@@ -118,7 +132,8 @@ def chart(decode, path: pathlib.Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    datasets = [d for d in DATASET_ORDER if d in decode]
+    datasets = [d for d in DATASET_ORDER
+                if d in decode and any(n in decode[d] for n in DECODER_ORDER)]
     decoders = [n for n in DECODER_ORDER if any(n in decode[d] for d in datasets)]
     width = 0.8 / max(len(decoders), 1)
     fig, ax = plt.subplots(figsize=(11, 5))

@@ -1,8 +1,11 @@
 """``open_log_dir(...).read(threads=N)``: many segments, 1 thread vs all cores.
 
 A broker data directory of 4 partitions x 10 segments (~25 MB each, written by
-kbatch's writer) is decoded whole. The decoder releases the GIL, so segments
-decode in parallel; the ratio of the two medians is the speed-up.
+kbatch's writer): topic ``plain`` (2 partitions, uncompressed) and topic
+``lz4`` (2 partitions, lz4). Each topic is read whole, and then both. The
+decoder releases the GIL, so segments decode in parallel; the ratio of the
+medians is the speed-up (lz4 batches are decompressed inside the GIL-free
+walk too).
 """
 
 import os
@@ -13,7 +16,7 @@ import pytest
 import kbatch
 from datasets import DATA_DIR
 
-LOGDIR = DATA_DIR / "logdir-v1"
+LOGDIR = DATA_DIR / "logdir-v2"
 PARTITIONS, SEGMENTS, PER_SEGMENT = 4, 10, 200_000
 
 
@@ -24,7 +27,8 @@ def _build():
     rng = np.random.default_rng(3)
     pool = [bytes(rng.integers(32, 127, 100, dtype=np.uint8)) for _ in range(1024)]
     for p in range(PARTITIONS):
-        with LogWriter(LOGDIR / f"events-{p}", segment_bytes=24 << 20) as log:
+        topic = "lz4" if p % 2 else "plain"
+        with LogWriter(LOGDIR / f"{topic}-{p // 2}", segment_bytes=24 << 20) as log:
             for s in range(SEGMENTS):
                 n = PER_SEGMENT
                 log.append({"key": [b"k%06d" % ((s * n + i) % 50_000) for i in range(n)],
@@ -38,16 +42,25 @@ def _build():
 def logdir():
     _build()
     d = kbatch.open_log_dir(LOGDIR)
-    records = sum(len(seg_records) for seg_records in d.read(threads=1).values())
-    size = sum(s.size for p in d.partitions for s in p.segments)
-    return d, records, size
+    counts = {}
+    for topics in (["plain"], ["lz4"], None):
+        parts = d.select(topics)
+        records = sum(len(r) for r in d.read(topics, threads=1).values())
+        counts[tuple(topics or ())] = (records, sum(s.size for p in parts for s in p.segments))
+    return d, counts
 
 
+@pytest.mark.parametrize("topics", [["plain"], ["lz4"], None],
+                         ids=["plain", "lz4", "all"])
 @pytest.mark.parametrize("threads", [1, os.cpu_count() or 1], ids=lambda t: f"{t}-threads")
-def test_log_dir_read(benchmark, logdir, threads):
-    d, records, size = logdir
+def test_log_dir_read(benchmark, logdir, threads, topics):
+    d, counts = logdir
+    records, size = counts[tuple(topics or ())]
+    what = "+".join(topics) if topics else "plain+lz4"
     benchmark.group = "open_log_dir"
-    benchmark.extra_info.update(records=records, bytes=size, dataset=f"log dir, {threads} thread(s)")
-    got = benchmark.pedantic(lambda: sum(len(r) for r in d.read(threads=threads).values()),
-                             rounds=5, iterations=1, warmup_rounds=1)
+    benchmark.extra_info.update(records=records, bytes=size, topics=what,
+                                dataset=f"log dir {what}, {threads} thread(s)")
+    got = benchmark.pedantic(
+        lambda: sum(len(r) for r in d.read(topics, threads=threads).values()),
+        rounds=5, iterations=1, warmup_rounds=1)
     assert got == records

@@ -33,6 +33,8 @@ class BatchDecoder:
         max_records_per_batch: int = ...,
         max_headers_per_record: int = ...,
         drop_positions: "np.ndarray | None" = ...,   # sorted int64 batch positions
+        max_decompressed_bytes: int = ...,
+        native_lz4: bool = True,          # lz4 batches decompressed without the GIL
     ) -> None: ...
     @property
     def position(self) -> int: ...

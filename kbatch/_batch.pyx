@@ -26,7 +26,9 @@ sets, met anywhere in the walk, by ``_legacy.pyx``.
 
 ``BatchDecoder.run()`` walks batches without the GIL and stops when the chunk
 is full, at the end of the data, at a compressed batch (Python decompresses it
-and calls ``feed()``), at a legacy message set, or at an error. Errors leave
+and calls ``feed()``), at a legacy message set, or at an error. LZ4 batches,
+the commonest codec, are decompressed in the walk itself by ``_lz4.pyx`` when
+liblz4's C API is reachable, so several threads decode them in parallel. Errors leave
 the nogil code as an ``ErrorInfo`` and become exceptions in ``_make_error``.
 """
 
@@ -45,6 +47,7 @@ from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
                              cursor_over, likely, load_be16, load_be32, load_be64,
                              read_u8, read_varint, read_varlong, remaining, unlikely)
 from kbatch._legacy cimport legacy_inner, legacy_top
+from kbatch._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_free
 from kbatch._records cimport decode_records, parse_control
 from kbatch._types cimport *
 
@@ -237,6 +240,9 @@ cdef class BatchDecoder:
         columns_init(&self._ctrl)
         self._batches.zero_fill = False
         self._controls.zero_fill = False
+        self._lz4.dctx = NULL
+        self._lz4.data = NULL
+        self._lz4.len = self._lz4.cap = 0
 
     def __init__(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
                  Py_ssize_t stop=-1, object path=None, object validate_crc=True,
@@ -246,7 +252,8 @@ cdef class BatchDecoder:
                  Py_ssize_t chunk_bytes=1 << 30, Py_ssize_t max_batch_bytes=INT32_MAX,
                  Py_ssize_t max_records_per_batch=INT32_MAX,
                  Py_ssize_t max_headers_per_record=INT32_MAX,
-                 const int64_t[::1] drop_positions=None):
+                 const int64_t[::1] drop_positions=None,
+                 Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -283,8 +290,14 @@ cdef class BatchDecoder:
         # usual, then their records rolled back (aborted transactions)
         self._drop = drop_positions if drop_positions is not None else _NO_DROP
         self._drop_next = 0
+        # lz4 batches: decompressed here without the GIL, or by Python (feed)
+        if max_decompressed_bytes < 0:
+            raise ValueError("max_decompressed_bytes must be >= 0")
+        self._max_decompressed = <size_t>max_decompressed_bytes
+        self._native_lz4 = native_lz4 and lz4_native()
 
     def __dealloc__(self):
+        lz4_scratch_free(&self._lz4)
         columns_free(&self._data)
         columns_free(&self._ctrl)
         growbuf_free(&self._batches)
@@ -402,6 +415,32 @@ cdef class BatchDecoder:
         self._pos = batch_end
         return 0
 
+    cdef int _lz4_batch(self, Py_ssize_t pos, Py_ssize_t batch_end,
+                        Py_ssize_t index) noexcept nogil:
+        """The lz4 batch ``index`` decompressed and decoded in the walk: 0,
+        ST_ERROR (its records are corrupt), or ST_COMPRESSED when the frame
+        itself failed and Python must decompress it."""
+        cdef ColumnsMark data_mark, ctrl_mark
+        cdef Py_ssize_t ctrl_rows = self._controls.len
+        cdef int st
+        if lz4_decompress_frame(&self._lz4, self._buf + pos + HEADER_V2,
+                                <size_t>(batch_end - pos - HEADER_V2),
+                                self._max_decompressed) != LZ4_OK:
+            return ST_COMPRESSED
+        data_mark = columns_mark(&self._data)
+        ctrl_mark = columns_mark(&self._ctrl)
+        st = self._decode_batch_records(self._lz4.data, 0, <Py_ssize_t>self._lz4.len,
+                                        index, True)
+        if st != 0:
+            columns_rollback(&self._data, &data_mark)
+            columns_rollback(&self._ctrl, &ctrl_mark)
+            self._controls.len = ctrl_rows
+            self._batches.len = index * sizeof(BatchRow)
+            return st
+        if self._dropped(pos):
+            columns_rollback(&self._data, &data_mark)
+        return 0
+
     cdef int _run(self) noexcept nogil:
         cdef const uint8_t *buf = self._buf
         cdef Py_ssize_t pos, rem, batch_end
@@ -473,6 +512,15 @@ cdef class BatchDecoder:
                 self._pos = batch_end
                 continue
             if row.codec != 0 and not (row.records_count == 0 and batch_end == pos + HEADER_V2):
+                if row.codec == 3 and self._native_lz4:
+                    st = self._lz4_batch(pos, batch_end, index)
+                    if st == 0:
+                        self._pos = batch_end
+                        continue
+                    if st != ST_COMPRESSED:
+                        return st
+                    # the frame failed: Python's path decompresses it again
+                    # and raises the error users see
                 self._has_pending = True
                 self._pending_index = index
                 self._pending_start = pos + HEADER_V2

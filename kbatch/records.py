@@ -92,16 +92,43 @@ class BatchTable:
     source (index into ``Records.sources``).
     """
 
-    __slots__ = ("_columns",)
+    __slots__ = ("_columns", "_rows", "_source")
 
     def __init__(self, columns: dict[str, np.ndarray]):
         self._columns = columns
+        self._rows = None      # the decoder's rows, while columns are taken lazily
+        self._source = 0
 
     @classmethod
     def from_rows(cls, rows: np.ndarray, source: int = 0) -> "BatchTable":
-        cols = {name: np.ascontiguousarray(rows[name]) for name in rows.dtype.names}
-        cols["source"] = np.full(len(rows), source, dtype=np.int32)
-        return cls(cols)
+        """A table over the decoder's row array: each column is copied out
+        of it when first used (most reads touch a few of the 18)."""
+        table = cls({})
+        table._rows = rows
+        table._source = source
+        return table
+
+    def _column(self, name: str) -> np.ndarray:
+        col = self._columns.get(name)
+        if col is None and self._rows is not None:
+            if name == "source":
+                col = np.full(len(self._rows), self._source, dtype=np.int32)
+            elif name in self._rows.dtype.names:
+                col = np.ascontiguousarray(self._rows[name])
+            else:
+                raise KeyError(name)
+            self._columns[name] = col
+        elif col is None:
+            raise KeyError(name)
+        return col
+
+    def _all(self) -> dict[str, np.ndarray]:
+        """Every column, in the table's order."""
+        if self._rows is not None:
+            names = [*self._rows.dtype.names, "source"]
+            self._columns = {n: self._column(n) for n in names}
+            self._rows = None
+        return self._columns
 
     @classmethod
     def empty(cls) -> "BatchTable":
@@ -110,30 +137,36 @@ class BatchTable:
 
     @property
     def columns(self) -> list[str]:
+        if self._rows is not None:
+            return [*self._rows.dtype.names, "source"]
         return list(self._columns)
 
     def __len__(self) -> int:
+        if self._rows is not None:
+            return len(self._rows)
         return len(self._columns["base_offset"])
 
     def __getattr__(self, name: str) -> np.ndarray:
+        if name.startswith("_"):
+            raise AttributeError(name)
         try:
-            return self._columns[name]
+            return self._column(name)
         except KeyError:
             raise AttributeError(name) from None
 
     def __getitem__(self, key):
         if isinstance(key, str):
-            return self._columns[key]
-        return {name: col[key].item() for name, col in self._columns.items()}
+            return self._column(key)
+        return {name: col[key].item() for name, col in self._all().items()}
 
     def __repr__(self) -> str:
         return f"BatchTable({len(self)} batches)"
 
     def take(self, indices) -> "BatchTable":
-        return BatchTable(_take_columns(self._columns, _as_indices(indices, len(self))))
+        return BatchTable(_take_columns(self._all(), _as_indices(indices, len(self))))
 
     def with_source(self, source_map: np.ndarray) -> "BatchTable":
-        cols = dict(self._columns)
+        cols = dict(self._all())
         cols["source"] = source_map[cols["source"]].astype(np.int32)
         return BatchTable(cols)
 
@@ -142,15 +175,15 @@ class BatchTable:
         if len(tables) == 1:
             return tables[0]
         names = tables[0].columns
-        return BatchTable({n: np.concatenate([t._columns[n] for t in tables]) for n in names})
+        return BatchTable({n: np.concatenate([t._column(n) for t in tables]) for n in names})
 
     def to_arrow(self):
         import pyarrow as pa
-        return pa.table({n: pa.array(c) for n, c in self._columns.items()})
+        return pa.table({n: pa.array(c) for n, c in self._all().items()})
 
     def to_pandas(self):
         import pandas as pd
-        return pd.DataFrame(self._columns)
+        return pd.DataFrame(self._all())
 
 
 class ControlRecords:

@@ -29,6 +29,9 @@ DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
 MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
 _WHOLE = 1 << 62
+# lz4 batches decompressed in the compiled walk, without the GIL (when liblz4's
+# C API is reachable); KBATCH_NATIVE_LZ4=0 sends them through compression.py
+NATIVE_LZ4 = os.environ.get("KBATCH_NATIVE_LZ4", "1") != "0"
 
 
 def _default_read_limit() -> int:
@@ -138,7 +141,8 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
         chunk_records=chunk_records, chunk_bytes=chunk_bytes,
         max_batch_bytes=opts.max_batch_bytes,
         max_records_per_batch=opts.max_records_per_batch,
-        max_headers_per_record=opts.max_headers_per_record)
+        max_headers_per_record=opts.max_headers_per_record,
+        max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4)
 
 
 def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
@@ -240,6 +244,15 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
         return Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
 
 
+def _dropped_positions(state: TxnState, batches: BatchTable) -> np.ndarray:
+    """Positions of the batches whose records a read_committed read leaves
+    out: aborted and open transactions, and everything at or after the LSO."""
+    verdict = state.verdict(batches)
+    drop = ~((verdict == PASS) | (verdict == COMMITTED)) | (
+        batches.base_offset >= state.last_stable_offset)
+    return np.ascontiguousarray(batches.position[drop], np.int64)
+
+
 def _read_committed(view, path, opts: DecodeOptions, start: int, stop: int | None) -> Records:
     """read_segment's read_committed: transactions resolved first from the
     batch headers and control records (a cheap pass), then one decode that
@@ -257,12 +270,9 @@ def _read_committed(view, path, opts: DecodeOptions, start: int, stop: int | Non
         batches = None
     if batches is not None:
         state = TxnState.build(batches, control)
-        verdict = state.verdict(batches)
-        drop = ~((verdict == PASS) | (verdict == COMMITTED)) | (
-            batches.base_offset >= state.last_stable_offset)
         records = Records.concat(list(decode_chunks(
             view, path, opts, start=start, stop=stop,
-            drop_positions=np.ascontiguousarray(batches.position[drop], np.int64))))
+            drop_positions=_dropped_positions(state, batches))))
         if (np.array_equal(records.batches.position, batches.position)
                 and np.array_equal(records.control.offset, control.offset)):
             return state.filter(records, verdicts_applied=True)
@@ -310,16 +320,21 @@ def _exact_transaction_state(view, path, opts, start, stop, chunk_records, chunk
         controls.append(chunk.control.shifted(shift))
         shift += len(chunk.batches)
         del chunk
-    return TxnState.build(BatchTable.concat(tables), ControlRecords.concat(controls))
+    batches = BatchTable.concat(tables)
+    return TxnState.build(batches, ControlRecords.concat(controls)), batches
 
 
 def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation):
     with open_source(source) as (view, path):
-        state = None
+        state = drop = None
         if isolation == "read_committed":
-            state = _exact_transaction_state(view, path, opts, start, stop, chunk_records,
-                                             chunk_bytes)
+            # the second decode walks the same batches as the first, so the
+            # records of aborted/open batches are left out as it goes
+            state, batches = _exact_transaction_state(view, path, opts, start, stop,
+                                                      chunk_records, chunk_bytes)
+            drop = _dropped_positions(state, batches)
         for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
-                                   chunk_records=chunk_records, chunk_bytes=chunk_bytes):
-            yield chunk if state is None else state.filter(chunk)
+                                   chunk_records=chunk_records, chunk_bytes=chunk_bytes,
+                                   drop_positions=drop):
+            yield chunk if state is None else state.filter(chunk, verdicts_applied=True)
             del chunk

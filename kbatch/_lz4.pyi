@@ -1,0 +1,6 @@
+"""LZ4 frames decompressed without the GIL (compiled)."""
+
+from typing import Any
+
+def native_lz4() -> bool: ...
+def decompress_frame(data: Any, limit: int) -> bytes | None: ...

@@ -26,10 +26,10 @@ sets, met anywhere in the walk, by ``_legacy.pyx``.
 
 ``BatchDecoder.run()`` walks batches without the GIL and stops when the chunk
 is full, at the end of the data, at a compressed batch (Python decompresses it
-and calls ``feed()``), at a legacy message set, or at an error. LZ4 batches,
-the commonest codec, are decompressed in the walk itself by ``_lz4.pyx`` when
-liblz4's C API is reachable, so several threads decode them in parallel. Errors leave
-the nogil code as an ``ErrorInfo`` and become exceptions in ``_make_error``.
+and calls ``feed()``), at a legacy message set, or at an error. LZ4 batches
+are decompressed in the walk itself by ``_lz4.pyx`` when liblz4's C API is
+reachable, so several threads decode them in parallel. Errors leave the nogil
+code as an ``ErrorInfo`` and become exceptions in ``_make_error``.
 """
 
 from libc.stdint cimport INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t

@@ -48,6 +48,8 @@ cdef class BatchDecoder:
     cdef int _legacy_message(self, Py_ssize_t pos, Py_ssize_t batch_end) noexcept nogil
     cdef int _lz4_batch(self, Py_ssize_t pos, Py_ssize_t batch_end,
                         Py_ssize_t index) noexcept nogil
+    cdef int _walk_records(self, const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
+                           Py_ssize_t index, bint compressed) noexcept nogil
     cdef int _decode_batch_records(self, const uint8_t *buf, Py_ssize_t start,
                                    Py_ssize_t stop, Py_ssize_t index,
                                    bint compressed) noexcept nogil

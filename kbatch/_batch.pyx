@@ -420,24 +420,28 @@ cdef class BatchDecoder:
         """The lz4 batch ``index`` decompressed and decoded in the walk: 0,
         ST_ERROR (its records are corrupt), or ST_COMPRESSED when the frame
         itself failed and Python must decompress it."""
-        cdef ColumnsMark data_mark, ctrl_mark
-        cdef Py_ssize_t ctrl_rows = self._controls.len
-        cdef int st
         if lz4_decompress_frame(&self._lz4, self._buf + pos + HEADER_V2,
                                 <size_t>(batch_end - pos - HEADER_V2),
                                 self._max_decompressed) != LZ4_OK:
             return ST_COMPRESSED
-        data_mark = columns_mark(&self._data)
-        ctrl_mark = columns_mark(&self._ctrl)
-        st = self._decode_batch_records(self._lz4.data, 0, <Py_ssize_t>self._lz4.len,
-                                        index, True)
+        return self._walk_records(self._lz4.data, 0, <Py_ssize_t>self._lz4.len, index, True)
+
+    cdef int _walk_records(self, const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
+                           Py_ssize_t index, bint compressed) noexcept nogil:
+        """Records of batch ``index`` decoded in the walk: 0 or ST_ERROR. On
+        an error the chunk goes back to before the batch (its row too); a
+        batch in ``drop_positions`` has its records rolled back once decoded."""
+        cdef ColumnsMark data_mark = columns_mark(&self._data)
+        cdef ColumnsMark ctrl_mark = columns_mark(&self._ctrl)
+        cdef Py_ssize_t ctrl_rows = self._controls.len
+        cdef int st = self._decode_batch_records(buf, start, stop, index, compressed)
         if st != 0:
             columns_rollback(&self._data, &data_mark)
             columns_rollback(&self._ctrl, &ctrl_mark)
             self._controls.len = ctrl_rows
             self._batches.len = index * sizeof(BatchRow)
             return st
-        if self._dropped(pos):
+        if self._dropped(self._row(index).position):
             columns_rollback(&self._data, &data_mark)
         return 0
 
@@ -448,8 +452,7 @@ cdef class BatchDecoder:
         cdef int8_t magic
         cdef uint32_t computed
         cdef BatchRow row
-        cdef Py_ssize_t index, ctrl_rows
-        cdef ColumnsMark data_mark, ctrl_mark
+        cdef Py_ssize_t index
         cdef int st
         while True:
             if self._chunk_full():
@@ -527,18 +530,9 @@ cdef class BatchDecoder:
                 self._pending_stop = batch_end
                 self._pending_next = batch_end
                 return ST_COMPRESSED
-            data_mark = columns_mark(&self._data)
-            ctrl_mark = columns_mark(&self._ctrl)
-            ctrl_rows = self._controls.len
-            st = self._decode_batch_records(buf, pos + HEADER_V2, batch_end, index, False)
+            st = self._walk_records(buf, pos + HEADER_V2, batch_end, index, False)
             if st != 0:
-                columns_rollback(&self._data, &data_mark)
-                columns_rollback(&self._ctrl, &ctrl_mark)
-                self._controls.len = ctrl_rows
-                self._batches.len = index * sizeof(BatchRow)
                 return st
-            if self._dropped(pos):
-                columns_rollback(&self._data, &data_mark)
             self._pos = batch_end
 
     def run(self):

@@ -123,11 +123,12 @@ class BatchTable:
         return col
 
     def _all(self) -> dict[str, np.ndarray]:
-        """Every column, in the table's order."""
+        """Every column, in the table's order. (``_rows`` stays: another
+        thread may be reading a column of the same table meanwhile.)"""
         if self._rows is not None:
             names = [*self._rows.dtype.names, "source"]
-            self._columns = {n: self._column(n) for n in names}
-            self._rows = None
+            if list(self._columns) != names:
+                self._columns = {n: self._column(n) for n in names}
         return self._columns
 
     @classmethod

@@ -428,13 +428,19 @@ cdef class BatchDecoder:
 
     cdef int _walk_records(self, const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
                            Py_ssize_t index, bint compressed) noexcept nogil:
-        """Records of batch ``index`` decoded in the walk: 0 or ST_ERROR. On
-        an error the chunk goes back to before the batch (its row too); a
-        batch in ``drop_positions`` has its records rolled back once decoded."""
+        """Records of batch ``index`` (or the inner messages of a legacy
+        wrapper) from ``buf[start:stop]``: 0 or ST_ERROR. On an error the
+        chunk goes back to before the batch (its row too); a batch in
+        ``drop_positions`` has its records rolled back once decoded."""
         cdef ColumnsMark data_mark = columns_mark(&self._data)
         cdef ColumnsMark ctrl_mark = columns_mark(&self._ctrl)
         cdef Py_ssize_t ctrl_rows = self._controls.len
-        cdef int st = self._decode_batch_records(buf, start, stop, index, compressed)
+        cdef int st
+        if self._row(index).magic < 2:
+            st = legacy_inner(&self._data, self._row(index), &self._err, buf + start,
+                              stop - start, <int32_t>index, self._crc_mode)
+        else:
+            st = self._decode_batch_records(buf, start, stop, index, compressed)
         if st != 0:
             columns_rollback(&self._data, &data_mark)
             columns_rollback(&self._ctrl, &ctrl_mark)
@@ -642,27 +648,13 @@ cdef class BatchDecoder:
         cdef Py_ssize_t index = self._pending_index
         cdef Py_ssize_t n = records.shape[0]
         cdef const uint8_t *p = &records[0] if n > 0 else <const uint8_t *>""
-        cdef ColumnsMark data_mark, ctrl_mark
-        cdef Py_ssize_t ctrl_rows
         cdef int st
         if not self._has_pending:
             raise RuntimeError("no compressed batch is pending")
-        data_mark = columns_mark(&self._data)
-        ctrl_mark = columns_mark(&self._ctrl)
-        ctrl_rows = self._controls.len
         with nogil:
-            if self._row(index).magic < 2:
-                st = legacy_inner(&self._data, self._row(index), &self._err, p, n,
-                                  <int32_t>index, self._crc_mode)
-            else:
-                st = self._decode_batch_records(p, 0, n, index, True)
+            st = self._walk_records(p, 0, n, index, True)
         if st != 0:
-            columns_rollback(&self._data, &data_mark)
-            columns_rollback(&self._ctrl, &ctrl_mark)
-            self._controls.len = ctrl_rows
             return self._error_or_stop(index)
-        if self._dropped(self._row(index).position):
-            columns_rollback(&self._data, &data_mark)
         self._has_pending = False
         self._pos = self._pending_next
         return 0

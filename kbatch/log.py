@@ -54,7 +54,7 @@ from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.records import BatchTable, ControlRecords, Records
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     decode_chunks, open_source, transaction_state
-from kbatch.txn import COMMITTED, PASS, TxnState, check_isolation
+from kbatch.txn import TxnState, check_isolation
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 TRANSIENT_DIR_SUFFIXES = ("-delete", "-future", "-stray")
@@ -424,9 +424,7 @@ class PartitionLog:
         copied out afterwards. The chunks are still filtered by ``state``,
         so a segment that changed or decodes differently stays exact."""
         batches, _, _ = self.transaction_tables(**options)
-        verdict = state.verdict(batches)
-        drop = ~((verdict == PASS) | (verdict == COMMITTED)) | (
-            batches.base_offset >= state.last_stable_offset)
+        drop = state.dropped(batches)
         out = {}
         for i, seg in enumerate(self.segments):
             rows = drop & (batches.source == i)

@@ -23,7 +23,7 @@ from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import CorruptRecordError, DecompressionLimitError, LimitExceededError
 from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
-from kbatch.txn import COMMITTED, PASS, TxnState, apply_isolation, check_isolation
+from kbatch.txn import TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -247,10 +247,7 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
 def _dropped_positions(state: TxnState, batches: BatchTable) -> np.ndarray:
     """Positions of the batches whose records a read_committed read leaves
     out: aborted and open transactions, and everything at or after the LSO."""
-    verdict = state.verdict(batches)
-    drop = ~((verdict == PASS) | (verdict == COMMITTED)) | (
-        batches.base_offset >= state.last_stable_offset)
-    return np.ascontiguousarray(batches.position[drop], np.int64)
+    return np.ascontiguousarray(batches.position[state.dropped(batches)], np.int64)
 
 
 def _read_committed(view, path, opts: DecodeOptions, start: int, stop: int | None) -> Records:

@@ -112,6 +112,13 @@ class TxnState:
                 out[rows[hit]] = ABORTED
         return out
 
+    def dropped(self, batches: BatchTable) -> np.ndarray:
+        """Per batch, whether a read_committed read leaves its records out:
+        aborted and open transactions, and everything at or after the LSO."""
+        verdict = self.verdict(batches)
+        return ~((verdict == PASS) | (verdict == COMMITTED)) | (
+            batches.base_offset >= self.last_stable_offset)
+
     def filter(self, records: Records, *, verdicts_applied: bool = False) -> Records:
         """The records a read_committed consumer sees (control records, too,
         stop at the LSO). ``verdicts_applied``: the records of aborted and

@@ -14,7 +14,7 @@ import kbatch
 from kbatch import _lz4, segment
 from kbatch.compression import CodecError, unlz4
 
-from .kafka_ref import build_batch, generate_segment, RandomChoices
+from .kafka_ref import RandomChoices, build_batch, fix_crc, generate_segment, raw_batch
 from .test_against_kafka_python import assert_same_records
 
 BLOCK_SIZES = [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB,
@@ -147,7 +147,6 @@ def test_segments_decode_the_same_on_both_paths(seed, monkeypatch):
 def test_a_bad_frame_raises_the_python_paths_error(monkeypatch):
     batch = bytearray(build_batch([(1000, b"k", b"v" * 500, [])], codec=3))
     batch[61 + 4] ^= 0x40      # the frame descriptor's FLG byte: version bits
-    from .kafka_ref import fix_crc
     data = bytes(fix_crc(batch))
     native = _read(data, True, monkeypatch)
     assert native[0] is None and "lz4" in native[1][1]
@@ -156,7 +155,6 @@ def test_a_bad_frame_raises_the_python_paths_error(monkeypatch):
 
 def test_bomb_over_the_limit_raises_the_limit_error(monkeypatch):
     frame = lz4.frame.compress(bytes(4 << 20), block_size=lz4.frame.BLOCKSIZE_MAX4MB)
-    from .kafka_ref import raw_batch
     data = raw_batch(frame, records_count=1, attributes=3)
     for native in (True, False):
         monkeypatch.setattr(segment, "NATIVE_LZ4", native)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,39 +50,14 @@ import numpy as np
 from kbatch import _batch
 from kbatch.errors import LimitExceededError
 from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
+from kbatch.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
+                          parse_partition_dir, partition_dirs, segment_base)
 from kbatch.records import BatchTable, ControlRecords, Records
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     decode_chunks, open_source, transaction_state
 from kbatch.txn import TxnState, check_isolation
 
-SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
-TRANSIENT_DIR_SUFFIXES = ("-delete", "-future", "-stray")
 _WHOLE = 1 << 62
-
-
-def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    """``(topic, partition)`` of a ``<topic>-<partition>`` directory name.
-
-    The partition is the text after the last ``-`` (topics may contain
-    ``-`` and ``.``); transient directories give None.
-    """
-    if name.endswith(TRANSIENT_DIR_SUFFIXES):
-        return None
-    topic, sep, number = name.rpartition("-")
-    if not sep or not topic or not number.isdigit():
-        return None
-    return topic, int(number)
-
-
-INT64_MAX = (1 << 63) - 1
-
-
-def segment_base(name: str) -> int | None:
-    """The base offset a segment file name gives, None when it is not one."""
-    match = SEGMENT_NAME.match(name)
-    if not match or int(match.group(1)) > INT64_MAX:
-        return None
-    return int(match.group(1))
 
 
 BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
@@ -498,11 +472,8 @@ class LogDir:
         self.path = Path(path)
         if not self.path.is_dir():
             raise NotADirectoryError(f"not a directory: {self.path}")
-        found = []
-        for child in self.path.iterdir():
-            if child.is_dir() and parse_partition_dir(child.name):
-                found.append(PartitionLog(child, use_index=use_index))
-        self.partitions = sorted(found, key=lambda p: (p.topic, p.partition))
+        self.partitions = [PartitionLog(child, use_index=use_index)
+                           for _, _, child in partition_dirs(self.path)]
 
     def __repr__(self) -> str:
         return f"LogDir({self.path}, {len(self.partitions)} partitions)"

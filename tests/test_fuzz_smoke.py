@@ -35,3 +35,24 @@ def test_fuzz_target_runs_clean(target, tmp_path):
         + "\n--- stderr (tail) ---\n" + proc.stderr[-6000:])
     assert summary and " 0 executions" not in summary[0], proc.stdout + proc.stderr[-3000:]
     assert not list(tmp_path.glob("kbatch-fuzz-artifacts-*/crash-*"))
+
+
+def test_a_chunked_finding_surfaces_as_a_finding(monkeypatch):
+    """A finding in the chunked target reaches libFuzzer as ``FuzzFinding``
+    (it once went through a helper that no longer existed, so a real finding
+    would have surfaced as ``NameError``); a listed known finding is counted."""
+    from tests.fuzz import harness
+
+    harness._load()
+
+    def finding(*args):
+        raise harness.FuzzFinding("read_segment and iter_segment disagree")
+
+    monkeypatch.setattr(harness, "_compare_chunked", finding)
+    with pytest.raises(harness.FuzzFinding):
+        harness.t_chunked(bytes(64))
+    monkeypatch.setattr(harness, "KNOWN_FINDINGS",
+                        [("disagree", lambda target, exc, data: target == "chunked")])
+    monkeypatch.setattr(harness, "KNOWN_COUNTS", {})
+    harness.t_chunked(bytes(64))
+    assert harness.KNOWN_COUNTS == {"disagree": 1}

@@ -541,14 +541,10 @@ def t_chunked(data: bytes) -> None:
     try:
         _compare_chunked(buf, crc, opts, chunk_records, chunk_bytes)
     except FuzzFinding as exc:
-        if not SKIP_KNOWN or not _known_txn_prepass("chunked", exc, data):
+        name = _is_known("chunked", exc, data) if SKIP_KNOWN else None
+        if name is None:
             raise
-        # the known read_committed pre-pass divergence: count it, and still
-        # check the chunking itself on the same bytes without read_committed
-        name = KNOWN_FINDINGS[0][0]
         KNOWN_COUNTS[name] = KNOWN_COUNTS.get(name, 0) + 1
-        _compare_chunked(buf, crc, dict(opts, isolation="read_uncommitted"),
-                         chunk_records, chunk_bytes)
 
 
 def t_control(data: bytes) -> None:

@@ -60,6 +60,9 @@ from kbatch.txn import TxnState, check_isolation
 _WHOLE = 1 << 62
 
 
+MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
+MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
+
 BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
                          ("base_offset", np.int64), ("last_offset", np.int64),
                          ("max_timestamp", np.int64), ("magic", np.int8)])
@@ -117,17 +120,31 @@ class Segment:
     def size(self) -> int:
         return self.path.stat().st_size
 
+    def _max_entries(self, smallest_batch: int) -> int | None:
+        """Entries an index of this segment can hold live: one per batch at
+        most (an append starts a batch), so the log's size bounds them."""
+        try:
+            return self.path.stat().st_size // smallest_batch + 1
+        except OSError:
+            return None
+
+    # index files are read with a bound (see kbatch.index): a directory, FIFO
+    # or device raises NotRegularFileError, a preallocated or sparse file costs
+    # its live entries
     @functools.cached_property
     def offset_index(self) -> OffsetIndex:
-        return OffsetIndex.read(self.index_path, self.base_offset)
+        return OffsetIndex.read(self.index_path, self.base_offset,
+                                self._max_entries(MIN_MESSAGE_BYTES))
 
     @functools.cached_property
     def time_index(self) -> TimeIndex:
-        return TimeIndex.read(self.timeindex_path, self.base_offset)
+        return TimeIndex.read(self.timeindex_path, self.base_offset,
+                              self._max_entries(MIN_MESSAGE_BYTES))
 
     @functools.cached_property
     def txn_index(self) -> TxnIndex:
-        return TxnIndex.read(self.txnindex_path)
+        # each entry is one aborted transaction: one control batch in the log
+        return TxnIndex.read(self.txnindex_path, self._max_entries(MIN_BATCH_V2_BYTES))
 
     def batch_bounds(self) -> np.ndarray:
         """Position, size, offsets and max timestamp of every batch, from one

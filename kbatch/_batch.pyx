@@ -51,7 +51,7 @@ from kbatch._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_f
 from kbatch._records cimport decode_records, parse_control
 from kbatch._types cimport *
 
-from kbatch.errors import CorruptRecordError, LimitExceededError
+from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededError
 
 
 cdef enum:
@@ -179,6 +179,7 @@ cdef struct TailCheck:
     const uint8_t *buf
     Py_ssize_t position
     Py_ssize_t end
+    Py_ssize_t zeros_from
     bint result
 
 
@@ -189,7 +190,7 @@ cdef int _torn_tail_entry(void *arg) noexcept nogil:
     if length < 0 or length > c.end - c.position - LOG_OVERHEAD:
         return 0
     batch_end = c.position + LOG_OVERHEAD + length
-    c.result = batch_end < c.end and all_zero(c.buf, batch_end, c.end)
+    c.result = batch_end < c.end and all_zero(c.buf, batch_end, c.zeros_from)
     return 0
 
 
@@ -253,7 +254,8 @@ cdef class BatchDecoder:
                  Py_ssize_t max_records_per_batch=INT32_MAX,
                  Py_ssize_t max_headers_per_record=INT32_MAX,
                  const int64_t[::1] drop_positions=None,
-                 Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True):
+                 Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
+                 Py_ssize_t zeros_from=-1):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -265,6 +267,9 @@ cdef class BatchDecoder:
         self._buf = &view[0] if size > 0 else NULL
         self._pos = start
         self._end = stop
+        # a trailing hole of the file (kbatch.files.data_end): known zeros, so
+        # a zero-padded tail is not scanned (nor its pages faulted in)
+        self._zeros_from = zeros_from if 0 <= zeros_from < stop else stop
         self.path = path
         if validate_crc == "report":
             self._crc_mode = CRC_REPORT
@@ -470,13 +475,13 @@ cdef class BatchDecoder:
                 self._end_reason = END_NONE
                 return ST_END
             if rem < HEADER_UP_TO_MAGIC:
-                self._end_reason = (END_ZERO_PADDING if all_zero(buf, pos, self._end)
+                self._end_reason = (END_ZERO_PADDING if all_zero(buf, pos, self._zeros_from)
                                     else END_TRUNCATED)
                 return ST_END
             length = <int32_t>load_be32(buf + pos + 8)
             magic = <int8_t>buf[pos + 16]
             if length < MIN_LENGTH_ANY:
-                if all_zero(buf, pos, self._end):
+                if all_zero(buf, pos, self._zeros_from):
                     self._end_reason = END_ZERO_PADDING
                     return ST_END
                 return self._fail(E_BATCH_LENGTH, pos + 8, length, MIN_LENGTH_ANY)
@@ -591,6 +596,7 @@ cdef class BatchDecoder:
         check.buf = self._buf
         check.position = position
         check.end = self._end
+        check.zeros_from = self._zeros_from
         check.result = False
         with nogil:
             if kb_guarded_call(_torn_tail_entry, &check) == KB_FAULTED:
@@ -600,7 +606,7 @@ cdef class BatchDecoder:
     def _file_changed(self):
         """A page of the mapped source vanished (SIGBUS) while it was read."""
         self._done = True
-        raise CorruptRecordError(
+        raise FileChangedError(
             "the file was truncated or replaced while it was being read",
             path=self.path, position=self._pos, base_offset=None,
             batch_position=self._pos)
@@ -697,3 +703,30 @@ cdef class BatchDecoder:
 STATUS_CHUNK_FULL = ST_CHUNK_FULL
 STATUS_END = ST_END
 STATUS_COMPRESSED = ST_COMPRESSED
+
+
+def read_mapped(const uint8_t[::1] view not None, Py_ssize_t position, Py_ssize_t n,
+                object path=None):
+    """A copy of ``view[position:position + n]`` (clipped to the view), read
+    under the SIGBUS guard: the one way Python code reads bytes of a mapped
+    file. A file truncated under the mapping raises ``CorruptRecordError``."""
+    cdef Py_ssize_t size = view.shape[0]
+    cdef bytearray out
+    cdef char *dst
+    cdef int st
+    if position < 0 or n < 0:
+        raise ValueError("position and n must not be negative")
+    if position > size:
+        position = size
+    if n > size - position:
+        n = size - position
+    out = bytearray(n)
+    if n:
+        dst = out
+        with nogil:
+            st = kb_guarded_copy(dst, &view[position], <size_t>n)
+        if st == KB_FAULTED:
+            raise FileChangedError(
+                "the file was truncated or replaced while it was being read",
+                path=path, position=position, base_offset=None, batch_position=None)
+    return bytes(out)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kbatch.errors import KbatchError
+from kbatch.files import NotRegularFileError
 from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, parse_partition_dir, segment_base
 from kbatch.records import BatchTable
 from kbatch.segment import DecodeOptions, decode_chunks, open_source
@@ -127,9 +129,24 @@ def _offset_problems(batches: BatchTable, base_offset: int) -> list[str]:
     return out
 
 
+def _side_file(seg: Segment, attribute: str, path: Path, out: list[str]):
+    """``seg.<attribute>`` (an index read), or None with the reason in ``out``
+    when the file cannot be read as one (a directory, FIFO or device)."""
+    try:
+        return getattr(seg, attribute)
+    except KbatchError as exc:
+        out.append(f"{path.name}: is {exc.kind}, not a regular file"
+                   if isinstance(exc, NotRegularFileError) else f"{path.name}: {exc}")
+    except OSError as exc:
+        out.append(f"{path.name}: cannot read ({exc.strerror or exc})")
+    return None
+
+
 def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list[str]:
-    idx = seg.offset_index
     out = []
+    idx = _side_file(seg, "offset_index", seg.index_path, out)
+    if idx is None:
+        return out
     if len(idx) == 0:
         return out
     if np.any(np.diff(idx.offsets) <= 0) or np.any(np.diff(idx.positions) <= 0):
@@ -156,8 +173,10 @@ def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list
 
 
 def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
-    ti = seg.time_index
     out = []
+    ti = _side_file(seg, "time_index", seg.timeindex_path, out)
+    if ti is None:
+        return out
     if len(ti) == 0:
         return out
     name = seg.timeindex_path.name

@@ -20,6 +20,7 @@ import numpy as np
 from kbatch.errors import KbatchError
 from kbatch.files import NotRegularFileError
 from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, parse_partition_dir, segment_base
+from kbatch.paths import partition_dirs
 from kbatch.records import BatchTable
 from kbatch.segment import DecodeOptions, decode_chunks, open_source
 
@@ -219,11 +220,11 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
     if parse_partition_dir(path.name) or any(SEGMENT_NAME.match(p.name) for p in path.iterdir()):
         return _verify_partition(PartitionLog(path), options, on_segment)
     reports, problems = [], []
-    for child in sorted(path.iterdir()):
-        if child.is_dir() and parse_partition_dir(child.name):
-            part = _verify_partition(PartitionLog(child), options, on_segment)
-            reports += part.segments
-            problems += part.partition_problems
+    # partition_dirs refuses two directories naming one partition (t-1, t-01)
+    for _, _, child in partition_dirs(path):
+        part = _verify_partition(PartitionLog(child), options, on_segment)
+        reports += part.segments
+        problems += part.partition_problems
     return VerifyReport(reports, problems)
 
 

@@ -32,7 +32,7 @@ reachable, so several threads decode them in parallel. Errors leave the nogil
 code as an ``ErrorInfo`` and become exceptions in ``_make_error``.
 """
 
-from libc.stdint cimport INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
 import numpy as np
@@ -40,7 +40,8 @@ import numpy as np
 from kbatch._checksums cimport crc32c
 from kbatch._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
                               binary_append_unchecked, binary_reserve, columns_free,
-                              columns_init, columns_mark, columns_payload_bytes,
+                              columns_held_bytes, columns_init, columns_mark,
+                              columns_payload_bytes,
                               columns_reserve_rows, columns_rollback, columns_take,
                               growbuf_free, growbuf_reserve, growbuf_take)
 from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
@@ -150,6 +151,8 @@ _MESSAGES = {
     E_LIMIT_BATCH_BYTES: "batch of {a} bytes is larger than max_batch_bytes={b}",
     E_LIMIT_RECORDS: "batch of {a} records is more than max_records_per_batch={b}",
     E_LIMIT_HEADERS: "record with {a} headers is more than max_headers_per_record={b}",
+    E_LIMIT_READ_BYTES: ("decoded data exceeds max_read_bytes={b} (a batch of {a} records "
+                         "does not fit; read in chunks with iter_segment / log.iter)"),
     E_LEGACY_LENGTH: "legacy message size {a} is below the minimum {b}",
     E_LEGACY_NESTED: "compressed legacy message nested inside another",
     E_LEGACY_ATTRIBUTES: "legacy message with unknown codec {a}",
@@ -167,7 +170,7 @@ cdef object _make_error(const ErrorInfo *err, object path):
     if err.inner >= 0:
         text += f" (byte {err.inner} of the decompressed records)"
     cls = (LimitExceededError if err.code in (E_LIMIT_BATCH_BYTES, E_LIMIT_RECORDS,
-                                              E_LIMIT_HEADERS)
+                                              E_LIMIT_HEADERS, E_LIMIT_READ_BYTES)
            else CorruptRecordError)
     return cls(
         text, path=path, position=err.position,
@@ -255,7 +258,7 @@ cdef class BatchDecoder:
                  Py_ssize_t max_headers_per_record=INT32_MAX,
                  const int64_t[::1] drop_positions=None,
                  Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
-                 Py_ssize_t zeros_from=-1):
+                 Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -286,6 +289,10 @@ cdef class BatchDecoder:
         self._limits.max_batch_bytes = max_batch_bytes
         self._limits.max_records_per_batch = max_records_per_batch
         self._limits.max_headers_per_record = max_headers_per_record
+        # max_read_bytes: what one chunk's columns may hold, fixed per-record
+        # bytes included, checked before a batch's rows are reserved
+        self._limits.max_read_bytes = max_read_bytes if max_read_bytes >= 0 else INT64_MAX
+        self._limits.read_budget = self._limits.max_read_bytes
         self._err.code = E_NONE
         self._end_reason = END_NONE
         self._valid_end = start
@@ -359,9 +366,15 @@ cdef class BatchDecoder:
         return 0
 
     cdef bint _chunk_full(self) noexcept nogil:
+        # bytes: keys, values and headers plus ROW_FIXED_BYTES per record
         return self._batches.len > 0 and (
             self._data.n >= self._chunk_records
-            or columns_payload_bytes(&self._data) >= self._chunk_bytes)
+            or columns_held_bytes(&self._data) >= self._chunk_bytes)
+
+    def set_read_budget(self, Py_ssize_t budget):
+        """Bytes the chunk being built may still hold under max_read_bytes
+        (a whole read spends one budget over all its chunks)."""
+        self._limits.read_budget = max(budget, 0)
 
     cdef int _fail(self, int code, int64_t position, int64_t a, int64_t b) noexcept nogil:
         """A batch-level error at the batch starting at the cursor."""

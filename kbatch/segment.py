@@ -210,7 +210,7 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
         max_records_per_batch=opts.max_records_per_batch,
         max_headers_per_record=opts.max_headers_per_record,
         max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
-        zeros_from=zeros_from(view))
+        zeros_from=zeros_from(view), max_read_bytes=opts.max_read_bytes)
 
 
 def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
@@ -263,6 +263,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                     f"decoded data exceeds max_read_bytes={opts.max_read_bytes} "
                     "(read in chunks with iter_segment / log.iter)",
                     path=path, position=dec.position, base_offset=None)
+            # the decoder refuses a batch whose rows would pass what is left
+            dec.set_read_budget(opts.max_read_bytes - held if chunk_records >= _WHOLE
+                                else opts.max_read_bytes)
             yield chunk
             del chunk  # the consumer's copy is the only one while the next decodes
             if status != _batch.STATUS_CHUNK_FULL:

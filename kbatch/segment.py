@@ -359,7 +359,8 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     """Decode a segment chunk by chunk: ``Records`` of whole batches each.
 
     A chunk ends after the batch that brings it to ``chunk_records`` records
-    or ``chunk_bytes`` bytes of keys, values and headers. Keeps in memory one
+    or ``chunk_bytes`` bytes (keys, values and headers, plus 34 bytes a
+    record for its offset, timestamp, offsets and validity). Keeps in memory one
     chunk and one decompressed batch, whatever the file size; the file stays
     mapped until the iterator is exhausted or closed. Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly

@@ -201,7 +201,8 @@ def test_verify_is_clean_on_an_active_segment_with_an_all_zero_index(tmp_path, s
     """A broker's active segment before its first index entry: a preallocated,
     all-zero .index/.timeindex is no entry at offset 0 / timestamp 0."""
     part = tmp_path / "t-0"
-    write_log(part, {"value": [b"v" * 10] * 5, "timestamp": [1_700_000_000_000 + i for i in range(5)]})
+    write_log(part, {"value": [b"v" * 10] * 5,
+                     "timestamp": [1_700_000_000_000 + i for i in range(5)]})
     for suffix, entry in ((".index", 8), (".timeindex", 12)):
         path = part / (STEM + suffix)
         size = (10 << 20) - (10 << 20) % entry

@@ -48,37 +48,48 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch import _batch
-from kbatch.errors import LimitExceededError
+from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededError
 from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
                           parse_partition_dir, partition_dirs, segment_base)
 from kbatch.records import BatchTable, ControlRecords, Records
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
-    decode_chunks, open_source, transaction_state
+    decode_chunks, open_source, transaction_state, zeros_from
 from kbatch.txn import TxnState, check_isolation
 
 _WHOLE = 1 << 62
 
+
+MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
+MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
 
 BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
                          ("base_offset", np.int64), ("last_offset", np.int64),
                          ("max_timestamp", np.int64), ("magic", np.int8)])
 
 
-def _batch_at(view, position: int):
-    """Header row of a whole, CRC-valid batch at ``position``, or None."""
+def _batch_at(view, position: int, path=None):
+    """Header row of a whole, CRC-valid batch at ``position``, or None.
+
+    Every byte of the mapping is read under the SIGBUS guard (the compiled
+    decoder, ``read_mapped``); a file truncated meanwhile raises
+    ``CorruptRecordError``."""
     if position < 0 or position > len(view) - 12:
         return None
     # the size field (bytes 8-11, in every format) bounds the read to this batch
-    size = int.from_bytes(view[position + 8:position + 12], "big", signed=True)
+    size = int.from_bytes(_batch.read_mapped(view, position + 8, 4, path), "big", signed=True)
     if size < 14 or size > len(view) - position - 12:
         return None
-    dec = _batch.BatchDecoder(view, start=position, stop=position + 12 + size,
+    dec = _batch.BatchDecoder(view, start=position, stop=position + 12 + size, path=path,
                               validate_crc=True, headers_only=True, chunk_records=1)
     try:
         dec.run()
         rows = dec.take()["batches"]
-    except ValueError:
+    except LimitExceededError:
+        return None
+    except FileChangedError:
+        raise
+    except CorruptRecordError:
         return None
     finally:
         dec.release()
@@ -89,7 +100,7 @@ def _header_walk(view, path, start: int = 0) -> np.ndarray:
     """Header rows of the batches from ``start`` on (records are not
     decoded), ending quietly at the first corrupt header."""
     dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True,
-                              path=path, stop_on_corrupt=True)
+                              path=path, stop_on_corrupt=True, zeros_from=zeros_from(view))
     try:
         dec.run()
         return dec.take()["batches"]
@@ -117,17 +128,31 @@ class Segment:
     def size(self) -> int:
         return self.path.stat().st_size
 
+    def _max_entries(self, smallest_batch: int) -> int | None:
+        """Entries an index of this segment can hold live: one per batch at
+        most (an append starts a batch), so the log's size bounds them."""
+        try:
+            return self.path.stat().st_size // smallest_batch + 1
+        except OSError:
+            return None
+
+    # index files are read with a bound (see kbatch.index): a directory, FIFO
+    # or device raises NotRegularFileError, a preallocated or sparse file costs
+    # its live entries
     @functools.cached_property
     def offset_index(self) -> OffsetIndex:
-        return OffsetIndex.read(self.index_path, self.base_offset)
+        return OffsetIndex.read(self.index_path, self.base_offset,
+                                self._max_entries(MIN_MESSAGE_BYTES))
 
     @functools.cached_property
     def time_index(self) -> TimeIndex:
-        return TimeIndex.read(self.timeindex_path, self.base_offset)
+        return TimeIndex.read(self.timeindex_path, self.base_offset,
+                              self._max_entries(MIN_MESSAGE_BYTES))
 
     @functools.cached_property
     def txn_index(self) -> TxnIndex:
-        return TxnIndex.read(self.txnindex_path)
+        # each entry is one aborted transaction: one control batch in the log
+        return TxnIndex.read(self.txnindex_path, self._max_entries(MIN_BATCH_V2_BYTES))
 
     def batch_bounds(self) -> np.ndarray:
         """Position, size, offsets and max timestamp of every batch, from one
@@ -232,8 +257,8 @@ class PartitionLog:
         _, position = seg.offset_index.lookup(offset)
         if position == 0:
             return 0
-        with open_source(seg.path) as (view, _):
-            row = _batch_at(view, position)
+        with open_source(seg.path) as (view, path):
+            row = _batch_at(view, position, path)
         if row is None or int(row["base_offset"]) > offset:
             return None
         return position
@@ -258,10 +283,10 @@ class PartitionLog:
         records are trimmed) when none checks out."""
         idx = seg.offset_index
         first = int(np.searchsorted(idx.offsets, offset, side="left"))
-        with open_source(seg.path) as (view, _):
+        with open_source(seg.path) as (view, path):
             for k in range(first, min(first + 3, len(idx))):
                 position = int(idx.positions[k])
-                row = _batch_at(view, position)
+                row = _batch_at(view, position, path)
                 if row is None:
                     return None
                 if int(row["base_offset"]) >= offset:

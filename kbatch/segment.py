@@ -11,6 +11,7 @@ source, decompresses the batches it hands back, and wraps finished chunks.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from contextlib import contextmanager
@@ -21,7 +22,9 @@ import numpy as np
 
 from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
-from kbatch.errors import CorruptRecordError, DecompressionLimitError, LimitExceededError
+from kbatch.errors import CorruptRecordError, DecompressionLimitError, FileChangedError, \
+    LimitExceededError
+from kbatch.files import data_end, open_regular
 from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
 from kbatch.txn import TxnState, apply_isolation, check_isolation
 
@@ -90,26 +93,94 @@ class DecodeOptions:
                 raise ValueError(f"{name} must not be negative")
 
 
+class _Mapping(mmap.mmap):
+    """A file's read-only mapping. ``zeros_from``: where the file's trailing
+    hole starts (-1: none), so the decoder knows those bytes are zeros
+    without touching their pages."""
+
+    zeros_from = -1
+
+
+# madvise(MADV_POPULATE_READ) (Linux 5.14): fault in a range of a mapping
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+
+
+def _populate(mm: mmap.mmap, length: int) -> None:
+    """Fault in the first ``length`` bytes (the file's data, not its hole):
+    best effort, a failure only costs page faults later."""
+    if length <= 0 or not hasattr(mm, "madvise"):
+        return
+    try:
+        mm.madvise(_MADV_POPULATE_READ, 0, length)
+    except OSError:
+        try:
+            mm.madvise(mmap.MADV_WILLNEED, 0, length)
+        except OSError:
+            pass
+
+
+def _map_file(path: str, populate: bool) -> "_Mapping | None":
+    """The whole file mapped read-only (None when it is empty). Only regular
+    files (``NotRegularFileError`` otherwise: a FIFO is never opened for
+    reading, so it never blocks). ``populate`` faults in the pages that hold
+    data, never a preallocated or sparse tail."""
+    fd = open_regular(path)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None
+        data = data_end(fd, size)
+        # no trailing hole: MAP_POPULATE faults everything in at once (the
+        # fastest); with one, only the data is faulted in, by madvise
+        whole = populate and data >= size
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if whole else 0)
+        try:
+            mm = _Mapping(fd, size, flags=flags, prot=mmap.PROT_READ)
+        except ValueError as exc:
+            # Python's mmap checks the size again: the file shrank meanwhile
+            now = os.fstat(fd).st_size
+            raise FileChangedError(f"the file changed size while being opened ({size} "
+                                     f"bytes, then {now}: {exc})", path=path,
+                                     position=now) from None
+    finally:
+        os.close(fd)
+    mm.zeros_from = data if data < size else -1
+    if populate and not whole:
+        _populate(mm, data)
+    elif hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_SEQUENTIAL)
+    return mm
+
+
+def zeros_from(view) -> int:
+    """Where the trailing hole of the file behind ``view`` (a whole mapping
+    from ``open_source``) starts; -1 when unknown or none."""
+    owner = getattr(view, "obj", None)
+    if isinstance(owner, _Mapping) and view.nbytes == len(owner):
+        return owner.zeros_from
+    return -1
+
+
 @contextmanager
 def open_source(source, *, populate: bool = False):
     """``(buffer, path)`` for a path (memory-mapped, read-only) or a bytes-like.
 
     A path is never read into a bytes object: its pages are mapped and
-    decoded in place. ``populate`` maps every page up front (faster for a
-    whole-file read; a streaming read leaves it off).
+    decoded in place. ``populate`` faults in every page that holds data up
+    front (faster for a whole-file read; a streaming read leaves it off); a
+    preallocated or sparse tail is never touched. A path that is not a
+    regular file raises ``NotRegularFileError`` (a ``KbatchError``); a file
+    that shrinks while it is opened or read raises ``CorruptRecordError``.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                yield memoryview(b""), path
-                return
-            flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
-            mm = mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
+        mm = _map_file(path, populate)
+        if mm is None:
+            yield memoryview(b""), path
+            return
         try:
-            if not populate and hasattr(mm, "madvise"):
-                mm.madvise(mmap.MADV_SEQUENTIAL)
             view = memoryview(mm)
             try:
                 yield view, path
@@ -142,7 +213,8 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
         max_batch_bytes=opts.max_batch_bytes,
         max_records_per_batch=opts.max_records_per_batch,
         max_headers_per_record=opts.max_headers_per_record,
-        max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4)
+        max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
+        zeros_from=zeros_from(view), max_read_bytes=opts.max_read_bytes)
 
 
 def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
@@ -195,6 +267,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                     f"decoded data exceeds max_read_bytes={opts.max_read_bytes} "
                     "(read in chunks with iter_segment / log.iter)",
                     path=path, position=dec.position, base_offset=None)
+            # the decoder refuses a batch whose rows would pass what is left
+            dec.set_read_budget(opts.max_read_bytes - held if chunk_records >= _WHOLE
+                                else opts.max_read_bytes)
             yield chunk
             del chunk  # the consumer's copy is the only one while the next decodes
             if status != _batch.STATUS_CHUNK_FULL:
@@ -288,7 +363,8 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     """Decode a segment chunk by chunk: ``Records`` of whole batches each.
 
     A chunk ends after the batch that brings it to ``chunk_records`` records
-    or ``chunk_bytes`` bytes of keys, values and headers. Keeps in memory one
+    or ``chunk_bytes`` bytes (keys, values and headers, plus 34 bytes a
+    record for its offset, timestamp, offsets and validity). Keeps in memory one
     chunk and one decompressed batch, whatever the file size; the file stays
     mapped until the iterator is exhausted or closed. Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly

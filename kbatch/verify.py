@@ -17,7 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from kbatch.errors import KbatchError
+from kbatch.files import NotRegularFileError
 from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, parse_partition_dir, segment_base
+from kbatch.paths import partition_dirs
 from kbatch.records import BatchTable
 from kbatch.segment import DecodeOptions, decode_chunks, open_source
 
@@ -127,9 +130,24 @@ def _offset_problems(batches: BatchTable, base_offset: int) -> list[str]:
     return out
 
 
+def _side_file(seg: Segment, attribute: str, path: Path, out: list[str]):
+    """``seg.<attribute>`` (an index read), or None with the reason in ``out``
+    when the file cannot be read as one (a directory, FIFO or device)."""
+    try:
+        return getattr(seg, attribute)
+    except KbatchError as exc:
+        out.append(f"{path.name}: is {exc.kind}, not a regular file"
+                   if isinstance(exc, NotRegularFileError) else f"{path.name}: {exc}")
+    except OSError as exc:
+        out.append(f"{path.name}: cannot read ({exc.strerror or exc})")
+    return None
+
+
 def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list[str]:
-    idx = seg.offset_index
     out = []
+    idx = _side_file(seg, "offset_index", seg.index_path, out)
+    if idx is None:
+        return out
     if len(idx) == 0:
         return out
     if np.any(np.diff(idx.offsets) <= 0) or np.any(np.diff(idx.positions) <= 0):
@@ -156,8 +174,10 @@ def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list
 
 
 def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
-    ti = seg.time_index
     out = []
+    ti = _side_file(seg, "time_index", seg.timeindex_path, out)
+    if ti is None:
+        return out
     if len(ti) == 0:
         return out
     name = seg.timeindex_path.name
@@ -200,11 +220,11 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
     if parse_partition_dir(path.name) or any(SEGMENT_NAME.match(p.name) for p in path.iterdir()):
         return _verify_partition(PartitionLog(path), options, on_segment)
     reports, problems = [], []
-    for child in sorted(path.iterdir()):
-        if child.is_dir() and parse_partition_dir(child.name):
-            part = _verify_partition(PartitionLog(child), options, on_segment)
-            reports += part.segments
-            problems += part.partition_problems
+    # partition_dirs refuses two directories naming one partition (t-1, t-01)
+    for _, _, child in partition_dirs(path):
+        part = _verify_partition(PartitionLog(child), options, on_segment)
+        reports += part.segments
+        problems += part.partition_problems
     return VerifyReport(reports, problems)
 
 

@@ -48,11 +48,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch import _batch
-from kbatch.errors import LimitExceededError
+from kbatch.errors import CorruptRecordError, LimitExceededError
 from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
                           parse_partition_dir, partition_dirs, segment_base)
-from kbatch.records import BatchTable, ControlRecords, Records
+from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     decode_chunks, open_source, transaction_state
 from kbatch.txn import TxnState, check_isolation
@@ -407,24 +407,67 @@ class PartitionLog:
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None):
         plans = self.plan(lo, hi) if lo < hi else []
+        active = self.segments[-1] if self.segments else None
         for k, plan in enumerate(plans):
             last_plan = k == len(plans) - 1
+            # only the active (last) segment may end in a torn tail
+            inner = plan.segment is not active and plan.stop is None
             drop = None if drops is None else drops.get(plan.segment.path)
+            stopped, seen = False, None
             with open_source(plan.segment.path) as (view, path):
                 for chunk in decode_chunks(view, path, opts, start=plan.start,
                                            stop=plan.stop, chunk_records=chunk_records,
                                            chunk_bytes=chunk_bytes, drop_positions=drop):
+                    if len(chunk.batches):
+                        seen = int(chunk.batches.last_offset.max())
+                    if chunk.end is not None:
+                        chunk, stopped = self._segment_end(chunk, plan.segment, inner, opts,
+                                                           path, seen)
                     chunk = chunk.select_offsets(lo, hi)
                     if state is not None:
                         chunk = state.filter(chunk)
-                    # every chunk with content; the last segment's final chunk
-                    # (which carries ``end``) even when empty
-                    if _has_content(chunk) or (last_plan and chunk.end is not None):
+                    # every chunk with content or skipped ranges; the final
+                    # chunk (which carries ``end``) even when empty
+                    if (_has_content(chunk) or chunk.skipped
+                            or ((last_plan or stopped) and chunk.end is not None)):
                         yield chunk
                     del chunk
+            if stopped:
+                return   # on_corrupt="stop": nothing after the first damage
         if not plans:
             empty = Records.empty()
             yield empty if state is None else state.filter(empty)
+
+    def _segment_end(self, chunk: Records, seg: Segment, inner: bool, opts: DecodeOptions,
+                     path, seen: int | None) -> tuple[Records, bool]:
+        """The final chunk of a segment, checked: ``(chunk, stopped)``.
+
+        A segment that is not the last of the partition must end at a batch
+        boundary (Kafka trims a segment when it rolls): a truncated batch or
+        zero padding there is damage, raised, stopped at or skipped like a
+        corrupt batch. ``stopped``: the read must end here."""
+        end = chunk.end
+        if end.reason == "corrupt":
+            return chunk, True
+        if not inner or end.reason is None:
+            return chunk, False
+        what = ("its last batch runs past the end of the file" if end.reason == "truncated"
+                else "zero bytes follow its last batch")
+        error = CorruptRecordError(
+            f"{what} ({end.trailing_bytes} bytes not read), but it is not the last segment "
+            "of the partition (only the active segment can have a torn tail)",
+            path=path, position=end.valid_bytes, batch_position=end.valid_bytes,
+            base_offset=None)
+        if opts.on_corrupt == "raise":
+            raise error
+        if opts.on_corrupt == "stop":
+            return chunk.replace(end=SegmentEnd(end.valid_bytes, end.trailing_bytes,
+                                                "corrupt", error)), True
+        following = [s.base_offset for s in self.segments if s.base_offset > seg.base_offset]
+        gap = SkippedRange(path, end.valid_bytes, end.valid_bytes + end.trailing_bytes,
+                           end.reason, seen, min(following) if following else None, str(error))
+        return chunk.replace(end=SegmentEnd(end.valid_bytes + end.trailing_bytes, 0, None, None),
+                             skipped=chunk.skipped + (gap,)), False
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp: int | None = None, end_timestamp: int | None = None,
@@ -519,8 +562,17 @@ class LogDir:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 results = list(pool.map(decode, jobs))
         out: dict[tuple[str, int], list[Records]] = {}
-        for (p, _), rec in zip(jobs, results):
-            out.setdefault((p.topic, p.partition), []).append(rec)
+        stopped: set = set()
+        for (p, seg), rec in zip(jobs, results):
+            key = (p.topic, p.partition)
+            if key in stopped:
+                continue   # on_corrupt="stop": nothing after the first damage
+            seen = int(rec.batches.last_offset.max()) if len(rec.batches) else None
+            rec, stop_here = p._segment_end(rec, seg, seg is not p.segments[-1], opts,
+                                            str(seg.path), seen)
+            if stop_here:
+                stopped.add(key)
+            out.setdefault(key, []).append(rec)
         result = {key: Records.concat(recs) for key, recs in out.items()} | {
             (p.topic, p.partition): Records.empty() for p in parts if not p.segments}
         if check_isolation(isolation) == "read_committed":

@@ -90,3 +90,19 @@ def next_valid_batch(view, start: int, stop: int | None = None, *, after_offset:
                     return pos + c, row
         pos += count
     return None
+
+
+def chains_to_end(view, position: int, stop: int) -> bool:
+    """True when CRC-valid batches follow one another from ``position``
+    exactly to ``stop`` (a header walk, records not decoded). A batch found
+    inside a torn tail (stored in a record value) rarely ends exactly at the
+    tear; real batches after a damaged length field do."""
+    dec = _batch.BatchDecoder(view, start=position, stop=stop, validate_crc=True,
+                              headers_only=True, stop_on_corrupt=True)
+    try:
+        dec.run()
+        return dec.end_reason is None and dec.valid_end == stop
+    except ValueError:
+        return False
+    finally:
+        dec.release()

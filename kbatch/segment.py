@@ -14,16 +14,17 @@ from __future__ import annotations
 import mmap
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Iterator
 
 import numpy as np
 
 from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
-from kbatch.errors import CorruptRecordError, DecompressionLimitError, LimitExceededError
+from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
+                           LimitExceededError)
 from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.resync import next_valid_batch
+from kbatch.resync import chains_to_end, next_valid_batch
 from kbatch.txn import TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
@@ -94,6 +95,26 @@ class DecodeOptions:
                      "max_read_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+
+
+OPTION_NAMES = tuple(f.name for f in fields(DecodeOptions))
+
+
+def check_options(where: str, options: dict, extra: tuple = ()) -> None:
+    """``ArgumentError`` naming every key of ``options`` that is neither a
+    ``DecodeOptions`` field nor in ``extra``, and listing the valid ones."""
+    valid = OPTION_NAMES + tuple(extra)
+    unknown = sorted(k for k in options if k not in valid)
+    if unknown:
+        raise ArgumentError(
+            f"{where}: unknown option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))}; valid options: {', '.join(sorted(valid))}")
+
+
+def decode_options(where: str, options: dict) -> DecodeOptions:
+    """``DecodeOptions(**options)``, unknown names refused by ``check_options``."""
+    check_options(where, options)
+    return DecodeOptions(**options)
 
 
 @contextmanager
@@ -178,9 +199,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     decoded and checked as usual, then their records left out.
 
     A batch whose length runs past the end is a torn tail (``end.reason ==
-    "truncated"``) only when no valid batch follows it; otherwise its
-    length field is damaged and it is treated as corrupt (raise, stop or
-    skip). With ``on_corrupt="skip"`` the decode resumes at the next valid
+    "truncated"``) unless valid batches follow it one after another up to
+    the end exactly: then its length field is damaged and it is treated as
+    corrupt (raise, stop or skip). With ``on_corrupt="skip"`` the decode resumes at the next valid
     batch (``kbatch.resync``) and the chunk after the gap lists it in
     ``skipped``.
     """
@@ -245,8 +266,8 @@ def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
                              max_batch_bytes=opts.max_batch_bytes)
     error = end.error
     if end.reason == "truncated":
-        if found is None:
-            return end, None, None    # a torn tail: nothing valid follows
+        if found is None or not chains_to_end(view, found[0], dec.stop):
+            return end, None, None    # a torn tail: no run of valid batches follows
         error = CorruptRecordError(
             f"batch length runs past the end of the data, but a valid batch starts at "
             f"byte {found[0]}: a damaged length field", path=path,
@@ -303,6 +324,7 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
     Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
     """
     check_isolation(isolation)
+    check_options("read_segment", limits, ("isolation", "start", "stop"))
     opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
                          include_control=include_control, on_corrupt=on_corrupt,
                          max_decompressed_bytes=max_decompressed_bytes, **limits)
@@ -366,6 +388,8 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     equal ``read_segment`` even where the data is corrupt.
     """
     check_isolation(isolation)
+    check_options("iter_segment", limits,
+                  ("isolation", "start", "stop", "chunk_records", "chunk_bytes"))
     opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
                          include_control=include_control, on_corrupt=on_corrupt,
                          max_decompressed_bytes=max_decompressed_bytes, **limits)

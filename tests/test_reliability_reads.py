@@ -175,10 +175,14 @@ def test_timestamp_seek_and_read_committed_use_the_reads_options(tmp_path):
     pos, base = _layout(segs[0])[1]
     _flip(segs[0], pos + 20)     # inside the CRC-covered header: CRC mismatch
     log = kbatch.open_log(part)
-    want = [V(i) for i in range(N) if i >= 5]
-    got = log.read(start_timestamp=T0 + 5000, validate_crc=False)
+    # the seek decodes the damaged batch itself (it holds the first record >= t)
+    t = T0 + (base + 5) * 1000
+    want = [V(i) for i in range(N) if i >= base + 5]
+    got = log.read(start_timestamp=t, validate_crc=False)
     assert _values(got) == want
-    got = log.read(start_timestamp=T0 + 5000, validate_crc=False, isolation="read_committed")
+    got = log.read(start_timestamp=t, validate_crc=False, isolation="read_committed")
     assert _values(got) == want
+    assert _values(log.read(end_timestamp=t, validate_crc=False)) == [
+        V(i) for i in range(base + 5)]
     skipped = log.read(start_timestamp=T0 + 1000, on_corrupt="skip")
     assert _values(skipped) == [V(i) for i in range(1, N) if not base <= i < base + PER_BATCH]

@@ -120,6 +120,39 @@ def _header_walk(view, path, start: int = 0) -> np.ndarray:
         dec.release()
 
 
+def check_segment_end(chunk: Records, path, inner: bool, next_base: int | None,
+                      opts: DecodeOptions, seen: int | None) -> tuple[Records, bool]:
+    """The final chunk of a segment, checked: ``(chunk, stopped)``.
+
+    A segment that is not the last of its partition (``inner``; the next
+    one starts at ``next_base``) must end at a batch boundary (Kafka trims a
+    segment when it rolls): a truncated batch or zero padding there is
+    damage, raised, stopped at or skipped like a corrupt batch (``seen``:
+    the last offset read from the segment). ``stopped``: the read must end
+    here (``on_corrupt="stop"`` met damage)."""
+    end = chunk.end
+    if end.reason == "corrupt":
+        return chunk, True
+    if not inner or end.reason is None:
+        return chunk, False
+    what = ("its last batch runs past the end of the file" if end.reason == "truncated"
+            else "zero bytes follow its last batch")
+    error = CorruptRecordError(
+        f"{what} ({end.trailing_bytes} bytes not read), but it is not the last segment "
+        "of the partition (only the active segment can have a torn tail)",
+        path=path, position=end.valid_bytes, batch_position=end.valid_bytes,
+        base_offset=None)
+    if opts.on_corrupt == "raise":
+        raise error
+    if opts.on_corrupt == "stop":
+        return chunk.replace(end=SegmentEnd(end.valid_bytes, end.trailing_bytes,
+                                            "corrupt", error)), True
+    gap = SkippedRange(path, end.valid_bytes, end.valid_bytes + end.trailing_bytes,
+                       end.reason, seen, next_base, str(error))
+    return chunk.replace(end=SegmentEnd(end.valid_bytes + end.trailing_bytes, 0, None, None),
+                         skipped=chunk.skipped + (gap,)), False
+
+
 class Segment:
     """One ``.log`` file of a partition and the index files beside it."""
 
@@ -503,34 +536,9 @@ class PartitionLog:
 
     def _segment_end(self, chunk: Records, seg: Segment, inner: bool, opts: DecodeOptions,
                      path, seen: int | None) -> tuple[Records, bool]:
-        """The final chunk of a segment, checked: ``(chunk, stopped)``.
-
-        A segment that is not the last of the partition must end at a batch
-        boundary (Kafka trims a segment when it rolls): a truncated batch or
-        zero padding there is damage, raised, stopped at or skipped like a
-        corrupt batch. ``stopped``: the read must end here."""
-        end = chunk.end
-        if end.reason == "corrupt":
-            return chunk, True
-        if not inner or end.reason is None:
-            return chunk, False
-        what = ("its last batch runs past the end of the file" if end.reason == "truncated"
-                else "zero bytes follow its last batch")
-        error = CorruptRecordError(
-            f"{what} ({end.trailing_bytes} bytes not read), but it is not the last segment "
-            "of the partition (only the active segment can have a torn tail)",
-            path=path, position=end.valid_bytes, batch_position=end.valid_bytes,
-            base_offset=None)
-        if opts.on_corrupt == "raise":
-            raise error
-        if opts.on_corrupt == "stop":
-            return chunk.replace(end=SegmentEnd(end.valid_bytes, end.trailing_bytes,
-                                                "corrupt", error)), True
         following = [s.base_offset for s in self.segments if s.base_offset > seg.base_offset]
-        gap = SkippedRange(path, end.valid_bytes, end.valid_bytes + end.trailing_bytes,
-                           end.reason, seen, min(following) if following else None, str(error))
-        return chunk.replace(end=SegmentEnd(end.valid_bytes + end.trailing_bytes, 0, None, None),
-                             skipped=chunk.skipped + (gap,)), False
+        return check_segment_end(chunk, path, inner, min(following) if following else None,
+                                 opts, seen)
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",

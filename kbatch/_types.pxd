@@ -51,6 +51,7 @@ cdef enum ErrorCode:
     E_LEGACY_EMPTY
     E_LEGACY_OFFSETS
     E_LEGACY_NULL_WRAPPER
+    E_RECORD_OFFSET
 
 
 cdef struct ErrorInfo:

@@ -496,8 +496,9 @@ def _around(middle: bytes):
 
 
 def _hostile(records_area: bytes, count: int, codec: int = 0, **kw):
+    kw.setdefault("last_offset_delta", max(count - 1, 0))
     batch = raw_batch(records_area, records_count=count, base_offset=10,
-                      base_timestamp=2000, last_offset_delta=max(count - 1, 0), **kw)
+                      base_timestamp=2000, **kw)
     return recompress(batch, codec) if codec else batch
 
 
@@ -623,7 +624,7 @@ def test_long_but_legal_varints_decode():
             + long_varint(-1, 5) + long_varint(1, 5) + long_varint(1, 5) + b"k"
             + long_varint(0, 5))
     area = long_varint(len(body), 5) + body
-    batch = _hostile(area, 1)
+    batch = _hostile(area, 1, last_offset_delta=3)   # the record's offset delta
     records = kbatch.read_segment(batch)
     kr = read_with_kafka_python(batch, check_crc=True)
     assert records.offset.tolist() == kr.column("offset") == [13]

@@ -186,3 +186,52 @@ def test_timestamp_seek_and_read_committed_use_the_reads_options(tmp_path):
         V(i) for i in range(base + 5)]
     skipped = log.read(start_timestamp=T0 + 1000, on_corrupt="skip")
     assert _values(skipped) == [V(i) for i in range(1, N) if not base <= i < base + PER_BATCH]
+
+
+# --- batch headers that disagree with their records ------------------------------------
+#
+# Decision: such a batch is corrupt. Every seek (header walk, index check,
+# range plans) trusts a batch's header for its offsets; records outside
+# 0..lastOffsetDelta (or magic 0 inner offsets above their wrapper's offset)
+# would be returned by a full read and missed by a range read. Kafka's own
+# validation never writes such a batch, so it is damage: raise, stop or skip.
+
+def _disagreeing_partition(tmp_path):
+    from .kafka_ref import build_batch
+    part = tmp_path / "h-0"
+    part.mkdir()
+    batches = [build_batch([(T0 + i, None, V(i), [])], base_offset=i) for i in range(3)]
+    # offsets 3..5 in one batch whose header says it ends at 3 (lastOffsetDelta 0)
+    batches.append(build_batch([(T0 + 3 + i, None, V(3 + i), []) for i in range(3)],
+                               base_offset=3, last_offset_delta=0))
+    batches += [build_batch([(T0 + i, None, V(i), [])], base_offset=i) for i in range(6, 9)]
+    (part / "00000000000000000000.log").write_bytes(b"".join(batches))
+    return part
+
+
+def test_last_offset_delta_below_the_records_is_corrupt_on_every_path(tmp_path):
+    part = _disagreeing_partition(tmp_path)
+    log = kbatch.open_log(part)
+    for call in (lambda: log.read(), lambda: log.read(3, 5), lambda: log.read(2, 4),
+                 lambda: kbatch.read_segment(part / "00000000000000000000.log")):
+        with pytest.raises(CorruptRecordError, match="lastOffsetDelta"):
+            call()
+    full = log.read(on_corrupt="skip")
+    assert full.offset.tolist() == [0, 1, 2, 6, 7, 8]
+    for lo, hi in [(0, 9), (4, 9), (3, 5), (2, 7), (6, 7)]:
+        assert log.read(lo, hi, on_corrupt="skip").offset.tolist() == \
+            full.select_offsets(lo, hi).offset.tolist(), (lo, hi)
+    stopped = log.read(on_corrupt="stop")
+    assert stopped.offset.tolist() == [0, 1, 2] and stopped.end.reason == "corrupt"
+    assert not kbatch.verify(part).ok
+
+
+def test_magic0_wrapper_below_its_inner_offsets_is_corrupt():
+    from .kafka_ref import legacy_message
+    inner = b"".join(legacy_message(offset=o, magic=0, value=b"x%d" % o) for o in (5, 6, 7))
+    import gzip
+    wrapper = legacy_message(offset=6, magic=0, attributes=1, value=gzip.compress(inner))
+    with pytest.raises(CorruptRecordError, match="below its last inner offset"):
+        kbatch.read_segment(wrapper)
+    ok = legacy_message(offset=7, magic=0, attributes=1, value=gzip.compress(inner))
+    assert kbatch.read_segment(ok).offset.tolist() == [5, 6, 7]

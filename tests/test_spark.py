@@ -364,3 +364,36 @@ def test_on_corrupt_stop_and_skip_equal_open_log_however_split(spark, tmp_path):
                     .option("maxPartitionBytes", max_bytes).option("minPartitions", "1")
                     .load(str(part)).orderBy("offset").collect())
             assert spark_digest(rows) == digest(want), (mode, max_bytes)
+
+
+def test_split_slices_read_without_spark_equal_open_log(spark, tmp_path):
+    """Every slice of a small-maxPartitionBytes plan read with read_slice (the
+    executor's function, called here directly) adds up to open_log's read
+    with the same onCorrupt: CRC damage, a torn non-last segment, and a batch
+    whose records disagree with its header (CRC-valid, corrupt inside). The
+    session only parses the schema; no Spark job runs."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    from kbatch.spark import SCHEMA, Options, plan, read_slice
+    from .kafka_ref import build_batch
+
+    schema = to_arrow_schema(_parse_datatype_string(SCHEMA), timezone="UTC")
+    damaged = _damaged_partition(tmp_path)
+    inside = tmp_path / "i-0"
+    inside.mkdir()
+    batches = [build_batch([(1000 + i, None, b"%d" % i, [])], base_offset=i) for i in range(40)]
+    batches[12] = build_batch([(1012, None, b"a", []), (1013, None, b"b", [])], base_offset=12,
+                              last_offset_delta=0)
+    (inside / "00000000000000000000.log").write_bytes(b"".join(batches))
+    for part in (damaged, inside):
+        for mode in ("stop", "skip"):
+            want = kbatch.open_log(part).read(on_corrupt=mode)
+            for max_bytes in ("300", str(1 << 30)):
+                opts = Options.parse({"path": str(part), "onCorrupt": mode,
+                                      "maxPartitionBytes": max_bytes})
+                got = [b for piece in plan(opts) for b in read_slice(piece, opts, schema)]
+                offsets = [o for b in got for o in b.column("offset").to_pylist()]
+                values = [v for b in got for v in b.column("value").to_pylist()]
+                assert offsets == want.offset.tolist(), (part.name, mode, max_bytes)
+                assert values == want.value.to_pylist()

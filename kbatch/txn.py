@@ -26,7 +26,6 @@ batch table, whatever the number of records.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 

@@ -160,6 +160,8 @@ _MESSAGES = {
     E_LEGACY_EMPTY: "compressed legacy message holds no messages",
     E_LEGACY_OFFSETS: "wrapper offset {a} is below its last inner offset {b}",
     E_LEGACY_NULL_WRAPPER: "compressed legacy message has a null value",
+    E_RECORD_OFFSET: "record offset delta {a} is outside the batch header's 0..{b} "
+                     "(lastOffsetDelta)",
 }
 
 

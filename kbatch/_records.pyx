@@ -139,6 +139,9 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     cdef uint8_t attr
     cdef int8_t tt = row.timestamp_type
     cdef int64_t base_offset = row.base_offset
+    # the header's lastOffsetDelta: every record's delta lies in 0..last_delta
+    # (else the header and the records disagree: corrupt, see SPEC decisions)
+    cdef int64_t last_delta = row.last_offset - row.base_offset
     cdef int64_t base_ts = row.base_timestamp
     cdef bint log_append = tt == 1
     # position of errors: file bytes for plain batches, the batch otherwise
@@ -206,6 +209,8 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
         if unlikely(st != CUR_OK):
             return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
                               rec_start, -1, 0, 0)
+        if unlikely(off_delta < 0 or off_delta > last_delta):
+            return set_error(err, E_RECORD_OFFSET, rec_start, -1, off_delta, last_delta)
         row_i = n + i
         if klen >= 0:
             if unlikely(klen > rec.end - rec.pos):

@@ -52,6 +52,7 @@ cdef enum ErrorCode:
     E_LEGACY_OFFSETS
     E_LEGACY_NULL_WRAPPER
     E_LIMIT_READ_BYTES
+    E_RECORD_OFFSET
 
 
 cdef struct ErrorInfo:

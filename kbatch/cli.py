@@ -80,7 +80,8 @@ def cmd_stats(args) -> int:
     with Progress(len(files), "stats") as bar:
         for topic, partition, path in files:
             try:
-                rows.append((topic, partition, segment_stats(path, validate_crc=not args.no_crc)))
+                rows.append((topic, partition, segment_stats(path, validate_crc=not args.no_crc,
+                                                            on_corrupt=args.on_corrupt)))
             except KbatchError as exc:
                 print(f"\nkbatch stats: {exc}", file=sys.stderr)
                 status = EXIT_PROBLEMS
@@ -230,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.add_argument("--on-corrupt", choices=["raise", "stop", "skip"], default="raise",
+                   help="damaged data: report the segment as failed (raise), count up to it "
+                        "(stop), or count past it, listing the skipped bytes (skip)")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes without changing files",

@@ -76,3 +76,8 @@ class DecompressionLimitError(LimitExceededError):
 def _rebuild_as(cls, reason, path, position, base_offset, batch_position):
     return cls(reason, path=path, position=position, base_offset=base_offset,
                batch_position=batch_position)
+
+
+class ArgumentError(KbatchError, ValueError):
+    """A call kbatch cannot make sense of: an unknown option, a timestamp it
+    cannot read, a topic the directory does not hold. ``ValueError`` too."""

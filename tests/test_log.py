@@ -346,9 +346,11 @@ def test_log_dir_read_threads(refs):
     for key in one:
         _same(one[key], two[key])
         refs[f"{key[0]}-{key[1]}"].check(one[key])
-    assert logdir.read(topics=["nothing"], threads=2) == {}
+    with pytest.raises(kbatch.KbatchError, match="no topic 'nothing'.*topics: invoice"):
+        logdir.read(topics=["nothing"], threads=2)
     only = logdir.read(topics=["invoice"], threads=2)
     assert sorted(only) == sorted(one)
+    assert sorted(logdir.read("invoice", threads=2)) == sorted(one)
 
 
 def test_delete_directory_is_skipped():

@@ -316,3 +316,84 @@ def test_arrow_type_of_headers_is_list_of_struct():
     assert schema.field("headers").type == pa.list_(pa.field("element", pa.struct(
         [pa.field("key", pa.string()), pa.field("value", pa.binary())])))
     assert schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
+
+
+def _damaged_partition(tmp_path):
+    """Five segments of 70 records (batches of 10): a CRC mismatch in the
+    second segment's fourth batch and a torn tail on the third segment."""
+    part = tmp_path / "d-0"
+    kbatch.write_log(part, {"value": [b"v%05d" % i + b"x" * 40 for i in range(330)],
+                            "timestamp": 1_700_000_000_000 + np.arange(330)},
+                     segment_bytes=4000, batch_records=10)
+    segs = sorted(part.glob("*.log"))
+    data = bytearray(segs[1].read_bytes())
+    pos = 0
+    for _ in range(3):
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    data[pos + 70] ^= 0xFF
+    segs[1].write_bytes(bytes(data))
+    segs[2].write_bytes(segs[2].read_bytes()[:-30])
+    return part
+
+
+def test_on_corrupt_plans_do_not_depend_on_the_split(tmp_path, caplog):
+    """Driver side only (no Spark job): a stop plan ends at the first damage
+    however small the slices, and the driver logs what it found."""
+    from kbatch.spark import Options, plan
+    part = _damaged_partition(tmp_path)
+    segs = sorted(part.glob("*.log"))
+    for mode in ("stop", "skip"):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="kbatch.spark"):
+            small = plan(Options.parse({"path": str(part), "onCorrupt": mode,
+                                        "maxPartitionBytes": "500"}))
+        assert len(small) >= 10
+        if mode == "stop":
+            assert {s.path for s in small} == {str(segs[0]), str(segs[1])}
+            assert "onCorrupt=stop" in caplog.text and "3 later segment(s)" in caplog.text
+        else:
+            assert "onCorrupt=skip" in caplog.text and "2 damaged range(s)" in caplog.text
+
+
+def test_on_corrupt_stop_and_skip_equal_open_log_however_split(spark, tmp_path):
+    part = _damaged_partition(tmp_path)
+    for mode in ("stop", "skip"):
+        want = kbatch.open_log(part).read(on_corrupt=mode)
+        for max_bytes in ("500", str(128 << 20)):
+            rows = (spark.read.format("kbatch").option("onCorrupt", mode)
+                    .option("maxPartitionBytes", max_bytes).option("minPartitions", "1")
+                    .load(str(part)).orderBy("offset").collect())
+            assert spark_digest(rows) == digest(want), (mode, max_bytes)
+
+
+def test_split_slices_read_without_spark_equal_open_log(spark, tmp_path):
+    """Every slice of a small-maxPartitionBytes plan read with read_slice (the
+    executor's function, called here directly) adds up to open_log's read
+    with the same onCorrupt: CRC damage, a torn non-last segment, and a batch
+    whose records disagree with its header (CRC-valid, corrupt inside). The
+    session only parses the schema; no Spark job runs."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    from kbatch.spark import SCHEMA, Options, plan, read_slice
+    from .kafka_ref import build_batch
+
+    schema = to_arrow_schema(_parse_datatype_string(SCHEMA), timezone="UTC")
+    damaged = _damaged_partition(tmp_path)
+    inside = tmp_path / "i-0"
+    inside.mkdir()
+    batches = [build_batch([(1000 + i, None, b"%d" % i, [])], base_offset=i) for i in range(40)]
+    batches[12] = build_batch([(1012, None, b"a", []), (1013, None, b"b", [])], base_offset=12,
+                              last_offset_delta=0)
+    (inside / "00000000000000000000.log").write_bytes(b"".join(batches))
+    for part in (damaged, inside):
+        for mode in ("stop", "skip"):
+            want = kbatch.open_log(part).read(on_corrupt=mode)
+            for max_bytes in ("300", str(1 << 30)):
+                opts = Options.parse({"path": str(part), "onCorrupt": mode,
+                                      "maxPartitionBytes": max_bytes})
+                got = [b for piece in plan(opts) for b in read_slice(piece, opts, schema)]
+                offsets = [o for b in got for o in b.column("offset").to_pylist()]
+                values = [v for b in got for v in b.column("value").to_pylist()]
+                assert offsets == want.offset.tolist(), (part.name, mode, max_bytes)
+                assert values == want.value.to_pylist()

@@ -767,6 +767,13 @@ class LogWriter:
         self._finish_segment(active=False)
         self._start_segment(base)
 
+    def restart(self) -> None:
+        """What a broker's clean restart leaves in the active segment: the
+        final time index entry of LogSegment.close, and an offset index
+        counter that starts again from 0 (a new LogSegment object)."""
+        self._segment._add_time_entry()
+        self._segment._since_index = 0
+
     def _maybe_roll(self, size: int, last_offset: int) -> None:
         seg = self._segment
         if seg.position > 0 and (seg.position > self.segment_bytes - size

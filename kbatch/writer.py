@@ -774,11 +774,13 @@ class LogWriter:
         self._segment._add_time_entry()
         self._segment._since_index = 0
 
-    def _maybe_roll(self, size: int, last_offset: int) -> None:
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> None:
+        """LogSegment.shouldRoll before an append; the new segment starts at
+        the append's first offset (or the next offset, if larger)."""
         seg = self._segment
         if seg.position > 0 and (seg.position > self.segment_bytes - size
                                  or not seg.fits(last_offset) or seg.index_full()):
-            self.roll()
+            self.roll(max(first_offset, self.next_offset))
 
     def _track(self, base: int, attributes: int, producer_id: int, control_type) -> None:
         """Open transactions, and the .txnindex entry of an ABORT marker."""
@@ -802,8 +804,8 @@ class LogWriter:
         first = None
         pid = options.get("producer_id", -1)
         for batch, last, max_ts, shallow in self._segment.encode(records, **options):
-            self._maybe_roll(len(batch), last)
             base = int.from_bytes(batch[:8], "big", signed=True)
+            self._maybe_roll(len(batch), base, last)
             self._segment._write(batch, base, last, max_ts, shallow)
             self._track(base, batch[22] & 0xFF, pid, None)
             first = base if first is None else first
@@ -820,7 +822,7 @@ class LogWriter:
         ``time_index_offset="batch"``. Returns their summary (``BatchInfo``)."""
         info = scan_batches(data, time_index_offset or self._segment.time_index_offset)
         data = bytes(data)
-        self._maybe_roll(len(data), info.last_offset)
+        self._maybe_roll(len(data), info.first_offset, info.last_offset)
         self._segment._write(data, info.first_offset, info.last_offset, info.max_timestamp,
                              info.offset_of_max_timestamp)
         for base, _last, attributes, producer_id, control_type in info.batches:
@@ -837,7 +839,7 @@ class LogWriter:
                               producer_epoch=_int("producer_epoch", producer_epoch, 0, INT16_MAX),
                               coordinator_epoch=coordinator_epoch, timestamp=ts,
                               partition_leader_epoch=self._segment.partition_leader_epoch)
-        self._maybe_roll(len(batch), offset)
+        self._maybe_roll(len(batch), offset, offset)
         self._segment._write(batch, offset, offset, ts, offset)
         self._track(offset, ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id,
                     COMMIT if commit else ABORT)

@@ -5,13 +5,25 @@
                                           segments, .index, .timeindex, .txnindex
     SegmentWriter / LogWriter             the same, batch by batch, with
                                           transaction markers (commit/abort)
+    LogWriter.append_batch(raw)           already-encoded batches, appended
+                                          unchanged as a broker appends them
+                                          (``roll``, ``restart``: the broker's)
 
 Batches are what a broker stores (SPEC.md section 2): CRC-32C, every codec,
 CreateTime or LogAppendTime, producer id/epoch/sequence, transactional and
-control batches. Index entries follow LogSegment.append: after an append,
-once more than ``index_interval_bytes`` were written since the last entry, an
-offset index entry (last offset, position of the batch) and a time index entry
-(largest timestamp so far, last offset of the batch holding it).
+control batches. Index entries follow LogSegment.append: an append (one batch
+the writer encodes, or the bytes given to ``append_batch``) made when more
+than ``index_interval_bytes`` were written since the last entry gets an offset
+index entry (the append's largest offset, the position of its first byte) and
+a time index entry (largest timestamp so far and the offset
+``time_index_offset`` names for it), if larger than the last. A segment that
+rolls, or closes as in a clean shutdown, gets the final time index entry.
+Re-appending the raw batches of real broker partitions reproduces the
+broker's .index/.timeindex byte for byte (tests/test_writer_indexes.py).
+
+Every argument is checked in Python before anything is written (TypeError
+for a wrong type, ValueError for a wrong value); the compiled encoder checks
+its bounds again.
 
 ``records`` may be a ``kbatch.Records``, a mapping of columns (``key``,
 ``value``, optional ``timestamp``, ``headers``, ``offset``), or an iterable of
@@ -20,6 +32,7 @@ offset index entry (last offset, position of the batch) and a time index entry
 
 from __future__ import annotations
 
+import base64
 import io
 import operator
 import os
@@ -729,10 +742,12 @@ class LogWriter:
         self._segment: SegmentWriter | None = None
         self._sequences: dict[int, int] = {}
         self._start_segment(base_offset)
+        topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         (self.directory / "partition.metadata").write_text(
-            f"version: 0\ntopic_id: {uuid.uuid4().hex[:22]}\n")
+            f"version: 0\ntopic_id: {topic_id}\n")
+        epochs = [f"{partition_leader_epoch} {base_offset}"] if partition_leader_epoch >= 0 else []
         (self.directory / "leader-epoch-checkpoint").write_text(
-            f"0\n1\n{partition_leader_epoch} {base_offset}\n")
+            "\n".join(["0", str(len(epochs)), *epochs]) + "\n")
 
     @property
     def next_offset(self) -> int:

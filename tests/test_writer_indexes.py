@@ -292,3 +292,52 @@ def test_append_batch_unchanged_bytes_and_follower_index_entry(tmp_path):
     assert (tmp_path / "t-0" / "00000000000000000000.log").read_bytes() == src.getvalue()
     assert offset_entries(tmp_path / "t-0" / "00000000000000000000.index") == [
         (99, batches[3][0])]
+
+
+def test_index_entry_only_when_bytes_since_the_last_exceed_the_interval(tmp_path):
+    """LogSegment.append: ``bytesSinceLastIndexEntry > indexIntervalBytes``
+    (strictly). Batches of S bytes with an interval of S: the second append
+    has exactly S bytes behind it (no entry), the third 2S (entry); the
+    counter restarts from the indexed batch's own size."""
+    from kbatch.writer import SegmentWriter
+    import io
+    src = io.BytesIO()
+    with SegmentWriter(src, batch_records=1) as w:
+        w.append([(None, b"x" * 50, 1000 + i) for i in range(7)])
+    batches = raw_batches(src.getvalue())
+    size = len(batches[0][1])
+    assert all(len(b) == size for _, b in batches)
+    with LogWriter(tmp_path / "t-0", index_interval_bytes=size,
+                   preallocate_indexes=False) as log:
+        for _, b in batches:
+            log.append_batch(b)
+    stem = tmp_path / "t-0" / "00000000000000000000"
+    assert offset_entries(stem.with_suffix(".index")) == [(2, 2 * size), (4, 4 * size),
+                                                          (6, 6 * size)]
+    # time index: the max timestamp so far at each entry, then the final one
+    assert time_entries(stem.with_suffix(".timeindex")) == [(1002, 2), (1004, 4), (1006, 6)]
+
+
+def test_restart_and_running_broker_files(tmp_path):
+    """A clean restart writes the final time entry and restarts the offset
+    index counter; a running broker's active segment has zero-padded files
+    without the final entry."""
+    from kbatch.writer import SegmentWriter
+    import io
+    src = io.BytesIO()
+    with SegmentWriter(src, batch_records=1) as w:
+        w.append([(None, b"x" * 50, 1000 + i) for i in range(6)])
+    batches = raw_batches(src.getvalue())
+    size = len(batches[0][1])
+    with LogWriter(tmp_path / "a-0", index_interval_bytes=size) as log:
+        for k, (_, b) in enumerate(batches):
+            if k == 3:
+                log.restart()
+            log.append_batch(b)
+    stem = tmp_path / "a-0" / "00000000000000000000"
+    raw = stem.with_suffix(".timeindex").read_bytes()
+    assert len(raw) == (10 * 1024 * 1024) // 12 * 12 and raw.rstrip(b"\0")
+    assert offset_entries(stem.with_suffix(".index")) == [(2, 2 * size), (5, 5 * size)]
+    # entry at batch 2, the restart's final entry (1002 at offset 2 is not
+    # larger: skipped), then batch 5: 2 + restart -> counter 0 at batch 3
+    assert time_entries(stem.with_suffix(".timeindex")) == [(1002, 2), (1005, 5)]

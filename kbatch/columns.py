@@ -91,10 +91,12 @@ class BinaryColumn:
     """Variable-length binary values (``bytes`` or ``None``) in Arrow layout.
 
     The constructor checks the buffers' types, dtypes and shapes (O(1));
-    ``validate()`` checks their contents (O(n), the writer calls it).
+    ``validate()`` checks their contents (O(n), the writer calls it). The
+    offsets are checked once (then remembered) before compiled code or
+    pyarrow reads through them: ``take`` and ``to_arrow``.
     """
 
-    __slots__ = ("offsets", "data", "validity", "null_count", "utf8")
+    __slots__ = ("offsets", "data", "validity", "null_count", "utf8", "_checked")
 
     def __init__(self, offsets: np.ndarray, data: np.ndarray,
                  validity: np.ndarray | None = None, null_count: int = 0,
@@ -118,11 +120,20 @@ class BinaryColumn:
         self.validity = validity if null_count else None
         self.null_count = null_count
         self.utf8 = bool(utf8)
+        self._checked = False
+
+    def _checked_offsets(self) -> "BinaryColumn":
+        """The offsets checked against the data (once; ValueError)."""
+        if not self._checked:
+            check_offsets("offsets", self.offsets, len(self.data))
+            self._checked = True
+        return self
 
     def validate(self) -> "BinaryColumn":
         """Check the offsets against the data and the null count against the
         bitmap; ValueError naming the problem. Returns the column."""
-        check_offsets("offsets", self.offsets, len(self.data))
+        self._checked = False
+        self._checked_offsets()
         if self.validity is not None:
             nulls = len(self) - int(np.count_nonzero(self.is_valid()))
             if nulls != self.null_count:
@@ -146,7 +157,9 @@ class BinaryColumn:
         data = np.frombuffer(b"".join(v for v in enc if v is not None), dtype=np.uint8)
         valid = np.array([v is not None for v in enc], dtype=bool)
         nulls = int(len(enc) - valid.sum())
-        return cls(offsets, data, _pack_validity(valid) if nulls else None, nulls, utf8)
+        col = cls(offsets, data, _pack_validity(valid) if nulls else None, nulls, utf8)
+        col._checked = True
+        return col
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -212,6 +225,7 @@ class BinaryColumn:
         rng = as_contiguous_range(idx)
         if rng is not None:
             return self._slice(*rng)
+        self._checked_offsets()     # the kernel reads through them
         starts = self.offsets[idx].astype(np.int64)
         total = int((self.offsets[idx + 1] - starts).sum())
         out_offsets = np.empty(idx.size + 1, np.int32 if total <= _INT32_LIMIT else np.int64)
@@ -222,7 +236,9 @@ class BinaryColumn:
             valid = self.is_valid()[idx]
             nulls = int(idx.size - valid.sum())
             validity = _pack_validity(valid) if nulls else None
-        return BinaryColumn(out_offsets, out_data, validity, nulls, self.utf8)
+        out = BinaryColumn(out_offsets, out_data, validity, nulls, self.utf8)
+        out._checked = True
+        return out
 
     def _slice(self, start: int, stop: int) -> "BinaryColumn":
         """Rows [start, stop): data shared, offsets rebased (a small copy)."""
@@ -237,7 +253,9 @@ class BinaryColumn:
             valid = bits[start - lo * 8:stop - lo * 8].view(bool)
             nulls = int(valid.size - valid.sum())
             validity = _pack_validity(valid) if nulls else None
-        return BinaryColumn(offs, data, validity, nulls, self.utf8)
+        out = BinaryColumn(offs, data, validity, nulls, self.utf8)
+        out._checked = self._checked
+        return out
 
     @staticmethod
     def concat(columns: Sequence["BinaryColumn"]) -> "BinaryColumn":
@@ -266,12 +284,15 @@ class BinaryColumn:
         validity = None
         if nulls:
             validity = _pack_validity(np.concatenate([c.is_valid() for c in columns]))
-        return BinaryColumn(offsets, data, validity, nulls, utf8)
+        out = BinaryColumn(offsets, data, validity, nulls, utf8)
+        out._checked = all(c._checked for c in columns)
+        return out
 
     def to_arrow(self):
         """A ``pyarrow`` binary/string array over the same buffers."""
         import pyarrow as pa
 
+        self._checked_offsets()     # pyarrow trusts them
         large = self.offsets.dtype == np.int64
         if self.utf8:
             typ = pa.large_string() if large else pa.string()
@@ -287,7 +308,7 @@ class BinaryColumn:
 class HeadersColumn:
     """Per-record header lists: ``headers[i]`` is ``[(key, value | None), ...]``."""
 
-    __slots__ = ("offsets", "keys", "values")
+    __slots__ = ("offsets", "keys", "values", "_checked")
 
     def __init__(self, offsets: np.ndarray, keys: BinaryColumn, values: BinaryColumn):
         _check_array("headers offsets", offsets, "iu")
@@ -299,6 +320,7 @@ class HeadersColumn:
         self.offsets = offsets
         self.keys = keys
         self.values = values
+        self._checked = False
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -406,6 +428,9 @@ class HeadersColumn:
         """``list<struct<key: string, value: binary>>`` over the same buffers."""
         import pyarrow as pa
 
+        if not self._checked:   # pyarrow trusts them
+            check_offsets("headers offsets", self.offsets, min(len(self.keys), len(self.values)))
+            self._checked = True
         lo, hi = int(self.offsets[0]), int(self.offsets[-1])
         keys, values = self.keys, self.values
         if lo != 0 or hi != len(keys):

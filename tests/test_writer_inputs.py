@@ -4,7 +4,7 @@ crashes the interpreter.
 
 Malformed columns (offsets past the data, decreasing, negative, wrong dtype,
 wrong shape, short validity bitmaps, inconsistent header columns) could reach
-the compiled encoder, so Hypothesis generates them here and a child process
+the compiled encoder (and ``take``'s kernel, pyarrow through ``to_arrow``), so Hypothesis generates them here and a child process
 runs them: a segfault fails the test with the case that caused it instead of
 killing pytest. A column the writer accepts must come back from kafka-python
 exactly as ``to_pylist()`` reads it.
@@ -53,6 +53,13 @@ def run(case):
         if kind == "binary":
             col = column(spec)
             n = len(col)
+            # compiled code and pyarrow read through the offsets too
+            for op in (lambda: col.to_arrow().to_pylist(),
+                       lambda: col.take(np.arange(n)[::-1]).to_pylist()):
+                try:
+                    op()
+                except (ValueError, TypeError, IndexError):
+                    pass
             buf = io.BytesIO()
             write_segment(buf, {"key": col, "value": [b"v"] * n, "timestamp": [1] * n})
             expect = [(k, b"v", []) for k in col.to_pylist()]

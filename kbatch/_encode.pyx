@@ -51,7 +51,8 @@ cdef inline char *_put_varint(char *p, char *end, int64_t value) noexcept nogil:
     return p + 1
 
 
-cdef inline int64_t _span(const int64_t[::1] offs, Py_ssize_t data_len, Py_ssize_t i) noexcept nogil:
+cdef inline int64_t _span(const int64_t[::1] offs, Py_ssize_t data_len,
+                          Py_ssize_t i) noexcept nogil:
     """Length of value ``i``, or -1 when its offsets are out of order or
     outside the data (``i + 1`` is inside ``offs``: checked by the caller)."""
     cdef int64_t lo = offs[i], hi = offs[i + 1]

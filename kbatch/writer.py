@@ -177,7 +177,8 @@ def _headers(lists, n: int) -> HeadersColumn:
                 raise TypeError(f"a header must be a (key, value) pair, not {pair!r:.80}")
             k, v = pair
             if not isinstance(k, (str, bytes)):
-                raise TypeError(f"a header key must be str (or UTF-8 bytes), not {type(k).__name__}")
+                raise TypeError("a header key must be str (or UTF-8 bytes), "
+                                f"not {type(k).__name__}")
             pairs.append((k, v))
     keys = BinaryColumn.from_pylist([k for k, _ in pairs], utf8=True)
     values = _binary([v for _, v in pairs])
@@ -354,7 +355,8 @@ class SegmentWriter:
             self._file = target
             self._owned = False
         else:
-            raise TypeError(f"target must be a path or a binary stream, not {type(target).__name__}")
+            raise TypeError("target must be a path or a binary stream, "
+                            f"not {type(target).__name__}")
         self.next_offset = self.base_offset
         self.position = 0
         self.offset_index: list[tuple[int, int]] = []   # (offset, position)

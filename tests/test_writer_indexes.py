@@ -36,8 +36,6 @@ from __future__ import annotations
 import pathlib
 import struct
 
-import pytest
-
 from kbatch.writer import LogWriter
 
 INDEX_DIRS = [

@@ -4,8 +4,8 @@ crashes the interpreter.
 
 Malformed columns (offsets past the data, decreasing, negative, wrong dtype,
 wrong shape, short validity bitmaps, inconsistent header columns) could reach
-the compiled encoder (and ``take``'s kernel, pyarrow through ``to_arrow``), so Hypothesis generates them here and a child process
-runs them: a segfault fails the test with the case that caused it instead of
+the compiled encoder (and ``take``'s kernel, pyarrow through ``to_arrow``),
+so Hypothesis generates them here and a child process runs them: a segfault fails the test with the case that caused it instead of
 killing pytest. A column the writer accepts must come back from kafka-python
 exactly as ``to_pylist()`` reads it.
 

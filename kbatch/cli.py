@@ -77,11 +77,13 @@ def _resolve(name: str, *kinds, what: str = "", check: bool = True):
     directory where a file is needed) is a usage error (2); a directory with
     nothing Kafka in it is "nothing to read" (1)."""
     from kbatch.paths import PathError, PathKind, resolve
+    if not name:
+        raise UsageError("an empty path")
     path = Path(name)
     try:
         found = resolve(path)
     except PathError as exc:
-        if path.is_dir():
+        if os.path.isdir(path):          # (False on any OSError, ENAMETOOLONG too)
             raise NothingToRead(str(exc)) from exc
         raise UsageError(str(exc)) from exc
     if kinds and found.kind not in kinds:
@@ -291,7 +293,16 @@ def cmd_sample(args) -> int:
 
 
 def cmd_main(args) -> int:
-    from kbatch.pipeline import run
+    from kbatch.paths import PathKind
+    from kbatch.pipeline import require_spark, run
+    # before anything is written or Spark starts
+    if args.log_dir is not None:
+        _resolve(args.log_dir, PathKind.DATA_DIR,
+                 what="main reads a broker data directory (--log-dir / LOG_DIR)")
+    for name, flag in ((args.out, "--out"), (args.sample_dir, "--sample-dir")):
+        if Path(name).exists() and not Path(name).is_dir():
+            raise UsageError(f"{name}: exists and is not a directory ({flag})")
+    require_spark()
     return run(args.log_dir, out_dir=args.out, sample_dir=args.sample_dir,
                sample_records=args.sample_records)
 

@@ -98,8 +98,34 @@ def _check_counts(spark, log_dir: str, per) -> bool:
     return ok
 
 
+def require_spark() -> None:
+    """Raise a one-line ``KbatchError`` naming the extra to install when
+    PySpark (or the pandas/pyarrow it needs for Python data sources) is missing."""
+    from kbatch.errors import KbatchError
+    for module in ("pyspark", "pyarrow", "pandas"):
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise KbatchError(f"the main job needs {module} ({exc}): "
+                              f"pip install 'kbatch[spark]' (and Java 17 for Spark)") from None
+
+
+def preflight(log_dir: str | None, out_dir: str) -> None:
+    """Everything that can be checked before anything is written or Spark
+    starts: PySpark importable, LOG_DIR a broker data directory, the output
+    directory writable where it is."""
+    from kbatch.paths import PathError, PathKind, expect
+    require_spark()
+    if log_dir is not None:
+        expect(log_dir, PathKind.DATA_DIR, what="the main job reads a broker data directory")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise PathError(f"{out}: exists and is not a directory (--out)")
+
+
 def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "sample",
         sample_records: int = 1_500_000, cores: str = "*") -> int:
+    preflight(log_dir, out_dir)
     stages = Stages()
     if log_dir is None:
         log_dir = sample_dir

@@ -74,7 +74,7 @@ CASES = [
     ("dump a data directory", ["dump", "{data}"], 2, "is a data directory"),
     ("stats t-1 and t-01", ["stats", "{twins}"], 1, "both name"),
     ("stats a path too long", ["stats", "x" * 5000], 2, "no such file"),
-    ("verify a segment with a bad CRC", ["dump", "--no-data", "{corrupt}"], 1, "CRC"),
+    ("dump a segment with a bad CRC", ["dump", "--no-data", "{corrupt}"], 1, "CRC"),
     ("stats a segment with a bad CRC", ["stats", "{corrupt}"], 1, "CRC"),
     ("main without pyspark", ["main", "--log-dir", "{data}"], 1, "kbatch[spark]"),
 ]
@@ -206,6 +206,7 @@ def table() -> str:
             line = first[0] if first else ""
             shown = [a if len(a) < 40 else a[:12] + "..." for a in case[1]]
             line = line.replace(str(places["root"]), "$T").replace("|", "\\|")
+            line = line if len(line) <= 150 else line[:100] + " ... " + line[-40:]
             rows.append(f"| {i} | {case[0]} | `kbatch {' '.join(shown)}` | {proc.returncode} "
                         f"| {line} |")
     return "\n".join(rows)

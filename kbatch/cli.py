@@ -34,7 +34,7 @@ class NothingToRead(Exception):
     """The path exists but holds no Kafka data: exit 1."""
 
 
-# --- argument types (argparse turns their ValueError into a usage error) ----
+# --- argument types (argparse turns ArgumentTypeError into a usage error) --
 
 def _integer(text: str, low: int, high: int, what: str) -> int:
     try:
@@ -48,10 +48,6 @@ def _integer(text: str, low: int, high: int, what: str) -> int:
 
 def non_negative_int64(text: str) -> int:
     return _integer(text, 0, INT64_MAX, f"expected 0..{INT64_MAX}")
-
-
-def positive_int64(text: str) -> int:
-    return _integer(text, 1, INT64_MAX, f"expected 1..{INT64_MAX}")
 
 
 MAX_SAMPLE_RECORDS = 200_000_000
@@ -107,7 +103,8 @@ def _check_segment(path: Path) -> None:
         return          # a damaged batch: the command itself reports it in full
     if first is not None and len(first.batches) == 0 and first.end is not None \
             and first.end.valid_bytes == 0 and first.end.reason == "truncated":
-        raise NothingToRead(f"{path}: not a Kafka log segment: no whole record batch in its "
+        raise NothingToRead(f"{path}: not a Kafka log segment (or one cut inside its first "
+                            f"batch): no whole record batch in its "
                             f"{size} bytes (expected a .log/.records/.checkpoint file, a "
                             f"<topic>-<partition> directory or a broker data directory)")
 

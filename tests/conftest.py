@@ -46,6 +46,9 @@ def pytest_sessionstart(session):
     assert path.suffix == ".so", f"kbatch._batch is not compiled: {path}"
     assert path.parent.resolve() == expected.resolve(), (
         f"kbatch loaded from {path.parent}, not {expected}")
+    # CI sets KBATCH_REQUIRE_CORPUS=1: there the corpus tests must run, not skip
+    if os.environ.get("KBATCH_REQUIRE_CORPUS") == "1" and not CORPUS.is_dir():
+        raise pytest.UsageError(f"KBATCH_REQUIRE_CORPUS=1 but {NO_CORPUS}")
 
 
 @pytest.fixture(autouse=True)

@@ -76,6 +76,17 @@ class SkippedRange(NamedTuple):
     error: str | None
 
 
+def _optional(module: str, extra: str, what: str):
+    """Import an optional dependency; without it, an ImportError that says
+    which extra brings it (``pip install 'kbatch[arrow]'``)."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{what} needs {module}, which is not installed: "
+                          f"pip install 'kbatch[{extra}]' ({exc})") from exc
+
+
 class Record(NamedTuple):
     offset: int
     timestamp: int
@@ -203,11 +214,11 @@ class BatchTable:
         return BatchTable({n: np.concatenate([t._column(n) for t in tables]) for n in names})
 
     def to_arrow(self):
-        import pyarrow as pa
+        pa = _optional("pyarrow", "arrow", "BatchTable.to_arrow()")
         return pa.table({n: pa.array(c) for n, c in self._all().items()})
 
     def to_pandas(self):
-        import pandas as pd
+        pd = _optional("pandas", "pandas", "BatchTable.to_pandas()")
         return pd.DataFrame(self._all())
 
 
@@ -299,7 +310,7 @@ class ControlRecords:
                               value=BinaryColumn.concat([p.value for p in parts]))
 
     def to_arrow(self):
-        import pyarrow as pa
+        pa = _optional("pyarrow", "arrow", "ControlRecords.to_arrow()")
         cols = {name: pa.array(getattr(self, name)) for name in self._ARRAYS}
         cols["type_name"] = pa.array(self.type_names(), pa.string())
         cols["key"] = self.key.to_arrow()
@@ -507,7 +518,7 @@ class Records:
         int32, producer_id int64, producer_epoch int16, sequence int32,
         is_transactional bool, is_control bool.
         """
-        import pyarrow as pa
+        pa = _optional("pyarrow", "arrow", "Records.to_arrow()")
 
         n = len(self)
 
@@ -541,7 +552,8 @@ class Records:
         lists of tuples); ``binary="arrow"``: pyarrow-backed columns
         (``pd.ArrowDtype``) over kbatch's buffers, without per-value objects.
         """
-        import pandas as pd
+        pd = _optional("pandas", "pandas", "Records.to_pandas()")
+        _optional("pyarrow", "pandas", "Records.to_pandas()")
 
         table = self.to_arrow()
         if binary == "arrow":

@@ -533,12 +533,95 @@ class KbatchDataSource(DataSource):
         return cls(self.options, schema)
 
 
-def register(spark) -> None:
+WORKER_FIX = (
+    "Spark's Python workers cannot import kbatch ({error}; worker Python: {python}). "
+    "Install kbatch where the executors run (pip install kbatch, or a wheel with "
+    "spark.sparkContext.addPyFile / spark.addArtifacts), or point them at a Python "
+    "that has it (spark.pyspark.python, PYSPARK_PYTHON, spark.executorEnv.PYTHONPATH); "
+    "register(spark, check=False) skips this check")
+
+
+def _worker_import_error(python: str, pythonpath: str) -> str | None:
+    """Whether ``python`` (a local worker's interpreter) imports kbatch.spark
+    with the worker's PYTHONPATH: None, or the error it printed. Cheap: the
+    interpreter only looks kbatch up (``find_spec``), imports nothing."""
+    import subprocess
+    env = dict(os.environ)
+    env["PYTHONPATH"] = pythonpath
+    code = ("import importlib.util, sys\n"
+            "if importlib.util.find_spec('kbatch') is None:\n"
+            "    sys.exit(\"ModuleNotFoundError: No module named 'kbatch'\")\n")
+    try:
+        proc = subprocess.run([python, "-c", code], env=env, cwd=os.getcwd(),
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{python}: {exc}"
+    if proc.returncode == 0:
+        return None
+    lines = proc.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {proc.returncode}"
+
+
+def _probe_import(_):
+    try:
+        import kbatch.spark  # noqa: F401
+        return None
+    except Exception as exc:  # returned to the driver, not raised on the executor
+        return f"{type(exc).__name__}: {exc}"
+
+
+def check_workers(spark) -> None:
+    """Make sure Spark's Python workers can import kbatch, before a query
+    fails deep inside an executor with ``No module named 'kbatch.spark'``.
+
+    Local mode (the workers run here): the worker Python looks kbatch up in
+    a subprocess (a fraction of a second); when it cannot find it, the
+    session is pointed at this driver's interpreter and its ``sys.path``
+    entry for kbatch, which can (a local session needs nothing installed
+    twice). A cluster: one tiny task over one partition imports kbatch.spark
+    on an executor; a failure raises ``KbatchError`` saying how to fix it.
+    Spark Connect sessions (no SparkContext here) are not checked.
+    """
+    import shutil
+    import sys
+
+    from kbatch.errors import KbatchError
+    try:
+        sc = spark.sparkContext
+    except Exception:               # Spark Connect: no driver-side context to probe
+        return
+    here = str(Path(__file__).resolve().parent.parent)
+    if str(sc.master).startswith("local"):
+        paths = [p for p in (sc.environment.get("PYTHONPATH", ""),
+                             os.environ.get("PYTHONPATH", "")) if p]
+        if shutil.which(sc.pythonExec) == sys.executable:
+            # this very interpreter: it imports kbatch from ``here`` (kept on the
+            # workers' path: a checkout need not be installed); nothing to try
+            if here not in os.pathsep.join(paths).split(os.pathsep):
+                sc.environment["PYTHONPATH"] = os.pathsep.join([here] + paths)
+            return
+        if _worker_import_error(sc.pythonExec, os.pathsep.join(paths)) is None:
+            return
+        # this interpreter imports kbatch from ``here``: the workers use both
+        sc.pythonExec = sys.executable
+        sc.environment["PYTHONPATH"] = os.pathsep.join([here] + paths)
+        return
+    [error] = sc.parallelize([0], 1).map(_probe_import).collect()
+    if error is not None:
+        raise KbatchError(WORKER_FIX.format(error=error, python=sc.pythonExec))
+
+
+def register(spark, *, check: bool = True) -> None:
     """Make ``format("kbatch")`` available in ``spark``.
 
+    ``check``: first make sure the Python workers can import kbatch
+    (``check_workers``: a local session is set up to use this interpreter
+    when they cannot; on a cluster a ``KbatchError`` says how to fix it).
     Filter pushdown is used when ``spark.sql.python.filterPushdown.enabled``
     is true at this call (Spark refuses a reader with pushdown while it is off).
     """
+    if check:
+        check_workers(spark)
     enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower()
     source = type("KbatchDataSource", (KbatchDataSource,), {"pushdown": enabled == "true"})
     spark.dataSource.register(source)
@@ -581,4 +664,5 @@ def local_session(app: str = "kbatch", *, cores: str = "*", tests: bool = False,
     return spark
 
 
-__all__ = ["KbatchDataSource", "SCHEMA", "register", "local_session", "to_record_batch"]
+__all__ = ["KbatchDataSource", "SCHEMA", "check_workers", "register", "local_session",
+           "to_record_batch"]

@@ -104,7 +104,8 @@ def _transient(exc: BaseException) -> bool:
     return any(word in text for word in (
         "slowdown", "throttl", "503", "500", "502", "504", "internalerror",
         "serviceunavailable", "timeout", "timed out", "connection", "reset",
-        "temporar", "incomplete", "toomanyrequests", "429", "payload"))
+        "temporar", "incomplete", "toomanyrequests", "429", "payload", "request rate",
+        "errno 16"))
 
 
 class _ShortRead(Exception):

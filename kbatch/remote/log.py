@@ -99,14 +99,14 @@ class RemoteLog:
 
     def __init__(self, url, *, layout: str = "plain", storage_options: dict | None = None,
                  filesystem=None, private_key=None, block: int = DEFAULT_BLOCK,
-                 concurrency: int = DEFAULT_CONCURRENCY, topic: str | None = None,
-                 partition: int | None = None):
+                 concurrency: int = DEFAULT_CONCURRENCY, retries: int = 5,
+                 topic: str | None = None, partition: int | None = None):
         if layout not in LAYOUTS:
             raise ArgumentError(f"layout must be one of {LAYOUTS}, not {layout!r}")
         self.fs, self.path, self.url = resolve(url, storage_options, filesystem)
         self.path = self.path.rstrip("/")
         self.layout = layout
-        self.block, self.concurrency = block, concurrency
+        self.block, self.concurrency, self.retries = block, concurrency, retries
         self._keys = tiered.load_private_keys(private_key)
         name = posixpath.basename(self.path)
         parent = posixpath.basename(posixpath.dirname(self.path))
@@ -127,7 +127,7 @@ class RemoteLog:
 
     def _source(self, path, size=None) -> RangeSource:
         return RangeSource(self.fs, path, url=self._url_of(path), size=size, block=self.block,
-                           concurrency=self.concurrency)
+                           concurrency=self.concurrency, retries=self.retries)
 
     def _url_of(self, path: str) -> str:
         return self.url + path[len(self.path):] if path.startswith(self.path) else path
@@ -257,26 +257,9 @@ class RemoteLog:
         done = -1    # the last offset returned: a re-upload's records are left out
         for i in self._segments_for(lo, hi):
             seg = self.segments[i]
-            src = seg.source()
-            start, expect, first = 0, None, None
-            if lo > seg.base_offset:
-                found = seek_position(seg.read_offset_index(), seg.base_offset, lo, src.size)
-                if found is not None:
-                    start, expect = found
-            gen = scan(src, opts, start=start, chunk_records=chunk_records,
-                       chunk_bytes=chunk_bytes, first=first)
-            checked = expect is None
+            gen = self._segment_chunks(seg, lo, opts, chunk_records, chunk_bytes)
             try:
                 for chunk in gen:
-                    if not checked and len(chunk.batches):
-                        checked = True
-                        b = chunk.batches
-                        if int(b.position[0]) != start or int(b.last_offset[0]) != expect:
-                            gen.close()    # the index lied: read this segment from its start
-                            gen = None
-                            yield from self._rescan(seg, opts, lo, hi, done, chunk_records,
-                                                    chunk_bytes)
-                            break
                     part = chunk.select_offsets(max(lo, done + 1), hi)
                     if len(part.offset):
                         done = max(done, int(part.offset.max()))
@@ -285,17 +268,34 @@ class RemoteLog:
                     if len(chunk.batches) and int(chunk.batches.base_offset[-1]) >= hi:
                         return
             finally:
-                if gen is not None:
-                    gen.close()
-            if len(self.segments) and i + 1 < len(self.segments):
-                pass
+                gen.close()
 
-    def _rescan(self, seg, opts, lo, hi, done, chunk_records, chunk_bytes):
-        for chunk in scan(seg.source(), opts, chunk_records=chunk_records,
-                          chunk_bytes=chunk_bytes):
-            part = chunk.select_offsets(max(lo, done + 1), hi)
-            if len(part) or len(part.control) or part.end is not None:
-                yield part
+    def _segment_chunks(self, seg, lo, opts, chunk_records, chunk_bytes):
+        """The segment's chunks from the batch the offset index names for
+        ``lo`` (when it checks out: that batch starts at the entry's
+        position, decodes, and ends at the entry's offset), else from its
+        start."""
+        src = seg.source()
+        found = None
+        if lo > seg.base_offset:
+            found = seek_position(seg.read_offset_index(), seg.base_offset, lo, src.size)
+        if found is not None:
+            start, expect = found
+            gen = scan(src, opts, start=start, chunk_records=chunk_records,
+                       chunk_bytes=chunk_bytes)
+            try:
+                first = next(gen, None)
+            except CorruptRecordError:
+                first = None
+            if (first is not None and len(first.batches)
+                    and int(first.batches.position[0]) == start
+                    and int(first.batches.last_offset[0]) == expect):
+                yield first
+                del first
+                yield from gen
+                return
+            gen.close()    # the index entry is wrong: read the segment from its start
+        yield from scan(src, opts, chunk_records=chunk_records, chunk_bytes=chunk_bytes)
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None,
              **options) -> Records:

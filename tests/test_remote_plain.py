@@ -1,0 +1,246 @@
+"""Partitions in a local S3 server (moto) read through s3:// URLs, compared
+with local reads of the same files; request and byte counts from the
+counting proxy; failures (missing, truncated, throttled, cut bodies)."""
+
+from __future__ import annotations
+
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+pytest.importorskip("moto")
+pytest.importorskip("s3fs")
+
+import kbatch  # noqa: E402
+from kbatch.errors import CorruptRecordError, KbatchError  # noqa: E402
+from kbatch.remote.fs import RemoteError  # noqa: E402
+from kbatch.remote.log import RemoteLog, RemoteLogDir  # noqa: E402
+
+from .remote_s3 import BUCKET, S3  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3()
+    yield server
+    server.stop()
+
+
+def same(remote: kbatch.Records, local: kbatch.Records, end: bool = True):
+    """Equal records, batches and control records; ``end``: also where the
+    data ends (whole reads; a range read stops early)."""
+    assert len(remote) == len(local)
+    np.testing.assert_array_equal(remote.offset, local.offset)
+    np.testing.assert_array_equal(remote.timestamp, local.timestamp)
+    np.testing.assert_array_equal(remote.timestamp_type, local.timestamp_type)
+    assert [remote.key[i] for i in range(len(remote))] == [local.key[i] for i in range(len(local))]
+    assert [remote.value[i] for i in range(len(remote))] == \
+        [local.value[i] for i in range(len(local))]
+    assert [remote.headers[i] for i in range(len(remote))] == \
+        [local.headers[i] for i in range(len(local))]
+    for col in ("base_offset", "last_offset", "position", "size", "crc", "producer_id"):
+        np.testing.assert_array_equal(getattr(remote.batches, col), getattr(local.batches, col))
+    np.testing.assert_array_equal(remote.control.offset, local.control.offset)
+    if end:
+        assert (remote.end.valid_bytes, remote.end.reason) == \
+            (local.end.valid_bytes, local.end.reason)
+
+
+def records(n: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        value = None if i % 97 == 5 else rng.bytes(int(rng.integers(0, 400)))
+        out.append({"key": b"k%d" % (i % 50), "value": value, "timestamp": 1_700_000_000_000 + i,
+                    "headers": [("h", b"%d" % i)] if i % 3 == 0 else []})
+    return out
+
+
+@pytest.fixture(scope="module")
+def generated(s3, tmp_path_factory):
+    """Partitions in several codecs, small segments (several per
+    partition), uploaded to s3://BUCKET/gen/."""
+    root = tmp_path_factory.mktemp("remote-gen")
+    for p, codec in enumerate(("none", "lz4", "zstd", "gzip")):
+        kbatch.write_log(root / f"orders-{p}", records(6000, p), codec=codec,
+                         segment_bytes=256 << 10, batch_records=40)
+    s3.put_dir(str(root), "gen")
+    return root
+
+
+def test_full_and_range_reads_equal_local(s3, generated):
+    for p in range(4):
+        local = kbatch.open_log(generated / f"orders-{p}")
+        remote = RemoteLog(f"s3://{BUCKET}/gen/orders-{p}", storage_options=s3.options(),
+                           block=1 << 16)
+        assert len(remote.segments) > 2
+        same(remote.read(), local.read())
+        for lo, hi in ((0, 1), (1234, 1240), (2999, 4500), (5990, 10_000), (6000, 6001)):
+            same(remote.read(lo, hi), local.read(lo, hi), end=False)
+        chunks = list(remote.iter(100, 5000, chunk_records=333))
+        assert max(len(c) for c in chunks) <= 333 + 40
+        same(kbatch.Records.concat(chunks), local.read(100, 5000), end=False)
+
+
+def test_read_committed_and_dir(s3, generated):
+    remote_dir = RemoteLogDir(f"s3://{BUCKET}/gen", storage_options=s3.options())
+    assert [(p.topic, p.partition) for p in remote_dir.partitions] == \
+        [("orders", i) for i in range(4)]
+    part = remote_dir.partition("orders", 2)
+    local = kbatch.open_log(generated / "orders-2")
+    same(part.read(10, 500, isolation="read_committed"),
+         local.read(10, 500, isolation="read_committed"), end=False)
+
+
+def test_seek_costs_index_plus_one_range(s3, generated):
+    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-1", storage_options=s3.options())
+    remote.segments            # the listing, planned before counting
+    s3.proxy.reset()
+    got = remote.read(4000, 4010)
+    assert list(got.offset) == list(range(4000, 4010))
+    # one GET of the offset index, one ranged GET from the batch on
+    assert s3.proxy.gets == 2
+    seg = [s for s in remote.segments if s.base_offset <= 4000][-1]
+    assert s3.proxy.get_bytes < seg.source().size
+
+
+def test_full_scan_reads_each_byte_once(s3, generated):
+    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(),
+                       block=1 << 16)
+    logs = sum(s.source().size for s in remote.segments)
+    s3.proxy.reset()
+    assert len(remote.read()) == 6000
+    # only segment bytes (no index), each range once: the ranges tile the objects
+    ranges = sorted({(path, rng) for method, path, rng in s3.proxy.log if method == "GET"})
+    assert all(path.endswith(".log") for path, _ in ranges)
+    spans = [tuple(map(int, rng.split("=")[1].split("-"))) for _, rng in ranges]
+    assert sum(b - a + 1 for a, b in spans) == logs
+    # a range retried after a dropped connection (a loaded machine) may count twice
+    assert s3.proxy.get_bytes <= 1.02 * logs
+
+
+def test_index_that_lies_falls_back(s3, generated, tmp_path):
+    # an .index whose entries point inside batches: the read still equals local
+    src = generated / "orders-3"
+    dst = tmp_path / "orders-3"
+    dst.mkdir()
+    for name in os.listdir(src):
+        data = (src / name).read_bytes()
+        if name.endswith(".index") and len(data) >= 16:
+            data = bytearray(data)
+            data[4:8] = (int.from_bytes(data[4:8], "big") + 3).to_bytes(4, "big")
+            data[12:16] = (int.from_bytes(data[12:16], "big") + 5).to_bytes(4, "big")
+            data = bytes(data)
+        (dst / name).write_bytes(data)
+    s3.put_dir(str(dst), "lying/orders-3")
+    remote = RemoteLog(f"s3://{BUCKET}/lying/orders-3", storage_options=s3.options())
+    local = kbatch.open_log(src)
+    for lo, hi in ((300, 350), (2500, 2600)):
+        same(remote.read(lo, hi), local.read(lo, hi), end=False)
+
+
+PARTITION = re.compile(r".+-\d+$")
+
+
+def corpus_partitions(corpus):
+    out = []
+    for root, dirs, files in os.walk(corpus):
+        if PARTITION.match(os.path.basename(root)) and any(
+                f.endswith(".log") and os.path.getsize(os.path.join(root, f)) for f in files):
+            out.append(root)
+    return sorted(out)
+
+
+def test_corpus_partitions_read_identically(s3, corpus):
+    parts = corpus_partitions(corpus)
+    assert len(parts) > 20
+
+    def upload(i_path):
+        i, path = i_path
+        s3.put_dir(path, f"corpus/{i}/{os.path.basename(path)}")
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(upload, enumerate(parts)))
+    s3.fs.invalidate_cache()
+    compared = 0
+    for i, path in enumerate(parts):
+        url = f"s3://{BUCKET}/corpus/{i}/{os.path.basename(path)}"
+        remote = RemoteLog(url, storage_options=s3.options(), block=1 << 16)
+        try:
+            local = kbatch.open_log(path).read(include_control=True)
+        except KbatchError as exc:
+            with pytest.raises(type(exc)):
+                remote.read(include_control=True)
+            continue
+        same(remote.read(include_control=True), local)
+        compared += 1
+        if len(local) > 10:
+            mid = int(local.offset[len(local) // 2])
+            same(remote.read(mid, mid + 7), kbatch.open_log(path).read(mid, mid + 7), end=False)
+    assert compared > 20
+
+
+# --- failures ----------------------------------------------------------------
+
+def test_missing_prefix_and_object(s3, generated):
+    with pytest.raises(RemoteError, match="no such"):
+        RemoteLog(f"s3://{BUCKET}/nothing/here-0", storage_options=s3.options()).read()
+    s3.put_dir(str(generated / "orders-0"), "vanishing/orders-0")
+    remote = RemoteLog(f"s3://{BUCKET}/vanishing/orders-0", storage_options=s3.options())
+    remote.segments
+    s3.fs.rm(f"{BUCKET}/vanishing/orders-0/00000000000000000000.log")
+    with pytest.raises(RemoteError, match="no such object"):
+        remote.read()
+
+
+def test_truncated_object_reads_like_a_truncated_file(s3, generated, tmp_path):
+    src = generated / "orders-1"
+    dst = tmp_path / "orders-1"
+    dst.mkdir()
+    names = sorted(n for n in os.listdir(src) if n.endswith(".log"))
+    for name in os.listdir(src):
+        data = (src / name).read_bytes()
+        if name == names[-1]:
+            data = data[:len(data) - 100]       # a torn last batch
+        (dst / name).write_bytes(data)
+    s3.put_dir(str(dst), "torn/orders-1")
+    remote = RemoteLog(f"s3://{BUCKET}/torn/orders-1", storage_options=s3.options(),
+                       block=1 << 16)
+    got, want = remote.read(), kbatch.open_log(dst).read()
+    assert want.end.reason == "truncated"
+    same(got, want)
+
+
+def test_object_shorter_than_listed(s3, generated):
+    s3.put_dir(str(generated / "orders-2"), "shrunk/orders-2")
+    remote = RemoteLog(f"s3://{BUCKET}/shrunk/orders-2", storage_options=s3.options())
+    remote.segments
+    key = f"{BUCKET}/shrunk/orders-2/00000000000000000000.log"
+    s3.fs.pipe_file(key, s3.fs.cat_file(key)[:1000])
+    with pytest.raises(CorruptRecordError, match="shorter than its listed size"):
+        remote.read()
+
+
+def test_throttling_is_retried(s3, generated):
+    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(retries=1),
+                       block=1 << 16)
+    remote.segments
+    s3.proxy.fail_next(3, 503)
+    same(remote.read(), kbatch.open_log(generated / "orders-0").read())
+    s3.proxy.truncate_next(2)      # bodies cut short: retried
+    same(remote.read(10, 3000), kbatch.open_log(generated / "orders-0").read(10, 3000),
+         end=False)
+
+
+def test_persistent_5xx_is_a_bounded_error(s3, generated):
+    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(retries=1),
+                       retries=1)
+    remote.segments
+    s3.proxy.fail_next(1000, 503)
+    try:
+        with pytest.raises(RemoteError, match="failed after 2 attempts"):
+            remote.read()
+    finally:
+        s3.proxy.fail_next(0)

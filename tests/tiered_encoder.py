@@ -14,14 +14,15 @@ files) into the three objects the plugin uploads:
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import struct
 import time
 
 import zstandard
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 
@@ -67,6 +68,27 @@ def live_index(raw: bytes, entry: int) -> bytes:
         if raw[i * entry:(i + 1) * entry] == bytes(entry):
             return raw[:i * entry]
     return raw[:n * entry]
+
+
+def _mgf1(seed: bytes, length: int) -> bytes:
+    blocks = b"".join(hashlib.sha3_512(seed + struct.pack(">I", i)).digest()
+                      for i in range(-(-length // 64)))
+    return blocks[:length]
+
+
+def oaep_sha3_512_encrypt(public_key, message: bytes) -> bytes:
+    """RSAES-OAEP encryption (RFC 8017 7.1.1), SHA3-512 hash and MGF1, empty
+    label: what BouncyCastle's "RSA/NONE/OAEPWithSHA3-512AndMGF1Padding"
+    writes (cryptography's OAEP has no SHA3)."""
+    nums = public_key.public_numbers()
+    k = (nums.n.bit_length() + 7) // 8
+    ps = bytes(k - len(message) - 2 * 64 - 2)
+    db = hashlib.sha3_512(b"").digest() + ps + b"\x01" + message
+    seed = os.urandom(64)
+    masked_db = bytes(x ^ y for x, y in zip(db, _mgf1(seed, len(db))))
+    masked_seed = bytes(x ^ y for x, y in zip(seed, _mgf1(masked_db, 64)))
+    em = b"\x00" + masked_seed + masked_db
+    return pow(int.from_bytes(em, "big"), nums.e, nums.n).to_bytes(k, "big")
 
 
 class Encoder:
@@ -127,8 +149,7 @@ class Encoder:
         manifest = {"version": "1", "chunkIndex": chunk_index, "segmentIndexes": indexes,
                     "compression": self.compress}
         if self.encrypt:
-            wrapped = self.public.encrypt(key, padding.OAEP(
-                mgf=padding.MGF1(hashes.SHA3_512()), algorithm=hashes.SHA3_512(), label=None))
+            wrapped = oaep_sha3_512_encrypt(self.public, key)
             manifest["encryption"] = {
                 "dataKey": f"{self.key_id}:{base64.b64encode(wrapped).decode()}",
                 "aad": base64.b64encode(aad).decode()}

@@ -68,10 +68,15 @@ def _entries(raw: bytes) -> np.ndarray:
     return entries[:int(zero[0])] if len(zero) else entries
 
 
-def seek_position(raw_index: bytes, base_offset: int, target: int, size: int):
-    """``(position, expected last offset)`` of the last index entry at or
-    before ``target`` whose entries are in order and inside the object, or
-    None (read from the start)."""
+def seek_position(raw_index: bytes, base_offset: int, target: int, size: int,
+                  end: int | None = None):
+    """``(position, expected last offset, stop)`` from an offset index:
+    the last entry at or before ``target`` (its batch starts there and ends
+    at that offset), and ``stop``: a position by which every offset below
+    ``end`` has been read (the start of the batch after the first entry
+    at or past ``end - 1``; the object's size when none). None when the
+    index has no usable entry (entries out of order or outside the object:
+    read from the start)."""
     entries = _entries(raw_index)
     if not len(entries):
         return None
@@ -80,10 +85,16 @@ def seek_position(raw_index: bytes, base_offset: int, target: int, size: int):
     if (np.any(np.diff(rel) <= 0) or np.any(np.diff(pos) <= 0) or rel[0] < 0 or pos[0] < 0
             or pos[-1] >= size):
         return None       # damaged index: fall back to the walk from the start
-    i = int(np.searchsorted(rel + base_offset, target, side="right")) - 1
+    absolute = rel + base_offset
+    i = int(np.searchsorted(absolute, target, side="right")) - 1
     if i < 0:
         return None
-    return int(pos[i]), int(rel[i] + base_offset)
+    stop = size
+    if end is not None:
+        j = int(np.searchsorted(absolute, end - 1, side="left"))
+        if j + 1 < len(pos):
+            stop = int(pos[j + 1])
+    return int(pos[i]), int(absolute[i]), stop
 
 
 class RemoteLog:
@@ -257,7 +268,7 @@ class RemoteLog:
         done = -1    # the last offset returned: a re-upload's records are left out
         for i in self._segments_for(lo, hi):
             seg = self.segments[i]
-            gen = self._segment_chunks(seg, lo, opts, chunk_records, chunk_bytes)
+            gen = self._segment_chunks(seg, lo, hi, opts, chunk_records, chunk_bytes)
             try:
                 for chunk in gen:
                     part = chunk.select_offsets(max(lo, done + 1), hi)
@@ -265,12 +276,12 @@ class RemoteLog:
                         done = max(done, int(part.offset.max()))
                     if len(part) or len(part.control) or part.end is not None:
                         yield part
-                    if len(chunk.batches) and int(chunk.batches.base_offset[-1]) >= hi:
-                        return
+                    if len(chunk.batches) and int(chunk.batches.last_offset[-1]) >= hi - 1:
+                        return      # every offset below hi is read: no further range
             finally:
                 gen.close()
 
-    def _segment_chunks(self, seg, lo, opts, chunk_records, chunk_bytes):
+    def _segment_chunks(self, seg, lo, hi, opts, chunk_records, chunk_bytes):
         """The segment's chunks from the batch the offset index names for
         ``lo`` (when it checks out: that batch starts at the entry's
         position, decodes, and ends at the entry's offset), else from its
@@ -278,11 +289,14 @@ class RemoteLog:
         src = seg.source()
         found = None
         if lo > seg.base_offset:
-            found = seek_position(seg.read_offset_index(), seg.base_offset, lo, src.size)
+            found = seek_position(seg.read_offset_index(), seg.base_offset, lo, src.size,
+                                  None if hi >= (1 << 63) - 1 else hi)
         if found is not None:
-            start, expect = found
+            # the first range: from the batch holding lo to the one past hi
+            # (one GET when the index is dense enough), then scan blocks
+            start, expect, stop = found
             gen = scan(src, opts, start=start, chunk_records=chunk_records,
-                       chunk_bytes=chunk_bytes)
+                       chunk_bytes=chunk_bytes, first=max(stop - start, 1 << 12))
             try:
                 first = next(gen, None)
             except CorruptRecordError:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -297,10 +298,46 @@ def _load_one(key):
         raise DecryptionError(f"private key is not a PEM RSA private key: {exc}") from None
 
 
+def _mgf1_sha3_512(seed: bytes, length: int) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < length:
+        out += hashlib.sha3_512(seed + counter.to_bytes(4, "big")).digest()
+        counter += 1
+    return bytes(out[:length])
+
+
+def oaep_sha3_512_decrypt(key, ciphertext: bytes) -> bytes:
+    """RSAES-OAEP decryption (RFC 8017 7.1.2) with SHA3-512 as the hash and
+    in MGF1, an empty label: the plugin's "RSA/NONE/OAEPWithSHA3-512AndMGF1Padding"
+    (BouncyCastle). The ``cryptography`` package does not offer SHA3 in
+    OAEP, so the RSA step is done here with the key's numbers (CRT). Every
+    failure is one undistinguished ``ValueError``."""
+    numbers = key.private_numbers()
+    n = numbers.public_numbers.n
+    k = (n.bit_length() + 7) // 8
+    hlen = 64
+    if len(ciphertext) != k or k < 2 * hlen + 2:
+        raise ValueError("decryption error")
+    c = int.from_bytes(ciphertext, "big")
+    if c >= n:
+        raise ValueError("decryption error")
+    p, q = numbers.p, numbers.q
+    m1, m2 = pow(c, numbers.dmp1, p), pow(c, numbers.dmq1, q)
+    m = m2 + ((numbers.iqmp * (m1 - m2)) % p) * q
+    em = m.to_bytes(k, "big")
+    masked_seed, masked_db = em[1:1 + hlen], em[1 + hlen:]
+    seed = bytes(a ^ b for a, b in zip(masked_seed, _mgf1_sha3_512(masked_db, hlen)))
+    db = bytes(a ^ b for a, b in zip(masked_db, _mgf1_sha3_512(seed, k - hlen - 1)))
+    rest = db[hlen:].lstrip(b"\x00")
+    ok = em[0] == 0 and db[:hlen] == hashlib.sha3_512(b"").digest() and rest[:1] == b"\x01"
+    if not ok:
+        raise ValueError("decryption error")
+    return rest[1:]
+
+
 def unwrap_data_key(manifest: Manifest, keys: dict, url=None) -> bytes:
     """The AES data key: RSA-OAEP (SHA3-512, MGF1 SHA3-512) of the wrapped one."""
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.asymmetric import padding
     if not keys:
         raise DecryptionError(f"{url}: the segment is encrypted (key id "
                               f"{manifest.key_id!r}): pass private_key=")
@@ -309,11 +346,10 @@ def unwrap_data_key(manifest: Manifest, keys: dict, url=None) -> bytes:
         raise DecryptionError(f"{url}: no private key with id {manifest.key_id!r} "
                               f"(have {sorted(map(str, keys))})")
     try:
-        data_key = key.decrypt(manifest.wrapped_key, padding.OAEP(
-            mgf=padding.MGF1(hashes.SHA3_512()), algorithm=hashes.SHA3_512(), label=None))
-    except Exception as exc:   # noqa: BLE001 - cryptography raises ValueError and others
+        data_key = oaep_sha3_512_decrypt(key, manifest.wrapped_key)
+    except (ValueError, AttributeError) as exc:
         raise DecryptionError(f"{url}: the data key does not decrypt with the given "
-                              f"private key (wrong key?): {type(exc).__name__}") from None
+                              f"private key (wrong key?): {exc}") from None
     if len(data_key) != 32:
         raise DecryptionError(f"{url}: data key is {len(data_key)} bytes, not 32 (AES-256)")
     return data_key

@@ -46,6 +46,8 @@ def collect(results: dict):
     spark = defaultdict(dict)
     txn = {}
     for b in results["benchmarks"]:
+        if b.get("group") == "remote":
+            continue   # bench/test_remote.py writes bench/REMOTE.md itself
         info, median = b["extra_info"], b["stats"]["median"]
         test = b["name"].split("[")[0]
         rate = (info["records"] / median, info["bytes"] / median, median)

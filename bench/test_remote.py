@@ -1,0 +1,146 @@
+"""Remote reads through a request-counting proxy in front of a local S3
+server (moto, tests/remote_s3.py): the goals of kbatch.remote.
+
+    seek:  an offset read from the middle of a 1 GiB remote segment:
+           GET requests and bytes (goal: <= 3 GETs, <= 16 MiB)
+    scan:  a whole partition (4 x 64 MiB segments): bytes transferred over
+           the objects' size (goal <= 1.02), and the scan's rate over the
+           rate at which the same process merely downloads those objects
+           with the same ranges and concurrency (goal >= 0.8)
+
+The 1 GiB segment is one ~16 KiB batch repeated with rising base offsets
+(the CRC does not cover the base offset, so every copy is a valid batch)
+and an offset index with one entry per batch, as a broker writes with its
+4 KiB index interval. Figures go to bench/REMOTE.md.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+pytest.importorskip("moto")
+pytest.importorskip("s3fs")
+
+import kbatch  # noqa: E402
+from kbatch.remote.fs import RangeSource  # noqa: E402
+from kbatch.remote.log import RemoteLog  # noqa: E402
+from tests.remote_s3 import BUCKET, S3  # noqa: E402
+
+RESULTS: dict[str, str] = {}
+
+
+def one_batch(records: int = 100) -> bytes:
+    rng = np.random.default_rng(3)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "b.log")
+        kbatch.write_segment(path, [{"key": b"k%d" % i, "value": rng.bytes(160)}
+                                    for i in range(records)], batch_records=records,
+                             batch_bytes=1 << 20)
+        return open(path, "rb").read()
+
+
+def big_segment(directory: pathlib.Path, total: int, records: int = 100) -> int:
+    """``total`` bytes of copies of one batch, and its offset index."""
+    batch = bytearray(one_batch(records))
+    size = len(batch)
+    count = total // size
+    directory.mkdir(parents=True, exist_ok=True)
+    index = bytearray()
+    with open(directory / f"{0:020d}.log", "wb") as fh:
+        for i in range(count):
+            batch[0:8] = (i * records).to_bytes(8, "big")
+            fh.write(batch)
+            index += ((i + 1) * records - 1).to_bytes(4, "big") + (i * size).to_bytes(4, "big")
+    (directory / f"{0:020d}.index").write_bytes(bytes(index))
+    return count * records
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = S3()
+    yield server
+    server.stop()
+    lines = ["# Remote reads (kbatch.remote), through a request-counting proxy",
+             "", "Local S3 server (moto) behind the proxy in tests/remote_s3.py; "
+             "`make bench` (bench/test_remote.py).", "", "| figure | value |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in RESULTS.items()]
+    (ROOT / "bench" / "REMOTE.md").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.benchmark(group="remote")
+def test_remote_seek_1gib(s3, benchmark, tmp_path):
+    n = big_segment(tmp_path / "big-0", 1 << 30)
+    s3.fs.put(str(tmp_path / "big-0"), f"{BUCKET}/big/", recursive=True)
+    s3.fs.invalidate_cache()
+    obj = s3.fs.size(f"{BUCKET}/big/big-0/{0:020d}.log")
+    remote = RemoteLog(f"s3://{BUCKET}/big/big-0", storage_options=s3.options())
+    remote.segments
+    target = n // 2 + 37
+    s3.proxy.reset()
+
+    def seek():
+        return remote.read(target, target + 1000)
+    got = benchmark.pedantic(seek, rounds=1, iterations=1)
+    assert list(got.offset[:3]) == [target, target + 1, target + 2] and len(got) == 1000
+    gets, moved = s3.proxy.gets, s3.proxy.get_bytes
+    RESULTS["seek: object size"] = f"{obj / 2**20:.0f} MiB"
+    RESULTS["seek: GET requests (goal <= 3)"] = str(gets)
+    RESULTS["seek: bytes transferred (goal <= 16 MiB)"] = f"{moved / 2**20:.2f} MiB"
+    benchmark.extra_info.update(records=1000, bytes=moved, gets=gets)
+    assert gets <= 3 and moved <= 16 << 20
+
+
+@pytest.mark.benchmark(group="remote")
+def test_remote_scan_vs_download(s3, benchmark, tmp_path):
+    part = tmp_path / "scan-0"
+    records = 0
+    for k in range(4):
+        d = tmp_path / f"tmp{k}"
+        records += big_segment(d, 64 << 20)
+        base = k * (records // (k + 1))
+        log = (d / f"{0:020d}.log").read_bytes()
+        # rebase the copies: each segment continues the offsets
+        data = bytearray(log)
+        size = len(one_batch())
+        for i in range(len(data) // size):
+            off = int.from_bytes(data[i * size:i * size + 8], "big") + base
+            data[i * size:i * size + 8] = off.to_bytes(8, "big")
+        part.mkdir(exist_ok=True)
+        (part / f"{base:020d}.log").write_bytes(bytes(data))
+    s3.fs.put(str(part), f"{BUCKET}/scan/", recursive=True)
+    s3.fs.invalidate_cache()
+    remote = RemoteLog(f"s3://{BUCKET}/scan/scan-0", storage_options=s3.options())
+    objects = sum(s.source().size for s in remote.segments)
+
+    def download():
+        for seg in remote.segments:
+            src = seg.source()
+            for _, data in src.blocks(0, src.size):
+                del data
+    t = time.perf_counter()
+    download()
+    t_download = time.perf_counter() - t
+    s3.proxy.reset()
+    t = time.perf_counter()
+    got = benchmark.pedantic(lambda: sum(len(c) for c in remote.iter()), rounds=1,
+                             iterations=1)
+    t_scan = time.perf_counter() - t
+    moved = s3.proxy.get_bytes
+    assert got == records
+    RESULTS["scan: objects"] = f"4 segments, {objects / 2**20:.0f} MiB, {records} records"
+    RESULTS["scan: bytes transferred / object bytes (goal <= 1.02)"] = f"{moved / objects:.4f}"
+    RESULTS["scan: download only"] = f"{objects / 2**20 / t_download:.0f} MiB/s"
+    RESULTS["scan: decode scan"] = f"{objects / 2**20 / t_scan:.0f} MiB/s"
+    RESULTS["scan: scan rate / download rate (goal >= 0.8)"] = f"{t_download / t_scan:.2f}"
+    benchmark.extra_info.update(records=records, bytes=moved)
+    assert moved <= 1.02 * objects

@@ -50,6 +50,8 @@ class RemoteSegment:
     open_source: object                  # () -> RangeSource | TieredSource
     read_offset_index: object            # () -> bytes (b"" when none)
     end_offset: int | None = None        # last offset, when known (tiered manifest)
+    object_size: int | None = None       # of the stored object (from the listing)
+    manifest_raw: bytes | None = field(default=None, repr=False)   # tiered
     _source: object = field(default=None, repr=False)
 
     def source(self):
@@ -178,7 +180,8 @@ class RemoteLog:
                 src = self._source(index["name"], int(index["size"]))
                 return src.read(0, src.size)
             out.append(RemoteSegment(int(m.group(1)), self._url_of(path),
-                                     lambda p=path, s=size: self._source(p, s), index_reader))
+                                     lambda p=path, s=size: self._source(p, s), index_reader,
+                                     object_size=size))
         return out
 
     def _tiered(self, listing: dict) -> list[RemoteSegment]:
@@ -202,7 +205,8 @@ class RemoteLog:
                             int(listing[stem + ".rsm-manifest"]["size"]))
         if msrc.size > (64 << 20):
             raise CorruptRecordError("manifest larger than 64 MiB", path=murl)
-        manifest = tiered.parse_manifest(msrc.read(0, msrc.size), murl)
+        manifest_raw = msrc.read(0, msrc.size)
+        manifest = tiered.parse_manifest(manifest_raw, murl)
         if stem + ".log" not in listing:
             raise RemoteError("segment object missing (the manifest is there)",
                               url=self._url_of(base + ".log"))
@@ -228,7 +232,7 @@ class RemoteLog:
             raw = self._source(idx_info["name"], int(idx_info["size"]))
             return tiered.read_index(raw, manifest, detransform(), "offset")
         seg = RemoteSegment(start, self._url_of(base + ".log"), open_source, index_reader,
-                            manifest.end_offset)
+                            manifest.end_offset, log_size, manifest_raw)
         return seg, manifest
 
     # --- reads -----------------------------------------------------------

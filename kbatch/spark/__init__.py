@@ -76,13 +76,13 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.log import (LogDir, PartitionLog, Segment, _batch_at, check_segment_end,
+from kbatch.lib.log import (LogDir, PartitionLog, Segment, _batch_at, check_segment_end,
                         parse_partition_dir)
-from kbatch.paths import PathKind, resolve
-from kbatch.records import Records
-from kbatch.segment import DecodeOptions, decode_chunks, open_source, transaction_state
-from kbatch.timestamps import to_millis
-from kbatch.txn import TxnState, check_isolation
+from kbatch.lib.paths import PathKind, resolve
+from kbatch.lib.records import Records
+from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transaction_state
+from kbatch.lib.timestamps import to_millis
+from kbatch.lib.txn import TxnState, check_isolation
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
@@ -235,7 +235,7 @@ def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> lis
 
 def _logs(path: str, use_index: bool = False) -> list[tuple[PartitionLog | None, Path | None]]:
     """The partition logs (or the single segment file) a path names
-    (classified by ``kbatch.paths.resolve``; a wrong path raises ``PathError``)."""
+    (classified by ``kbatch.lib.paths.resolve``; a wrong path raises ``PathError``)."""
     found = resolve(path)
     if found.kind is PathKind.SEGMENT:
         return [(None, found.path)]
@@ -590,7 +590,7 @@ def check_workers(spark) -> None:
         sc = spark.sparkContext
     except Exception:               # Spark Connect: no driver-side context to probe
         return
-    here = str(Path(__file__).resolve().parent.parent)
+    here = str(Path(__file__).resolve().parents[2])   # the directory holding kbatch/
     if str(sc.master).startswith("local"):
         paths = [p for p in (sc.environment.get("PYTHONPATH", ""),
                              os.environ.get("PYTHONPATH", "")) if p]

@@ -17,7 +17,7 @@ from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
 from kbatch.lib.paths import PathError
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.lib.segment import iter_segment, read_segment
-from kbatch.lib.txn import transactions
+from kbatch.tools.transactions import transactions
 from kbatch.tools.verify import verify
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
 
@@ -29,4 +29,4 @@ __all__ = [
     "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "set_memory_pool",
     "transactions", "verify", "write_log", "write_segment",
 ]
-__version__ = "0.1.0"
+from kbatch._version import __version__  # noqa: E402

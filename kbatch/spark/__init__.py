@@ -83,11 +83,11 @@ from kbatch.lib.records import Records
 from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transaction_state
 from kbatch.lib.timestamps import to_millis
 from kbatch.lib.txn import TxnState, check_isolation
+from kbatch.wire import UNBOUNDED
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
           "headers array<struct<key:string,value:binary>>")
-_WHOLE = 1 << 62
 log = logging.getLogger("kbatch.spark")
 
 
@@ -110,7 +110,7 @@ class Options:
     paths: list
     isolation: str = "read_uncommitted"
     starting_offset: object = 0
-    ending_offset: object = _WHOLE
+    ending_offset: object = UNBOUNDED
     starting_timestamp: int | None = None
     ending_timestamp: int | None = None
     validate_crc: bool = True
@@ -123,7 +123,7 @@ class Options:
     topics: set | None = None          # pushed-down filters
     partitions: set | None = None
     offset_lo: int = 0
-    offset_hi: int = _WHOLE
+    offset_hi: int = UNBOUNDED
 
     @classmethod
     def parse(cls, options) -> "Options":
@@ -142,7 +142,7 @@ class Options:
             paths=[str(p) for p in paths],
             isolation=check_isolation(opts.get("isolation", "read_uncommitted").lower()),
             starting_offset=_bounds(opts.get("startingoffset"), 0),
-            ending_offset=_bounds(opts.get("endingoffset"), _WHOLE),
+            ending_offset=_bounds(opts.get("endingoffset"), UNBOUNDED),
             starting_timestamp=to_millis(opts.get("startingtimestamp"), "startingTimestamp"),
             ending_timestamp=to_millis(opts.get("endingtimestamp"), "endingTimestamp"),
             validate_crc=opts.get("validatecrc", "true").lower() != "false",
@@ -174,7 +174,7 @@ class Options:
                 return bound.get((topic, partition), default)
             return bound
         lo = max(pick(self.starting_offset, 0), self.offset_lo)
-        hi = min(pick(self.ending_offset, _WHOLE), self.offset_hi)
+        hi = min(pick(self.ending_offset, UNBOUNDED), self.offset_hi)
         return lo, hi
 
 
@@ -350,7 +350,7 @@ def plan(options: Options) -> list[SegmentSlice]:
             lo, hi = options.offset_range(log_.topic, log_.partition)
             if options.starting_timestamp is not None:
                 found = log_.offset_for_timestamp(options.starting_timestamp, **kwargs)
-                lo = _WHOLE if found is None else max(lo, found)
+                lo = UNBOUNDED if found is None else max(lo, found)
             if options.ending_timestamp is not None:
                 found = log_.offset_for_timestamp(options.ending_timestamp, **kwargs)
                 hi = hi if found is None else min(hi, found)

@@ -243,7 +243,7 @@ def cmd_verify(args) -> int:
 # --- txn ----------------------------------------------------------------
 
 def cmd_txn(args) -> int:
-    from kbatch.lib.txn import transactions
+    from kbatch.tools.transactions import transactions
 
     reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
     hanging = 0
@@ -320,7 +320,7 @@ def _version() -> str:
         from importlib.metadata import version
         return version("kbatch")
     except Exception:               # not installed (a source checkout on PYTHONPATH)
-        from kbatch import __version__
+        from kbatch._version import __version__
         return __version__
 
 

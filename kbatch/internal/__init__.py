@@ -1,0 +1,1 @@
+"""What a broker knows: internal topics, producer state and checkpoints as tables."""

@@ -54,10 +54,15 @@ def records(source, family: str, **options):
     metadata, ``type_id``, ``type`` (null when no schema knows the id),
     versions, ``known``, ``error``, ``key``/``value`` as JSON text (bytes as
     base64) and ``raw_key``/``raw_value`` for records not decoded."""
+    return records_table(iter_decoded(source, family, **options), family)
+
+
+def records_table(decoded, family: str):
+    """``records`` over already decoded ``(meta, decoded)`` pairs."""
     import pyarrow as pa
     framed = family in FRAMED
     rows = []
-    for meta, d in iter_decoded(source, family, **options):
+    for meta, d in decoded:
         known = d["known"]
         row = {k: meta[k] for k in ("topic", "partition", "file", "record_offset",
                                     "record_timestamp")}
@@ -93,6 +98,11 @@ def typed_records(source, family: str, type: str, **options):
     """Records of one type (e.g. "ConsumerGroupMemberMetadata",
     "PartitionRecord") with every key field (``key_`` prefix, coordinator
     topics) and value field as a typed column."""
+    return typed_table(iter_decoded(source, family, **options), family, type)
+
+
+def typed_table(decoded, family: str, type: str):
+    """``typed_records`` over already decoded ``(meta, decoded)`` pairs."""
     import pyarrow as pa
     framed = family in FRAMED
     value_name = type if framed else type + "Value"
@@ -103,7 +113,7 @@ def typed_records(source, family: str, type: str, **options):
         fields += message_fields(type + "Key", "key_")
     fields += message_fields(value_name)
     rows = []
-    for meta, d in iter_decoded(source, family, **options):
+    for meta, d in decoded:
         if d["type"] != type or not d["known"]:
             continue
         row = {k: meta[k] for k in ("topic", "partition", "file", "record_offset",

@@ -6,6 +6,8 @@
     open_log_dir(path)          a broker data directory, read on several threads
     verify(path)                CRCs, offsets, indexes, where valid data ends
     transactions(path)          committed / aborted / open transactions, LSO
+    consumer_lag(data_dir)      committed offsets vs log end offsets over time
+    kbatch.internal             internal topics, producer snapshots, checkpoints as tables
     write_segment / write_log   real magic-2 segments and partition directories
 """
 
@@ -13,6 +15,7 @@ from kbatch._columns import memory_pool_bytes, set_memory_pool
 from kbatch.columns import BinaryColumn, HeadersColumn
 from kbatch.errors import (CorruptRecordError, DecompressionLimitError, KbatchError,
                            LimitExceededError)
+from kbatch.internal.lag import consumer_lag
 from kbatch.log import LogDir, PartitionLog, open_log, open_log_dir
 from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
 from kbatch.segment import iter_segment, read_segment
@@ -21,7 +24,7 @@ from kbatch.verify import verify
 from kbatch.writer import LogWriter, SegmentWriter, write_log, write_segment
 
 __all__ = [
-    "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
+    "BatchTable", "BinaryColumn", "consumer_lag", "ControlRecords", "CorruptRecordError",
     "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
     "LogWriter", "PartitionLog", "Records", "SegmentEnd", "SegmentWriter", "iter_segment",
     "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "set_memory_pool",

@@ -16,7 +16,7 @@ import kbatch
 import kbatch._batch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = pathlib.Path(os.environ.get("KBATCH_CORPUS", ROOT.parent / "shared" / "corpus"))
 
 settings.register_profile(
     "ci", max_examples=60, deadline=None,

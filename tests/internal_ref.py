@@ -253,12 +253,16 @@ def ref_subscription(raw: bytes) -> dict:
     topics = [r.s16() for _ in range(r.fix(">i"))]
     out = {"version": v, "topics": topics, "user_data": r.b32(), "owned_partitions": None,
            "generation_id": None, "rack_id": None}
-    if v >= 1:
+    # later versions only append fields; a writer may stop early (KafkaJS
+    # writes version 1 without owned partitions): fields not there are None
+    if v >= 1 and r.p < len(r.b):
         out["owned_partitions"] = _topic_partitions(r)
-    if v >= 2:
+    if v >= 2 and r.p < len(r.b):
         out["generation_id"] = r.fix(">i")
-    if v >= 3:
+    if v >= 3 and r.p < len(r.b):
         out["rack_id"] = r.s16()
+    if v <= 3:
+        r.done()
     return out
 
 

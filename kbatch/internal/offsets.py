@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from kbatch._offsets import decode_offset_commits, gather_strings
+from kbatch.errors import CorruptRecordError
 from kbatch.internal import wire
 from kbatch.internal.decode import decode_coordinator
 from kbatch.internal.sources import iter_parts
@@ -197,17 +198,26 @@ def _public(table):
 # --- group metadata --------------------------------------------------------
 
 def _protocol(name: str, raw: bytes | None):
-    """A consumer-protocol subscription/assignment: int16 version + struct."""
+    """A consumer-protocol subscription/assignment: int16 version + struct.
+
+    Versions only ever append fields, so a newer version than the table
+    knows is read as the newest known (trailing bytes allowed), and a value
+    that stops after an older version's fields (KafkaJS writes version 1
+    subscriptions without owned partitions) is read as that older version:
+    the fields it lacks are null. None when nothing fits.
+    """
     if raw is None or len(raw) < 2:
         return None
     version = int.from_bytes(raw[:2], "big", signed=True)
-    top = min(version, wire.MESSAGES[name]["valid"][1])   # newer versions keep the old fields
     if version < 0:
         return None
-    try:
-        return dict(wire.decode(name, top, raw, 2, whole=version == top), version=version)
-    except Exception:
-        return None
+    top = min(version, wire.MESSAGES[name]["valid"][1])
+    for v in range(top, -1, -1):
+        try:
+            return dict(wire.decode(name, v, raw, 2, whole=v == version or v < top), version=version)
+        except CorruptRecordError:
+            continue
+    return None
 
 
 def _member_type():

@@ -81,6 +81,8 @@ def snake(name: str) -> str:
 
 
 def _default(ftype: str, value):
+    if ftype == "[]":
+        return None if value == "null" else []
     if value is None:
         if ftype in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
             return 0
@@ -124,7 +126,8 @@ def _fields(fields: list, commons: dict) -> tuple:
             "nullable": _range(f.get("nullableVersions")),
             "tagged": _range(f.get("taggedVersions")),
             "tag": None if f.get("tag") is None else int(f["tag"]),
-            "default": _default(base if sub is None else "struct", f.get("default")),
+            "default": _default("[]" if ftype.startswith("[]") else
+                                base if sub is None else "struct", f.get("default")),
             "fields": sub,
         })
     return tuple(out)

@@ -152,25 +152,41 @@ def gather_strings(const uint8_t[::1] data, const int64_t[::1] start,
                    const int32_t[::1] length, const int64_t[::1] rows,
                    int32_t[::1] out_offsets, uint8_t[::1] out_data):
     """out value j = data[start[rows[j]] : start[rows[j]] + length[rows[j]]];
-    every slice is checked against ``data`` and ``out_data`` first."""
-    cdef Py_ssize_t m = rows.shape[0], j
+    every slice is checked against ``data`` and ``out_data`` first.
+    Returns ``(bytes written, True when every byte is ASCII)``."""
+    cdef Py_ssize_t m = rows.shape[0], j, k
     cdef int64_t r, pos = 0, total = 0
+    cdef uint8_t high = 0
     if out_offsets.shape[0] != m + 1:
         raise ValueError("out_offsets must have len(rows) + 1 slots")
     for j in range(m):
         r = rows[j]
-        if r < 0 or r >= start.shape[0] or length[r] < 0 or start[r] < 0 \
-                or length[r] > data.shape[0] - start[r]:
+        if r < 0 or r >= start.shape[0] or r >= length.shape[0] or length[r] < 0 \
+                or start[r] < 0 or length[r] > data.shape[0] - start[r]:
             raise ValueError(f"row {r}: string slice outside the data")
         total += length[r]
-    if total > out_data.shape[0] or total > 0x7FFFFFFF:
-        raise ValueError("strings do not fit the output buffer")
+        if total > out_data.shape[0] or total > 0x7FFFFFFF:
+            raise ValueError("strings do not fit the output buffer")
     with nogil:
         out_offsets[0] = 0
         for j in range(m):
             r = rows[j]
+            for k in range(length[r]):
+                high |= data[start[r] + k]
             if length[r]:
                 memcpy(&out_data[pos], &data[start[r]], length[r])
             pos += length[r]
             out_offsets[j + 1] = <int32_t>pos
-    return pos
+    return pos, high < 0x80
+
+
+def string_bytes(const int32_t[::1] length, const int64_t[::1] rows):
+    """Total length of the selected strings (rows checked)."""
+    cdef Py_ssize_t j
+    cdef int64_t total = 0, r
+    for j in range(rows.shape[0]):
+        r = rows[j]
+        if r < 0 or r >= length.shape[0] or length[r] < 0:
+            raise ValueError(f"row {r} out of range")
+        total += length[r]
+    return total

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kbatch._offsets import decode_offset_commits, gather_strings
+from kbatch._offsets import decode_offset_commits, gather_strings, string_bytes
 from kbatch.errors import CorruptRecordError
 from kbatch.internal import wire
 from kbatch.internal.decode import decode_coordinator
@@ -30,7 +30,11 @@ TOPIC = "__consumer_offsets"
 
 def offset_commits_schema():
     import pyarrow as pa
-    return pa.schema(record_meta_fields() + [
+    meta = record_meta_fields()
+    # the offsets topic and the file: one value per partition, dictionary-encoded
+    meta[0] = pa.field("topic", _DICT_STRING())
+    meta[2] = pa.field("file", _DICT_STRING())
+    return pa.schema(meta + [
         pa.field("group", pa.string()), pa.field("topic_name", pa.string()),
         pa.field("topic_partition", pa.int32()),
         pa.field("committed_offset", pa.int64()), pa.field("leader_epoch", pa.int32()),
@@ -47,22 +51,35 @@ _RENAME = {"topic": "offsets_topic", "partition": "offsets_partition",
 
 
 def _strings(data: np.ndarray, start, length, rows: np.ndarray):
+    """The strings of ``rows`` as an Arrow string array, or None when some
+    are not valid UTF-8."""
     import pyarrow as pa
-    total = int(length[rows].sum(dtype=np.int64)) if rows.size else 0
+    total = string_bytes(length, rows)
     out_off = np.empty(rows.size + 1, np.int32)
     out_data = np.empty(total, np.uint8)
-    gather_strings(data, start, length, rows, out_off, out_data)
+    _, ascii_only = gather_strings(data, start, length, rows, out_off, out_data)
     arr = pa.Array.from_buffers(pa.string(), rows.size,
                                 [None, pa.py_buffer(out_off), pa.py_buffer(out_data)])
+    if not ascii_only:
+        try:
+            arr.validate(full=True)
+        except pa.ArrowInvalid:
+            return None
     return arr
 
 
-def _valid_utf8(arr) -> bool:
-    try:
-        arr.validate(full=True)
-        return True
-    except Exception:
-        return False
+def _constant(value, m: int):
+    """A column holding one string (or null) m times, dictionary-encoded."""
+    import pyarrow as pa
+    if value is None:
+        return pa.nulls(m, _DICT_STRING())
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, np.int32)),
+                                          pa.array([value], pa.string()))
+
+
+def _DICT_STRING():
+    import pyarrow as pa
+    return pa.dictionary(pa.int32(), pa.string())
 
 
 def _prim(values: np.ndarray, typ, valid: np.ndarray | None = None):
@@ -109,7 +126,7 @@ def decode_commits(records, topic=None, partition=None, file=None):
     group = _strings(key.data, cols["gs"], cols["gl"], fast)
     tname = _strings(key.data, cols["ts"], cols["tl"], fast)
     meta = _strings(value.data, cols["ms"], cols["ml"], fast)
-    if not (_valid_utf8(group) and _valid_utf8(tname) and _valid_utf8(meta)):
+    if group is None or tname is None or meta is None:
         # some string is not UTF-8: leave every row to the checked decoder
         slow = np.sort(np.concatenate([slow, fast]))
         fast = fast[:0]
@@ -117,10 +134,10 @@ def decode_commits(records, topic=None, partition=None, file=None):
     ts = records.timestamp[fast]
     m = fast.size
     table = pa.table({
-        "topic": pa.array([topic] * m, pa.string()) if topic else pa.nulls(m, pa.string()),
+        "topic": _constant(topic, m),
         "partition": pa.array(np.full(m, -1 if partition is None else partition, np.int32),
                               mask=np.full(m, partition is None)),
-        "file": pa.nulls(m, pa.string()) if file is None else pa.array([file] * m, pa.string()),
+        "file": _constant(file, m),
         "record_offset": _prim(records.offset[fast], pa.int64()),
         "record_timestamp": _prim(ts, pa.timestamp("ms", tz="UTC"), ts != -1),
         "group": group, "topic_name": tname,

@@ -234,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
     p.set_defaults(func=cmd_stats)
+    internal_cli.extend_stats(p, cmd_stats)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes without changing files",
                        description="Check segments like the broker's recovery: CRCs, offsets, "

@@ -524,14 +524,18 @@ class LogDir:
         return [p for p in self.partitions if p.topic in wanted]
 
     def read(self, topics: Sequence[str] | None = None, *, threads: int | None = None,
-             isolation: str = "read_uncommitted",
+             isolation: str = "read_uncommitted", visibility: str = "all",
              **options) -> dict[tuple[str, int], Records]:
         """Every selected partition, whole, as ``{(topic, partition): Records}``.
 
         Segments are decoded on ``threads`` threads at once (default: one per
         core); the decoder releases the GIL, so they run in parallel. Keeps
-        in memory the decoded partitions.
+        in memory the decoded partitions. ``visibility="consumer"``: only
+        ``[log start offset, high watermark)`` of each partition, from the
+        checkpoint files (``kbatch.internal.visibility``); "all": everything.
         """
+        from kbatch.internal.visibility import apply_visibility, check_visibility
+        check_visibility(visibility)
         opts = DecodeOptions(**options)
         parts = self.select(topics)
         jobs = [(p, s) for p in parts for s in p.segments]
@@ -556,7 +560,7 @@ class LogDir:
             for p in parts:
                 key = (p.topic, p.partition)
                 result[key] = p.transaction_state(**options).filter(result[key])
-        return result
+        return apply_visibility(self.path, result, visibility)
 
 
 def open_log_dir(path, *, use_index: bool = False) -> LogDir:

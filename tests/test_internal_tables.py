@@ -190,3 +190,21 @@ def test_cli(sample, capfd, tmp_path):
     assert "payments-tx-2001" in out
     status, out = _run(capfd, "dump", str(sample / "orders-0" / "00000000000000000000.log"))
     assert status == 0 and "baseOffset" in out
+
+
+def test_log_dir_read_consumer_visibility(sample, capfd):
+    d = kbatch.open_log_dir(sample)
+    everything = d.read(["page-views", "inventory.events-v2"], threads=1)
+    seen = d.read(["page-views", "inventory.events-v2"], threads=1, visibility="consumer")
+    ranges = visible_ranges(sample)
+    for key, rec in everything.items():
+        lo, hi = ranges[key]
+        want = [o for o in rec.offset.tolist() if lo <= o < hi]
+        assert seen[key].offset.tolist() == want
+    assert len(seen[("page-views", 0)]) == len(everything[("page-views", 0)]) - 250
+    assert seen[("inventory.events-v2", 0)].offset[0] == 1000
+    with pytest.raises(ValueError, match="visibility"):
+        d.read(visibility="committed")
+    status, out = _run(capfd, "stats", str(sample))
+    assert "250 offsets above the high watermark" in out
+    assert "1000 offsets below the log start" in out

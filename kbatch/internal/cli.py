@@ -202,6 +202,46 @@ def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
     parser.set_defaults(func=run)
 
 
+def extend_stats(parser: argparse.ArgumentParser, cmd_stats) -> None:
+    """After ``kbatch stats`` of a data directory (text), what a consumer
+    could fetch per partition beside what is on disk, from the
+    log-start-offset and replication-offset (high watermark) checkpoints."""
+
+    def run(args) -> int:
+        status = cmd_stats(args)
+        path = Path(args.path)
+        if args.format != "text" or not path.is_dir():
+            return status
+        from kbatch.internal.visibility import on_disk_and_visible
+        from kbatch.log import parse_partition_dir
+        if parse_partition_dir(path.name):
+            return status
+        rows = [r for r in on_disk_and_visible(path)
+                if r["log_start_offset"] is not None or r["high_watermark"] is not None]
+        if not rows:
+            return status
+        print("on disk vs visible to a consumer (log-start-offset and replication-offset "
+              "checkpoints):")
+        for r in rows:
+            lo = "-" if r["log_start_offset"] is None else r["log_start_offset"]
+            hi = "-" if r["high_watermark"] is None else r["high_watermark"]
+            note = []
+            if r["end_offset"] is not None and r["high_watermark"] is not None \
+                    and r["high_watermark"] < r["end_offset"]:
+                note.append(f"{r['end_offset'] - r['high_watermark']} offsets above the "
+                            "high watermark")
+            if r["first_offset"] is not None and r["log_start_offset"] is not None \
+                    and r["log_start_offset"] > r["first_offset"]:
+                note.append(f"{r['log_start_offset'] - r['first_offset']} offsets below the "
+                            "log start")
+            print(f"  {r['topic']}-{r['partition']}: on disk [{r['first_offset']}, "
+                  f"{r['end_offset']}), visible [{lo}, {hi})"
+                  + (f"  <-- {'; '.join(note)}" if note else ""))
+        return status
+
+    parser.set_defaults(func=run)
+
+
 def _ms(ts):
     return None if ts is None else int(ts.timestamp() * 1000)
 

@@ -40,3 +40,30 @@ def visible(records, bounds: tuple[int | None, int | None]):
     lo = -(1 << 63) if lo is None else lo
     hi = (1 << 63) - 1 if hi is None else hi
     return records.select_offsets(lo, hi)
+
+
+def apply_visibility(data_dir, parts: dict, visibility: str) -> dict:
+    """``{(topic, partition): Records}`` of a data directory read, each
+    restricted to what ``visibility`` allows ("all": unchanged;
+    "consumer": ``[log start offset, high watermark)`` from the checkpoints)."""
+    if check_visibility(visibility) == "all":
+        return parts
+    ranges = visible_ranges(data_dir)
+    return {key: visible(rec, ranges.get(key, (None, None))) for key, rec in parts.items()}
+
+
+def on_disk_and_visible(data_dir) -> list[dict]:
+    """Per partition of the directory: offsets on disk (first batch's base
+    offset, offset after the last batch) and the visible range, for
+    ``kbatch stats``. Reads batch headers only."""
+    from kbatch.log import LogDir
+    ranges = visible_ranges(data_dir)
+    out = []
+    for part in LogDir(data_dir).partitions:
+        bounds = [b for b in (s.batch_bounds() for s in part.segments) if len(b)]
+        first = int(bounds[0]["base_offset"][0]) if bounds else None
+        end = int(bounds[-1]["last_offset"][-1]) + 1 if bounds else None
+        lo, hi = ranges.get((part.topic, part.partition), (None, None))
+        out.append({"topic": part.topic, "partition": part.partition, "first_offset": first,
+                    "end_offset": end, "log_start_offset": lo, "high_watermark": hi})
+    return out

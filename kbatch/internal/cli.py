@@ -203,23 +203,32 @@ def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
 
 
 def extend_stats(parser: argparse.ArgumentParser, cmd_stats) -> None:
-    """After ``kbatch stats`` of a data directory (text), what a consumer
-    could fetch per partition beside what is on disk, from the
-    log-start-offset and replication-offset (high watermark) checkpoints."""
+    """Before ``kbatch stats`` of a data directory (text; the total stays the
+    last line), what a consumer could fetch per partition beside what is on
+    disk, from the log-start-offset and replication-offset (high watermark)
+    checkpoints."""
 
     def run(args) -> int:
-        status = cmd_stats(args)
         path = Path(args.path)
-        if args.format != "text" or not path.is_dir():
-            return status
-        from kbatch.internal.visibility import on_disk_and_visible
-        from kbatch.log import parse_partition_dir
-        if parse_partition_dir(path.name):
-            return status
+        if args.format == "text" and path.is_dir():
+            _visibility_table(path)
+        return cmd_stats(args)
+
+    parser.set_defaults(func=run)
+
+
+def _visibility_table(path: Path) -> None:
+    from kbatch.internal.visibility import on_disk_and_visible
+    from kbatch.log import parse_partition_dir
+    if parse_partition_dir(path.name):
+        return
+    try:
         rows = [r for r in on_disk_and_visible(path)
                 if r["log_start_offset"] is not None or r["high_watermark"] is not None]
-        if not rows:
-            return status
+    except KbatchError as exc:          # a damaged checkpoint file: stats still runs
+        print(f"kbatch stats: {exc}", file=sys.stderr)
+        return
+    if rows:
         print("on disk vs visible to a consumer (log-start-offset and replication-offset "
               "checkpoints):")
         for r in rows:
@@ -237,9 +246,6 @@ def extend_stats(parser: argparse.ArgumentParser, cmd_stats) -> None:
             print(f"  {r['topic']}-{r['partition']}: on disk [{r['first_offset']}, "
                   f"{r['end_offset']}), visible [{lo}, {hi})"
                   + (f"  <-- {'; '.join(note)}" if note else ""))
-        return status
-
-    parser.set_defaults(func=run)
 
 
 def _ms(ts):

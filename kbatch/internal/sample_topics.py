@@ -61,10 +61,9 @@ def _assignment(assigned: dict[str, list[int]]) -> bytes:
         "user_data": None})
 
 
-def _lag_curve(n: int, peak: int, rng) -> np.ndarray:
+def _lag_curve(n: int, peak: int, centre: float, rng) -> np.ndarray:
     """Lag that builds up during an incident and drains after it."""
     x = np.linspace(0, 1, n)
-    centre = rng.uniform(0.35, 0.65)
     bump = np.exp(-((x - centre) / 0.08) ** 2) * peak
     return (bump + rng.integers(0, max(peak // 50, 2), n)).astype(np.int64)
 
@@ -94,9 +93,12 @@ def _classic_group(out: _Offsets, root: Path, group: str, topic: str, partitions
     out.add(group, coordinator_record("GroupMetadataKey", 2, {"group": group},
                                       "GroupMetadataValue", 3, value), start)
     times = np.arange(start + STEP_MS, end + STEP_MS, STEP_MS, dtype=np.int64)
+    incident = rng.uniform(0.35, 0.65)          # the group's slow hour, all partitions
     for p in range(partitions):
         leo = end_offsets_at(PartitionLog(root / f"{topic}-{p}"), times)
-        committed = np.maximum.accumulate(np.maximum(leo - _lag_curve(len(times), peak, rng), 0))
+        curve = _lag_curve(len(times), int(peak * rng.uniform(0.6, 1.0)),
+                           incident + rng.uniform(-0.02, 0.02), rng)
+        committed = np.maximum.accumulate(np.maximum(leo - curve, 0))
         for t, c in zip(times.tolist(), committed.tolist()):
             out.add(group, coordinator_record(
                 "OffsetCommitKey", 1, {"group": group, "topic": topic, "partition": p},

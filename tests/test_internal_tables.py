@@ -59,6 +59,10 @@ def test_consumer_lag_against_a_reference(tmp_path):
     assert {r["topic"] for r in lag} == {"orders"}
     latest = latest_lag(consumer_lag(tmp_path, groups=["g1"])).to_pylist()
     assert [(r["committed_offset"], r["lag"]) for r in latest] == [(10, 0)]
+    # g2's offset of orders-0 was deleted (a tombstone): only orders-1 is live
+    latest = latest_lag(consumer_lag(tmp_path, groups=["g2"])).to_pylist()
+    assert [(r["partition"], r["committed_offset"]) for r in latest] == [(1, 0)]
+    assert [r["current"] for r in lag if r["group"] == "g2"] == [False, True]
 
 
 def _checkpoint(path, rows):

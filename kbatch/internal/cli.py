@@ -290,3 +290,30 @@ def add_subcommands(sub) -> None:
     p.add_argument("--history", action="store_true", help="every commit, not just the latest")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.set_defaults(func=cmd_lag)
+
+
+def print_internal_summary(data_dir) -> None:
+    """What ``make run`` shows of the internal topics: the latest lag per
+    group and partition, the transaction coordinator's last state per
+    transactional id, the topics named in the metadata log."""
+    from kbatch.internal.lag import consumer_lag, latest_lag
+    from kbatch.internal.metadata import cluster_metadata
+    from kbatch.internal.transactions import transaction_log
+    path = Path(data_dir)
+    lag = latest_lag(consumer_lag(path)).to_pylist()
+    if lag:
+        print("consumer groups (latest commit; kbatch lag for more):")
+        for r in lag:
+            where = f"{r['topic']}-{r['partition']}"
+            print(f"  {r['group']:<16} {where:<24} committed "
+                  f"{r['committed_offset']:>9} log end {r['log_end_offset']:>9} lag {r['lag']:>7}")
+    last: dict = {}
+    for r in transaction_log(path).to_pylist():
+        if r["transactional_id"] is not None and not r["tombstone"]:
+            last[r["transactional_id"]] = r
+    if last:
+        print("transactional ids (__transaction_state): " + ", ".join(
+            f"{t} (producer {r['producer_id']}, {r['state']})" for t, r in sorted(last.items())))
+    names = cluster_metadata(path).topics.column("topic_name").to_pylist()
+    if names:
+        print("topics in __cluster_metadata: " + ", ".join(sorted(set(filter(None, names)))))

@@ -41,7 +41,7 @@ def lag_schema():
     return pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
                       ("commit_timestamp", ts), ("committed_offset", pa.int64()),
                       ("log_end_offset", pa.int64()), ("lag", pa.int64()),
-                      ("record_offset", pa.int64())])
+                      ("record_offset", pa.int64()), ("current", pa.bool_())])
 
 
 def consumer_lag(data_dir, *, groups=None):
@@ -49,19 +49,30 @@ def consumer_lag(data_dir, *, groups=None):
     the log end offset at that time, as a ``pyarrow.Table`` sorted by group,
     topic, partition and commit time: ``group, topic, partition,
     commit_timestamp, committed_offset, log_end_offset, lag`` (never below
-    0) ``, record_offset`` (of the commit record). Tombstones, undecodable
-    records and partitions whose data is not in ``data_dir`` are left out.
-    ``groups``: only these group names."""
+    0) ``, record_offset`` (of the commit record), ``current`` (the group's
+    live offset: its last commit for the partition, not deleted by a later
+    tombstone). Tombstones, undecodable records and partitions whose data is
+    not in ``data_dir`` are left out. ``groups``: only these group names."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from kbatch.internal.offsets import offset_commits
     root = Path(os.fspath(data_dir))
     commits = offset_commits(root)
-    keep = pc.and_(pc.invert(commits.column("tombstone")), pc.is_null(commits.column("error")))
+    commits = commits.filter(pc.is_null(commits.column("error")))
+    # a key's records all lie in one offsets partition, in record order
+    last = {}
+    for i, key in enumerate(zip(commits.column("group").to_pylist(),
+                                commits.column("topic").to_pylist(),
+                                commits.column("partition").to_pylist())):
+        last[key] = i
+    current = np.zeros(len(commits), bool)
+    current[list(last.values())] = True
+    commits = commits.append_column("current", pa.array(current))
+    keep = pc.invert(commits.column("tombstone"))
     if groups is not None:
         keep = pc.and_(keep, pc.is_in(commits.column("group"), pa.array(list(groups), pa.string())))
     commits = commits.filter(keep).select(["group", "topic", "partition", "commit_timestamp",
-                                           "committed_offset", "record_offset"])
+                                           "committed_offset", "record_offset", "current"])
     if not len(commits):
         return lag_schema().empty_table()
     commit_ms = commits.column("commit_timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
@@ -89,14 +100,6 @@ def consumer_lag(data_dir, *, groups=None):
 
 
 def latest_lag(lag_table):
-    """The last row of each (group, topic, partition) of ``consumer_lag``."""
-    import pyarrow as pa
-    if not len(lag_table):
-        return lag_table
-    g = lag_table.column("group").to_pylist()
-    t = lag_table.column("topic").to_pylist()
-    p = lag_table.column("partition").to_pylist()
-    last = {}
-    for i, key in enumerate(zip(g, t, p)):
-        last[key] = i
-    return lag_table.take(pa.array(sorted(last.values())))
+    """The live offset of each (group, topic, partition) of ``consumer_lag``:
+    its ``current`` rows (partitions whose offsets were deleted drop out)."""
+    return lag_table.filter(lag_table.column("current"))

@@ -64,11 +64,11 @@ def offsets_records():
 def test_offset_commits_from_records(benchmark, offsets_records):
     table = benchmark(decode_commits, offsets_records, "__consumer_offsets", 0)
     assert len(table) == RECORDS and table.column("error").null_count == RECORDS
-    benchmark.extra_info.update(records=RECORDS, mode="from Records")
+    benchmark.extra_info.update(records=RECORDS, bytes=PATH.stat().st_size, mode="from Records")
 
 
 @pytest.mark.benchmark(group="internal")
 def test_offset_commits_from_file(benchmark, offsets_records):
     table = benchmark(offset_commits, PATH)
     assert len(table) == RECORDS
-    benchmark.extra_info.update(records=RECORDS, mode="from the file")
+    benchmark.extra_info.update(records=RECORDS, bytes=PATH.stat().st_size, mode="from the file")

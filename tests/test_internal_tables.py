@@ -212,3 +212,48 @@ def test_log_dir_read_consumer_visibility(sample, capfd):
     status, out = _run(capfd, "stats", str(sample))
     assert "250 offsets above the high watermark" in out
     assert "1000 offsets below the log start" in out
+
+
+def _framed(name, version, values):
+    from kbatch.internal._schemas import MESSAGES
+    from tests.internal_ref import enc_struct, uvarint
+    m = MESSAGES[name]
+    return uvarint(1) + uvarint(m["api_key"]) + uvarint(version) + \
+        enc_struct(m["fields"], values, version, True)
+
+
+def test_remote_log_metadata_and_share_state(tmp_path):
+    from kbatch.internal import remote_log_metadata, share_state
+    tip = {"name": "orders", "id": "AAAAAAAAAAAAAAAAAAAAAQ", "partition": 2}
+    seg = {"topic_id_partition": tip, "id": "AAAAAAAAAAAAAAAAAAAAAg"}
+    recs = [_framed("RemoteLogSegmentMetadataRecord", 0, {
+                "remote_log_segment_id": seg, "start_offset": 0, "end_offset": 99,
+                "broker_id": 1, "max_timestamp_ms": 5, "event_timestamp_ms": 6,
+                "segment_leader_epochs": [{"leader_epoch": 0, "offset": 0}],
+                "segment_size_in_bytes": 4096, "custom_metadata": None,
+                "remote_log_segment_state": 0}),
+            _framed("RemoteLogSegmentMetadataUpdateRecord", 0, {
+                "remote_log_segment_id": seg, "broker_id": 1, "event_timestamp_ms": 7,
+                "custom_metadata": None, "remote_log_segment_state": 1}),
+            _framed("RemotePartitionDeleteMetadataRecord", 0, {
+                "topic_id_partition": tip, "broker_id": 1, "event_timestamp_ms": 8,
+                "remote_partition_delete_state": 0})]
+    kbatch.write_log(tmp_path / "__remote_log_metadata-0", [(b"k", v, 1) for v in recs])
+    t = remote_log_metadata(tmp_path).to_pylist()
+    assert [(r["state"], r["start_offset"], r["end_offset"], r["remote_topic"],
+             r["remote_partition"]) for r in t] == [
+        ("COPY_SEGMENT_STARTED", 0, 99, "orders", 2), ("COPY_SEGMENT_FINISHED", 0, 99, "orders", 2),
+        ("DELETE_PARTITION_MARKED", None, None, "orders", 2)]
+    assert t[1]["segment_id"] == "AAAAAAAAAAAAAAAAAAAAAg"
+    from kbatch.internal._schemas import MESSAGES
+    from tests.internal_ref import enc_struct
+    key = struct.pack(">h", 0) + enc_struct(MESSAGES["ShareSnapshotKey"]["fields"], {
+        "group_id": "sg", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "partition": 3}, 0, False)
+    value = struct.pack(">h", 0) + enc_struct(MESSAGES["ShareSnapshotValue"]["fields"], {
+        "snapshot_epoch": 1, "state_epoch": 2, "leader_epoch": 3, "start_offset": 10,
+        "state_batches": [{"first_offset": 10, "last_offset": 12, "delivery_state": 2,
+                           "delivery_count": 1}]}, 0, True)
+    kbatch.write_log(tmp_path / "__share_group_state-0", [(key, value, 1)])
+    s = share_state(tmp_path).to_pylist()
+    assert s[0]["key_group_id"] == "sg" and s[0]["start_offset"] == 10
+    assert s[0]["state_batches"][0]["last_offset"] == 12

@@ -24,9 +24,10 @@ from kbatch.verify import verify
 from kbatch.writer import LogWriter, SegmentWriter, write_log, write_segment
 
 __all__ = [
-    "BatchTable", "BinaryColumn", "consumer_lag", "ControlRecords", "CorruptRecordError",
+    "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
     "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
-    "LogWriter", "PartitionLog", "Records", "SegmentEnd", "SegmentWriter", "iter_segment",
+    "LogWriter", "PartitionLog", "Records", "SegmentEnd", "SegmentWriter", "consumer_lag",
+    "iter_segment",
     "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "set_memory_pool",
     "transactions", "verify", "write_log", "write_segment",
 ]

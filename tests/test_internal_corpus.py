@@ -5,7 +5,6 @@ tests/internal_ref.py."""
 
 import collections
 
-import pytest
 
 import kbatch
 from kbatch.internal import checkpoints, offset_commits, read_checkpoint, read_producer_snapshot

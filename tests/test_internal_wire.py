@@ -79,7 +79,8 @@ def test_unknown_tags_are_kept():
 def test_every_truncation_raises_corrupt(name, version):
     m = MESSAGES[name]
     rnd = random.Random(9)
-    raw = enc_struct(m["fields"], rand_struct(m["fields"], version, rnd), version, _flex(m, version))
+    values = rand_struct(m["fields"], version, rnd)
+    raw = enc_struct(m["fields"], values, version, _flex(m, version))
     for cut in range(len(raw)):
         with pytest.raises(CorruptRecordError):
             wire.decode(name, version, raw[:cut])

@@ -100,7 +100,8 @@ def _replay(decoded):
         elif t == "PartitionChangeRecord":
             key = (v["topic_id"], v["partition_id"])
             s = dict(state.get(key) or {k: None for k in _STATE})
-            s["leader_epoch"] = s["partition_epoch"] = None   # bumped by the controller, not recorded
+            # the epochs are bumped by the controller, not recorded in the change
+            s["leader_epoch"] = s["partition_epoch"] = None
             if v["leader"] != -2:
                 s["leader"] = v["leader"]
             for k in ("isr", "replicas", "removing_replicas", "adding_replicas",

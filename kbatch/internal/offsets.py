@@ -231,7 +231,8 @@ def _protocol(name: str, raw: bytes | None):
     top = min(version, wire.MESSAGES[name]["valid"][1])
     for v in range(top, -1, -1):
         try:
-            return dict(wire.decode(name, v, raw, 2, whole=v == version or v < top), version=version)
+            fields = wire.decode(name, v, raw, 2, whole=v == version or v < top)
+            return dict(fields, version=version)
         except CorruptRecordError:
             continue
     return None

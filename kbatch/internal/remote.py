@@ -60,8 +60,9 @@ def _segment_rows(decoded):
             tip = v.get("topic_id_partition") or {}
             yield {"remote_topic_id": tip.get("id"), "remote_topic": tip.get("name"),
                    "remote_partition": tip.get("partition"), "segment_id": None, "event": t,
-                   "state": PARTITION_DELETE_STATES.get(v.get("remote_partition_delete_state"),
-                                                        str(v.get("remote_partition_delete_state"))),
+                   "state": PARTITION_DELETE_STATES.get(
+                       v.get("remote_partition_delete_state"),
+                       str(v.get("remote_partition_delete_state"))),
                    "start_offset": None, "end_offset": None, "broker_id": v.get("broker_id"),
                    "event_timestamp": v.get("event_timestamp_ms"),
                    "segment_size_in_bytes": None, **base}

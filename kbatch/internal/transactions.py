@@ -46,7 +46,8 @@ def _rows(source, **options):
             yield {
                 "transactional_id": (d["key"] or {}).get("transactional_id"),
                 "producer_id": v.get("producer_id"), "producer_epoch": v.get("producer_epoch"),
-                "state": None if status is None else TRANSACTION_STATES.get(status, f"Unknown({status})"),
+                "state": (None if status is None
+                          else TRANSACTION_STATES.get(status, f"Unknown({status})")),
                 "state_code": status, "partitions": v.get("transaction_partitions"),
                 "transaction_timeout_ms": v.get("transaction_timeout_ms"),
                 "last_update_timestamp": v.get("transaction_last_update_timestamp_ms"),

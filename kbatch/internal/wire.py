@@ -37,8 +37,6 @@ _FIXED = {
     "int64": struct.Struct(">q"), "uint16": struct.Struct(">H"), "uint32": struct.Struct(">I"),
     "float64": struct.Struct(">d"),
 }
-_INT16 = _FIXED["int16"]
-_INT32 = _FIXED["int32"]
 _MIN_SIZE = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint16": 2, "uint32": 4,
              "float64": 8, "bool": 1, "uuid": 16}
 

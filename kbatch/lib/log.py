@@ -692,6 +692,7 @@ class LogDir:
              start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              threads: int | None = None, isolation: str = "read_uncommitted",
+             visibility: str = "all",
              **options) -> dict[tuple[str, int], Records]:
         """Every selected partition as ``{(topic, partition): Records}``:
         whole, or the range (arguments of ``PartitionLog.read``) of each.
@@ -701,8 +702,13 @@ class LogDir:
         ``threads`` threads at once (default: one per core; the decoder
         releases the GIL); ranges partition by partition on those threads.
         Damage is handled as in ``PartitionLog.read`` (``on_corrupt``).
+        ``visibility="consumer"``: only ``[log start offset, high watermark)``
+        of each partition, from the checkpoint files
+        (``kbatch.lib.visibility``); "all" (default): everything.
         Keeps in memory the decoded partitions.
         """
+        from kbatch.lib.visibility import apply_visibility, check_visibility
+        check_visibility(visibility)
         check_isolation(isolation)
         opts = decode_options("LogDir.read", options)
         parts = self.select(topics)
@@ -747,7 +753,7 @@ class LogDir:
             for p in parts:
                 key = (p.topic, p.partition)
                 result[key] = p.transaction_state(**options).filter(result[key])
-        return result
+        return apply_visibility(self.path, result, visibility)
 
 
 def open_log_dir(path, *, use_index: bool = False) -> LogDir:

@@ -201,6 +201,9 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
     print()
     with stages.stage("check counts against kbatch (no Spark)"):
         ok = _check_counts(spark, log_dir, per)
+    with stages.stage("internal topics: consumer lag, transactions, metadata (kbatch.internal)"):
+        from kbatch.tools.internal_cli import print_internal_summary
+        print_internal_summary(log_dir)
     summary_path = Path(out_dir, "summary.json")
     summary_path.write_text(json.dumps(summary_rows(per, top), indent=1, ensure_ascii=False))
     spark.stop()

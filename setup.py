@@ -13,7 +13,8 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-MODULES = ["_columns", "_checksums", "_lz4", "_legacy", "_records", "_batch", "_kernels", "_encode"]
+MODULES = ["_columns", "_checksums", "_lz4", "_legacy", "_records", "_batch", "_kernels", "_encode",
+           "_offsets"]
 
 sanitize = os.environ.get("KBATCH_SANITIZE") == "1"
 debug = os.environ.get("KBATCH_DEBUG") == "1"
@@ -32,8 +33,8 @@ if sanitize:
 
 extensions = [
     Extension(
-        f"kbatch.{name}",
-        [f"kbatch/{name}.pyx"],
+        f"kbatch._core.{name}",
+        [f"kbatch/_core/{name}.pyx"],
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
         extra_compile_args=compile_args,

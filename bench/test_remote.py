@@ -1,5 +1,5 @@
 """Remote reads through a request-counting proxy in front of a local S3
-server (moto, tests/remote_s3.py): the goals of kbatch.remote.
+server (moto, tests/remote_s3.py): the goals of kbatch.lib.remote.
 
     seek:  an offset read from the middle of a 1 GiB remote segment:
            GET requests and bytes (goal: <= 3 GETs, <= 16 MiB)
@@ -32,8 +32,8 @@ pytest.importorskip("moto")
 pytest.importorskip("s3fs")
 
 import kbatch  # noqa: E402
-from kbatch.remote.fs import RangeSource  # noqa: E402
-from kbatch.remote.log import RemoteLog  # noqa: E402
+from kbatch.lib.remote.fs import RangeSource  # noqa: E402
+from kbatch.lib.remote.log import RemoteLog  # noqa: E402
 from tests.remote_s3 import BUCKET, S3  # noqa: E402
 
 RESULTS: dict[str, str] = {}
@@ -70,7 +70,7 @@ def s3():
     server = S3()
     yield server
     server.stop()
-    lines = ["# Remote reads (kbatch.remote), through a request-counting proxy",
+    lines = ["# Remote reads (kbatch.lib.remote), through a request-counting proxy",
              "", "Local S3 server (moto) behind the proxy in tests/remote_s3.py; "
              "`make bench` (bench/test_remote.py).", "", "| figure | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in RESULTS.items()]

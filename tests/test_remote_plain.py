@@ -16,8 +16,8 @@ pytest.importorskip("s3fs")
 
 import kbatch  # noqa: E402
 from kbatch.errors import CorruptRecordError, KbatchError  # noqa: E402
-from kbatch.remote.fs import RemoteError  # noqa: E402
-from kbatch.remote.log import RemoteLog, RemoteLogDir  # noqa: E402
+from kbatch.lib.remote.fs import RemoteError  # noqa: E402
+from kbatch.lib.remote.log import RemoteLog, RemoteLogDir  # noqa: E402
 
 from .remote_s3 import BUCKET, S3  # noqa: E402
 from .tiered_encoder import live_index  # noqa: E402

@@ -15,8 +15,8 @@ pytest.importorskip("cryptography")
 
 import kbatch  # noqa: E402
 from kbatch.errors import CorruptRecordError, KbatchError  # noqa: E402
-from kbatch.remote import tiered  # noqa: E402
-from kbatch.remote.log import RemoteLog, RemoteLogDir  # noqa: E402
+from kbatch.lib.remote import tiered  # noqa: E402
+from kbatch.lib.remote.log import RemoteLog, RemoteLogDir  # noqa: E402
 
 from .remote_s3 import BUCKET, S3  # noqa: E402
 from .test_remote_plain import records, same  # noqa: E402

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import kbatch
-from kbatch.writer import LogWriter
+from kbatch.lib.writer import LogWriter
 
 from .conftest import CORPUS, needs_corpus
 from .digest import digest
@@ -215,7 +215,7 @@ def test_use_index_plans_cover_the_same_bytes_cut_at_indexed_batches():
     slices cover at least the bytes of those planned from the header walk
     (an index entry is a sparse bound: the reader trims to the offsets), and
     every cut is an indexed position that is a real batch boundary."""
-    from kbatch.log import Segment
+    from kbatch.lib.log import Segment
     from kbatch.spark import Options, plan
     for extra in ({}, {"startingOffset": "1234", "endingOffset": "30621"}):
         opts = {"path": str(DIPENDRA), "maxPartitionBytes": "100000", **extra}

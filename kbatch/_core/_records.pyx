@@ -1,0 +1,312 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The records of one magic-2 batch (DefaultRecord.java) into columns.
+
+Record, inside the (decompressed) records area, zig-zag varints:
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
+    | keyLength varint (-1 null) | key | valueLength varint (-1 null) | value
+    | headersCount varint | [headerKeyLength varint | key (UTF-8)
+                             | headerValueLength varint (-1 null) | value]...
+
+    offset = baseOffset + offsetDelta
+    timestamp = baseTimestamp + timestampDelta (CreateTime), maxTimestamp (LogAppendTime)
+
+Control records (key: version int16 | type int16; ABORT/COMMIT value:
+version int16 | coordinatorEpoch int32) also get a ControlRow.
+
+Every read goes through the cursor; a record is read through a cursor bounded
+by its own length, so no field can run into the next record.
+"""
+
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
+from libc.string cimport memcpy
+
+from kbatch._core._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
+                              binary_reserve, columns_held_bytes, columns_reserve_rows,
+                              growbuf_reserve, kb_copy, ROW_FIXED_BYTES)
+from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
+                             likely, load_be16, load_be32, read_u8, read_varint,
+                             read_varlong, unlikely)
+from kbatch._core._types cimport *
+
+
+cdef enum:
+    MIN_RECORD_SIZE = 7        # length, attributes, 2 deltas, key, value, headers
+    MIN_HEADER_SIZE = 2        # key length + value length varints
+    PREFETCH_AHEAD = 16384     # bytes ahead of the record being decoded
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* Strict UTF-8 check (no overlongs, no surrogates, <= U+10FFFF). */
+    static int kb_utf8_valid(const uint8_t *s, Py_ssize_t n) {
+        Py_ssize_t i = 0;
+        while (n - i >= 8) {  /* ASCII fast path, 8 bytes at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL) break;
+            i += 8;
+        }
+        while (i < n) {
+            uint8_t c = s[i];
+            if (c < 0x80) { i++; continue; }
+            if (c >= 0xC2 && c <= 0xDF) {
+                if (n - i < 2 || (s[i+1] & 0xC0) != 0x80) return 0;
+                i += 2;
+            } else if (c >= 0xE0 && c <= 0xEF) {
+                if (n - i < 3 || (s[i+1] & 0xC0) != 0x80 || (s[i+2] & 0xC0) != 0x80) return 0;
+                if (c == 0xE0 && s[i+1] < 0xA0) return 0;
+                if (c == 0xED && s[i+1] > 0x9F) return 0;
+                i += 3;
+            } else if (c >= 0xF0 && c <= 0xF4) {
+                if (n - i < 4 || (s[i+1] & 0xC0) != 0x80 || (s[i+2] & 0xC0) != 0x80
+                        || (s[i+3] & 0xC0) != 0x80) return 0;
+                if (c == 0xF0 && s[i+1] < 0x90) return 0;
+                if (c == 0xF4 && s[i+1] > 0x8F) return 0;
+                i += 4;
+            } else {
+                return 0;
+            }
+        }
+        return 1;
+    }
+    """
+    bint utf8_valid "kb_utf8_valid"(const uint8_t *s, Py_ssize_t n) noexcept nogil
+    void prefetch "__builtin_prefetch"(const void *p) noexcept nogil
+
+
+
+
+cdef int parse_control(RecordColumns *ctrl, GrowBuf *rows, Py_ssize_t first) noexcept nogil:
+    """Fill a ControlRow for every control record from ``first`` on.
+
+    Key: version int16 | type int16. ABORT/COMMIT value: version int16 |
+    coordinatorEpoch int32. Short keys or values leave -1 (never an error).
+    """
+    cdef Py_ssize_t i, start, length
+    cdef const int32_t *koffs = <const int32_t *>ctrl.key.offsets.data
+    cdef const int32_t *voffs = <const int32_t *>ctrl.value.offsets.data
+    cdef const uint8_t *kdata = <const uint8_t *>ctrl.key.data.data
+    cdef const uint8_t *vdata = <const uint8_t *>ctrl.value.data.data
+    cdef ControlRow *out
+    if growbuf_reserve(rows, (ctrl.n - first) * <Py_ssize_t>sizeof(ControlRow)) != 0:
+        return -1
+    out = <ControlRow *>(rows.data + rows.len)
+    for i in range(first, ctrl.n):
+        out.version = -1
+        out.type = -1
+        out.value_version = -1
+        out.coordinator_epoch = -1
+        out._pad = 0
+        start = koffs[i]
+        length = koffs[i + 1] - start
+        if length >= 4:
+            out.version = <int16_t>load_be16(kdata + start)
+            out.type = <int16_t>load_be16(kdata + start + 2)
+        start = voffs[i]
+        length = voffs[i + 1] - start
+        if (out.type == 0 or out.type == 1) and length >= 6:
+            out.value_version = <int16_t>load_be16(vdata + start)
+            out.coordinator_epoch = <int32_t>load_be32(vdata + start + 2)
+        out += 1
+        rows.len += sizeof(ControlRow)
+    return 0
+
+
+cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
+                         const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
+                         const BatchRow *row, int32_t batch_index,
+                         Py_ssize_t prefetch_end) noexcept nogil:
+    """Append the records of one batch (``buf[start:stop]``) to ``cols``.
+
+    ``buf[:prefetch_end]`` may be prefetched (the batches that follow).
+
+    Capacity is reserved up front from what the region can hold, so the loop
+    writes through plain pointers. On error nothing is committed (the caller
+    rolls back the partial batch when it keeps going).
+    """
+    cdef Py_ssize_t region = stop - start
+    cdef int32_t count = row.records_count
+    cdef Py_ssize_t n = cols.n
+    cdef Py_ssize_t i, j, rec_start
+    cdef Cursor cur = cursor_over(buf, start, stop)
+    cdef Cursor rec
+    cdef int32_t length = 0, off_delta = 0, klen = 0, vlen = 0, hcount = 0
+    cdef int32_t hklen = 0, hvlen = 0
+    cdef int64_t ts_delta = 0
+    cdef uint8_t attr
+    cdef int8_t tt = row.timestamp_type
+    cdef int64_t base_offset = row.base_offset
+    # the header's lastOffsetDelta: every record's delta lies in 0..last_delta
+    # (else the header and the records disagree: corrupt, see SPEC decisions)
+    cdef int64_t last_delta = row.last_offset - row.base_offset
+    cdef int64_t base_ts = row.base_timestamp
+    cdef bint log_append = tt == 1
+    # position of errors: file bytes for plain batches, the batch otherwise
+    cdef int64_t where
+
+    if count < 0:
+        return set_error(err, E_COUNT_NEGATIVE, start, -1, count, 0)
+    if count > region // MIN_RECORD_SIZE:
+        return set_error(err, E_COUNT_TOO_LARGE, start, -1, count, region)
+    if count > limits.max_records_per_batch:
+        return set_error(err, E_LIMIT_RECORDS, start, -1, count,
+                          limits.max_records_per_batch)
+    # max_read_bytes holds before the rows are reserved: a small batch of
+    # many empty records must not take count * ROW_FIXED_BYTES first
+    if count * <Py_ssize_t>ROW_FIXED_BYTES > limits.read_budget - columns_held_bytes(cols):
+        return set_error(err, E_LIMIT_READ_BYTES, start, -1, count, limits.max_read_bytes)
+    if (columns_reserve_rows(cols, count) != 0
+            or binary_reserve(&cols.key, 0, region) != 0
+            or binary_reserve(&cols.value, 0, region) != 0
+            or binary_reserve(&cols.hkey, 0, region) != 0
+            or binary_reserve(&cols.hvalue, 0, region) != 0):
+        return set_error(err, E_NOMEM, start, -1, 0, 0)
+
+    cdef int64_t *out_offset = <int64_t *>cols.offset.data + n
+    cdef int64_t *out_ts = <int64_t *>cols.timestamp.data + n
+    cdef int8_t *out_tt = <int8_t *>cols.ts_type.data + n
+    cdef int32_t *out_batch = <int32_t *>cols.batch.data + n
+    cdef int32_t *out_headers = <int32_t *>cols.headers.data + n + 1
+    cdef int32_t *key_offs = <int32_t *>cols.key.offsets.data + n + 1
+    cdef int32_t *val_offs = <int32_t *>cols.value.offsets.data + n + 1
+    cdef uint8_t *key_bits = <uint8_t *>cols.key.validity.data
+    cdef uint8_t *val_bits = <uint8_t *>cols.value.validity.data
+    cdef char *key_data = cols.key.data.data
+    cdef char *val_data = cols.value.data.data
+    cdef Py_ssize_t key_len = cols.key.data.len
+    cdef Py_ssize_t val_len = cols.value.data.len
+    cdef Py_ssize_t key_nulls = 0, val_nulls = 0
+    cdef Py_ssize_t row_i
+    cdef int32_t headers_total = <int32_t>cols.hkey.count
+    cdef int st
+
+    for i in range(count):
+        rec_start = cur.pos
+        # pull the next batch toward the cache while this one decodes, so its
+        # CRC pass reads from cache, not memory (only inside the source)
+        if rec_start + PREFETCH_AHEAD + 128 <= prefetch_end:
+            prefetch(buf + rec_start + PREFETCH_AHEAD)
+            prefetch(buf + rec_start + PREFETCH_AHEAD + 64)
+        st = read_varint(&cur, &length)
+        if unlikely(st != CUR_OK):
+            if st == CUR_SHORT:
+                return set_error(err, E_FEW_RECORDS, rec_start, -1, i, count)
+            return set_error(err, E_VARINT, rec_start, -1, 0, 0)
+        if unlikely(length < 0 or length > cur.end - cur.pos):
+            return set_error(err, E_RECORD_LENGTH, rec_start, -1, length,
+                              cur.end - cur.pos)
+        rec = cursor_over(buf, cur.pos, cur.pos + length)
+        cur.pos += length
+
+        if unlikely(read_u8(&rec, &attr) != CUR_OK):
+            return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+        st = read_varlong(&rec, &ts_delta)
+        st |= read_varint(&rec, &off_delta)
+        st |= read_varint(&rec, &klen)
+        if unlikely(st != CUR_OK):
+            return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                              rec_start, -1, 0, 0)
+        if unlikely(off_delta < 0 or off_delta > last_delta):
+            return set_error(err, E_RECORD_OFFSET, rec_start, -1, off_delta, last_delta)
+        row_i = n + i
+        if klen >= 0:
+            if unlikely(klen > rec.end - rec.pos):
+                return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+            if klen > 0:
+                kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
+            key_len += klen
+            rec.pos += klen
+            key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
+        else:
+            key_nulls += 1
+        key_offs[i] = <int32_t>key_len
+
+        st = read_varint(&rec, &vlen)
+        if unlikely(st != CUR_OK):
+            return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                              rec_start, -1, 0, 0)
+        if vlen >= 0:
+            if unlikely(vlen > rec.end - rec.pos):
+                return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+            if vlen > 0:
+                kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
+            val_len += vlen
+            rec.pos += vlen
+            val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
+        else:
+            val_nulls += 1
+        val_offs[i] = <int32_t>val_len
+
+        st = read_varint(&rec, &hcount)
+        if unlikely(st != CUR_OK):
+            return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                              rec_start, -1, 0, 0)
+        if hcount != 0:
+            if unlikely(hcount < 0 or hcount > (rec.end - rec.pos) // MIN_HEADER_SIZE):
+                return set_error(err, E_HEADER_COUNT, rec_start, -1, hcount,
+                                  rec.end - rec.pos)
+            if unlikely(hcount > limits.max_headers_per_record):
+                return set_error(err, E_LIMIT_HEADERS, rec_start, -1, hcount,
+                                  limits.max_headers_per_record)
+            if (binary_reserve(&cols.hkey, hcount, 0) != 0
+                    or binary_reserve(&cols.hvalue, hcount, 0) != 0):
+                return set_error(err, E_NOMEM, rec_start, -1, 0, 0)
+            for j in range(hcount):
+                st = read_varint(&rec, &hklen)
+                if unlikely(st != CUR_OK):
+                    return set_error(err, E_VARINT if st & CUR_VARINT
+                                      else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                if unlikely(hklen < 0):
+                    return set_error(err, E_HEADER_KEY_NULL, rec_start, -1, hklen, 0)
+                if unlikely(hklen > rec.end - rec.pos):
+                    return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                if unlikely(not utf8_valid(buf + rec.pos, hklen)):
+                    return set_error(err, E_HEADER_KEY_UTF8, rec_start, -1, 0, 0)
+                binary_append_unchecked(&cols.hkey, buf + rec.pos, hklen)
+                rec.pos += hklen
+                st = read_varint(&rec, &hvlen)
+                if unlikely(st != CUR_OK):
+                    return set_error(err, E_VARINT if st & CUR_VARINT
+                                      else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                if hvlen >= 0:
+                    if unlikely(hvlen > rec.end - rec.pos):
+                        return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                    binary_append_unchecked(&cols.hvalue, buf + rec.pos, hvlen)
+                    rec.pos += hvlen
+                else:
+                    binary_append_unchecked(&cols.hvalue, NULL, -1)
+            headers_total += hcount
+        out_headers[i] = headers_total
+
+        if unlikely(rec.pos != rec.end):
+            return set_error(err, E_RECORD_SIZE, rec_start, -1, length,
+                              length - (rec.end - rec.pos))
+        out_offset[i] = base_offset + off_delta
+        out_ts[i] = row.max_timestamp if log_append else base_ts + ts_delta
+        out_tt[i] = tt
+        out_batch[i] = batch_index
+
+    if cur.pos != cur.end:
+        return set_error(err, E_TRAILING_BYTES, cur.pos, -1, cur.end - cur.pos, 0)
+
+    # commit
+    cols.n = n + count
+    cols.offset.len += count * 8
+    cols.timestamp.len += count * 8
+    cols.ts_type.len += count
+    cols.batch.len += count * 4
+    cols.headers.len += count * 4
+    cols.key.data.len = key_len
+    cols.key.count = cols.n
+    cols.key.offsets.len += count * 4
+    cols.key.null_count += key_nulls
+    cols.key.validity.len = (cols.n + 7) >> 3
+    cols.value.data.len = val_len
+    cols.value.count = cols.n
+    cols.value.offsets.len += count * 4
+    cols.value.null_count += val_nulls
+    cols.value.validity.len = (cols.n + 7) >> 3
+    return 0

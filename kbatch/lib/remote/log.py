@@ -1,0 +1,372 @@
+"""Partitions in object storage: the plain layout (a copied broker
+directory: ``<topic>-<partition>/<base offset>.log`` beside its ``.index``)
+and the tiered-storage layout (``kbatch.lib.remote.tiered``).
+
+``RemoteLog.read``/``iter`` plan from the listing and the index objects
+only: a read from an offset fetches that segment's offset index (one GET,
+checked: the batch it points at must start there and end at the entry's
+offset, else the segment is read from its start), then the bytes from that
+batch on; a full scan reads every segment once, in ranges. Nothing but
+listings and index objects is read before decoding starts.
+
+Tiered buckets: a segment uploaded twice (same offsets, another UUID, after
+a leader change) gives each offset once: segments are read in start-offset
+order and records at or below the last offset already returned are left
+out. Of several uploads with the same start offset, the one whose manifest
+names the latest ``eventTimestampMs`` is read.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+
+from kbatch.errors import ArgumentError, CorruptRecordError
+from kbatch.lib.index import OFFSET_ENTRY
+from kbatch.lib.records import Records
+from kbatch.lib.remote import tiered
+from kbatch.lib.remote.fs import (DEFAULT_BLOCK, DEFAULT_CONCURRENCY, RangeSource, RemoteError,
+                              resolve)
+from kbatch.lib.remote.scan import scan
+from kbatch.lib.segment import DecodeOptions, check_options
+from kbatch.wire import UNBOUNDED as _WHOLE
+from kbatch.lib.txn import apply_isolation, check_isolation
+
+SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
+TIERED_DIR = re.compile(r"^(.+)-([A-Za-z0-9_-]{22})$")
+LAYOUTS = ("plain", "tiered")
+
+
+@dataclass
+class RemoteSegment:
+    """One segment: where its bytes come from and how to find its index."""
+
+    base_offset: int
+    url: str
+    open_source: object                  # () -> RangeSource | TieredSource
+    read_offset_index: object            # () -> bytes (b"" when none)
+    end_offset: int | None = None        # last offset, when known (tiered manifest)
+    object_size: int | None = None       # of the stored object (from the listing)
+    manifest_raw: bytes | None = field(default=None, repr=False)   # tiered
+    _source: object = field(default=None, repr=False)
+
+    def source(self):
+        if self._source is None:
+            self._source = self.open_source()
+        return self._source
+
+
+def _entries(raw: bytes) -> np.ndarray:
+    """The live entries of an offset index (up to the first all-zero one
+    after the first: preallocated space)."""
+    n = len(raw) // OFFSET_ENTRY.itemsize
+    entries = np.frombuffer(raw, OFFSET_ENTRY, count=n)
+    zero = np.flatnonzero((entries["relative_offset"] == 0) & (entries["position"] == 0))
+    zero = zero[zero > 0]
+    return entries[:int(zero[0])] if len(zero) else entries
+
+
+def seek_position(raw_index: bytes, base_offset: int, target: int, size: int,
+                  end: int | None = None):
+    """``(position, expected last offset, stop)`` from an offset index:
+    the last entry at or before ``target`` (its batch starts there and ends
+    at that offset), and ``stop``: a position by which every offset below
+    ``end`` has been read (the start of the batch after the first entry
+    at or past ``end - 1``; the object's size when none). None when the
+    index has no usable entry (entries out of order or outside the object:
+    read from the start)."""
+    entries = _entries(raw_index)
+    if not len(entries):
+        return None
+    rel = entries["relative_offset"].astype(np.int64)
+    pos = entries["position"].astype(np.int64)
+    if (np.any(np.diff(rel) <= 0) or np.any(np.diff(pos) <= 0) or rel[0] < 0 or pos[0] < 0
+            or pos[-1] >= size):
+        return None       # damaged index: fall back to the walk from the start
+    absolute = rel + base_offset
+    i = int(np.searchsorted(absolute, target, side="right")) - 1
+    if i < 0:
+        return None
+    stop = size
+    if end is not None:
+        j = int(np.searchsorted(absolute, end - 1, side="left"))
+        if j + 1 < len(pos):
+            stop = int(pos[j + 1])
+    return int(pos[i]), int(absolute[i]), stop
+
+
+class RemoteLog:
+    """A partition in object storage (see the module docstring).
+
+    ``url``: the partition's prefix (``s3://bucket/data/orders-0`` or, for
+    ``layout="tiered"``, ``s3://bucket/prefix/orders-<topicId>/0``).
+    ``storage_options`` / ``filesystem``: see ``kbatch.lib.remote.fs.resolve``.
+    ``private_key``: the RSA private key (PEM, path, or ``{key id: key}``)
+    for encrypted tiered segments. ``block``/``concurrency``: range size and
+    GETs in flight of a scan (memory: about ``block * concurrency``).
+    """
+
+    def __init__(self, url, *, layout: str = "plain", storage_options: dict | None = None,
+                 filesystem=None, private_key=None, block: int = DEFAULT_BLOCK,
+                 concurrency: int = DEFAULT_CONCURRENCY, retries: int = 5,
+                 topic: str | None = None, partition: int | None = None):
+        if layout not in LAYOUTS:
+            raise ArgumentError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        self.fs, self.path, self.url = resolve(url, storage_options, filesystem)
+        self.path = self.path.rstrip("/")
+        self.layout = layout
+        self.block, self.concurrency, self.retries = block, concurrency, retries
+        self._keys = tiered.load_private_keys(private_key)
+        name = posixpath.basename(self.path)
+        parent = posixpath.basename(posixpath.dirname(self.path))
+        if layout == "plain":
+            m = PARTITION_DIR.match(name)
+            self.topic = topic or (m.group(1) if m else name)
+            self.partition = partition if partition is not None else (
+                int(m.group(2)) if m else -1)
+        else:
+            m = TIERED_DIR.match(parent)
+            self.topic = topic or (m.group(1) if m else parent)
+            self.partition = partition if partition is not None else (
+                int(name) if name.isdigit() else -1)
+        self._segments = None
+
+    def __repr__(self) -> str:
+        return f"RemoteLog({self.url!r}, layout={self.layout!r})"
+
+    def _source(self, path, size=None) -> RangeSource:
+        return RangeSource(self.fs, path, url=self._url_of(path), size=size, block=self.block,
+                           concurrency=self.concurrency, retries=self.retries)
+
+    def _url_of(self, path: str) -> str:
+        return self.url + path[len(self.path):] if path.startswith(self.path) else path
+
+    def _listing(self) -> dict:
+        try:
+            items = self.fs.ls(self.path, detail=True)
+        except FileNotFoundError:
+            raise RemoteError("no such partition prefix", url=self.url) from None
+        except Exception as exc:   # noqa: BLE001
+            raise RemoteError(f"listing failed: {type(exc).__name__}: {exc}",
+                              url=self.url) from None
+        return {posixpath.basename(i["name"].rstrip("/")): i for i in items
+                if i.get("type") != "directory"}
+
+    @property
+    def segments(self) -> list[RemoteSegment]:
+        if self._segments is None:
+            listing = self._listing()
+            self._segments = (self._plain(listing) if self.layout == "plain"
+                              else self._tiered(listing))
+        return self._segments
+
+    def _plain(self, listing: dict) -> list[RemoteSegment]:
+        out = []
+        for name, info in sorted(listing.items()):
+            m = SEGMENT_NAME.match(name)
+            if not m:
+                continue
+            path = posixpath.join(self.path, name)
+            index = listing.get(name[:-4] + ".index")
+            size = int(info["size"])
+
+            def index_reader(index=index):
+                if index is None or not index.get("size"):
+                    return b""
+                src = self._source(index["name"], int(index["size"]))
+                return src.read(0, src.size)
+            out.append(RemoteSegment(int(m.group(1)), self._url_of(path),
+                                     lambda p=path, s=size: self._source(p, s), index_reader,
+                                     object_size=size))
+        return out
+
+    def _tiered(self, listing: dict) -> list[RemoteSegment]:
+        by_start: dict[int, list] = {}
+        for name in listing:
+            m = tiered.OBJECT_NAME.match(name)
+            if m and m.group(3) == "rsm-manifest":
+                by_start.setdefault(int(m.group(1)), []).append(name[:-len(".rsm-manifest")])
+        out = []
+        for start in sorted(by_start):
+            loaded = [self._load_tiered(stem, listing) for stem in sorted(by_start[start])]
+            seg = max(loaded, key=lambda s: s[1].metadata.get("eventTimestampMs", 0)
+                      if isinstance(s[1].metadata.get("eventTimestampMs", 0), int) else 0)
+            out.append(seg[0])
+        return out
+
+    def _load_tiered(self, stem: str, listing: dict):
+        base = posixpath.join(self.path, stem)
+        murl = self._url_of(base + ".rsm-manifest")
+        msrc = self._source(base + ".rsm-manifest",
+                            int(listing[stem + ".rsm-manifest"]["size"]))
+        if msrc.size > (64 << 20):
+            raise CorruptRecordError("manifest larger than 64 MiB", path=murl)
+        manifest_raw = msrc.read(0, msrc.size)
+        manifest = tiered.parse_manifest(manifest_raw, murl)
+        if stem + ".log" not in listing:
+            raise RemoteError("segment object missing (the manifest is there)",
+                              url=self._url_of(base + ".log"))
+        log_size = int(listing[stem + ".log"]["size"])
+        idx_info = listing.get(stem + ".indexes")
+        start = int(stem[:20])
+        holder = {}
+
+        def detransform():
+            if "d" not in holder:
+                key = (tiered.unwrap_data_key(manifest, self._keys, murl)
+                       if manifest.encrypted else None)
+                holder["d"] = tiered.Detransform(manifest, key, self._url_of(base + ".log"))
+            return holder["d"]
+
+        def open_source():
+            raw = self._source(base + ".log", log_size)
+            return tiered.TieredSource(raw, manifest, detransform())
+
+        def index_reader():
+            if idx_info is None:
+                return b""
+            raw = self._source(idx_info["name"], int(idx_info["size"]))
+            return tiered.read_index(raw, manifest, detransform(), "offset")
+        seg = RemoteSegment(start, self._url_of(base + ".log"), open_source, index_reader,
+                            manifest.end_offset, log_size, manifest_raw)
+        return seg, manifest
+
+    # --- reads -----------------------------------------------------------
+
+    def _segments_for(self, lo: int, hi: int) -> list[int]:
+        segs = self.segments
+        picked = []
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if seg.base_offset >= hi:
+                break
+            if nxt is not None and nxt <= lo and (seg.end_offset is None or seg.end_offset < lo):
+                continue
+            picked.append(i)
+        return picked
+
+    def iter(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             chunk_records: int = 1 << 18, chunk_bytes: int = 32 << 20,
+             isolation: str = "read_uncommitted", **options) -> Iterator[Records]:
+        """Records with offsets in ``[start_offset, end_offset)``, chunk by
+        chunk. Keeps in memory one chunk and the ranges in flight.
+        ``isolation="read_committed"`` resolves transactions over the whole
+        partition: it reads every segment (and keeps the partition's
+        records until the markers are known)."""
+        check_isolation(isolation)
+        check_options("RemoteLog.iter", options)
+        opts = DecodeOptions(**options)
+        lo = 0 if start_offset is None else int(start_offset)
+        hi = (1 << 63) - 1 if end_offset is None else int(end_offset)
+        if isolation == "read_committed":
+            whole = Records.concat(list(self._iter(0, (1 << 63) - 1, opts, _WHOLE, 1 << 30)))
+            yield apply_isolation(whole, "read_committed").select_offsets(lo, hi)
+            return
+        yield from self._iter(lo, hi, opts, chunk_records, chunk_bytes)
+
+    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes):
+        done = -1    # the last offset returned: a re-upload's records are left out
+        for i in self._segments_for(lo, hi):
+            seg = self.segments[i]
+            gen = self._segment_chunks(seg, lo, hi, opts, chunk_records, chunk_bytes)
+            try:
+                for chunk in gen:
+                    part = chunk.select_offsets(max(lo, done + 1), hi)
+                    if len(part.offset):
+                        done = max(done, int(part.offset.max()))
+                    if len(part) or len(part.control) or part.end is not None:
+                        yield part
+                    if len(chunk.batches) and int(chunk.batches.last_offset[-1]) >= hi - 1:
+                        return      # every offset below hi is read: no further range
+            finally:
+                gen.close()
+
+    def _segment_chunks(self, seg, lo, hi, opts, chunk_records, chunk_bytes):
+        """The segment's chunks from the batch the offset index names for
+        ``lo`` (when it checks out: that batch starts at the entry's
+        position, decodes, and ends at the entry's offset), else from its
+        start."""
+        src = seg.source()
+        found = None
+        if lo > seg.base_offset:
+            found = seek_position(seg.read_offset_index(), seg.base_offset, lo, src.size,
+                                  None if hi >= (1 << 63) - 1 else hi)
+        if found is not None:
+            # the first range: from the batch holding lo to the one past hi
+            # (one GET when the index is dense enough), then scan blocks
+            start, expect, stop = found
+            gen = scan(src, opts, start=start, chunk_records=chunk_records,
+                       chunk_bytes=chunk_bytes, first=max(stop - start, 1 << 12))
+            try:
+                first = next(gen, None)
+            except CorruptRecordError:
+                first = None
+            if (first is not None and len(first.batches)
+                    and int(first.batches.position[0]) == start
+                    and int(first.batches.last_offset[0]) == expect):
+                yield first
+                del first
+                yield from gen
+                return
+            gen.close()    # the index entry is wrong: read the segment from its start
+        yield from scan(src, opts, chunk_records=chunk_records, chunk_bytes=chunk_bytes)
+
+    def read(self, start_offset: int | None = None, end_offset: int | None = None,
+             **options) -> Records:
+        """Everything ``iter`` returns, as one ``Records``."""
+        parts = list(self.iter(start_offset, end_offset, chunk_records=_WHOLE,
+                               chunk_bytes=1 << 30, **options))
+        return Records.concat(parts) if parts else Records.empty()
+
+
+class RemoteLogDir:
+    """A prefix holding partitions: ``<topic>-<partition>/`` (plain) or
+    ``<topic>-<topicId>/<partition>/`` (tiered)."""
+
+    def __init__(self, url, *, layout: str = "plain", **kwargs):
+        if layout not in LAYOUTS:
+            raise ArgumentError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        self.fs, self.path, self.url = resolve(url, kwargs.pop("storage_options", None),
+                                               kwargs.pop("filesystem", None))
+        self.path = self.path.rstrip("/")
+        self.layout = layout
+        self.kwargs = kwargs
+        self._partitions = None
+
+    def _ls_dirs(self, path):
+        try:
+            items = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            raise RemoteError("no such prefix", url=self.url) from None
+        return sorted(posixpath.basename(i["name"].rstrip("/")) for i in items
+                      if i.get("type") == "directory")
+
+    @property
+    def partitions(self) -> list[RemoteLog]:
+        if self._partitions is None:
+            out = []
+            for name in self._ls_dirs(self.path):
+                if self.layout == "plain":
+                    if PARTITION_DIR.match(name):
+                        out.append(self._log(name))
+                elif TIERED_DIR.match(name):
+                    for part in self._ls_dirs(posixpath.join(self.path, name)):
+                        if part.isdigit():
+                            out.append(self._log(f"{name}/{part}"))
+            self._partitions = sorted(out, key=lambda p: (p.topic, p.partition))
+        return self._partitions
+
+    def _log(self, rel: str) -> RemoteLog:
+        return RemoteLog(posixpath.join(self.path, rel), layout=self.layout,
+                         filesystem=self.fs, **self.kwargs)
+
+    def partition(self, topic: str, partition: int) -> RemoteLog:
+        for p in self.partitions:
+            if p.topic == topic and p.partition == partition:
+                return p
+        raise ArgumentError(f"{self.url}: no partition {topic}-{partition}")

@@ -1,0 +1,506 @@
+"""Reading one segment (or any buffer of concatenated batches) into Records.
+
+    source --(mmap or buffer)--> BatchDecoder.run() --+--> chunk -> Records
+                                    ^                 |
+                                    +-- feed() <------+ compressed batch:
+                                         decompress()   Python decompresses
+
+The compiled decoder walks batches without the GIL; this module only opens the
+source, decompresses the batches it hands back, and wraps finished chunks.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, fields, replace
+from typing import Iterator
+
+import numpy as np
+
+from kbatch._core import _batch
+from kbatch.lib.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
+from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
+                           FileChangedError, LimitExceededError)
+from kbatch.lib.files import data_end, open_regular
+from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.lib.resync import chains_to_end, next_valid_batch
+from kbatch.lib.txn import TxnState, apply_isolation, check_isolation
+from kbatch.wire import UNBOUNDED
+
+DEFAULT_CHUNK_RECORDS = 1 << 18
+DEFAULT_CHUNK_BYTES = 32 << 20
+MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
+ON_CORRUPT = ("raise", "stop", "skip")
+# lz4 batches decompressed in the compiled walk, without the GIL (when liblz4's
+# C API is reachable); KBATCH_NATIVE_LZ4=0 sends them through compression.py
+NATIVE_LZ4 = os.environ.get("KBATCH_NATIVE_LZ4", "1") != "0"
+
+
+def _default_read_limit() -> int:
+    """Half the machine's memory, at most 16 GiB (4 GiB when unknown)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 4 << 30
+    return max(1 << 30, min(16 << 30, ram // 2))
+
+
+DEFAULT_MAX_READ_BYTES = _default_read_limit()
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What every read accepts (keyword arguments of read_segment & co).
+
+    validate_crc: check every batch's CRC (CRC-32C; CRC-32 for magic 0/1).
+    strict: a truncated last batch or zero padding raises instead of being
+        reported in ``Records.end``.
+    include_control: also return control records as data rows.
+    on_corrupt: "raise" (default), "stop": end the data before the first
+        corrupt batch and report it in ``Records.end`` (a partition read
+        returns nothing after it), or "skip": continue at the next valid
+        batch (see ``kbatch.lib.resync`` for what that means and costs) and
+        list every damaged range passed over in ``Records.skipped``.
+
+    Limits against hostile input, each refused with ``LimitExceededError``
+    (a ``CorruptRecordError``) before the memory is taken:
+
+    max_decompressed_bytes: one batch's decompressed records (256 MiB).
+    max_batch_bytes: one batch on disk (1 GiB).
+    max_records_per_batch: records in one batch (16 Mi).
+    max_headers_per_record: headers of one record (65536).
+    max_read_bytes: decoded columns held by one read: the whole result of
+        ``read_segment``/``log.read``, one chunk of the ``iter`` functions
+        (half the machine's memory, at most 16 GiB).
+    """
+
+    validate_crc: bool = True
+    strict: bool = False
+    include_control: bool = False
+    on_corrupt: str = "raise"
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
+    max_batch_bytes: int = 1 << 30
+    max_records_per_batch: int = 1 << 24
+    max_headers_per_record: int = 1 << 16
+    max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+
+    def __post_init__(self):
+        if self.on_corrupt not in ON_CORRUPT:
+            raise ValueError(f"on_corrupt must be one of {', '.join(map(repr, ON_CORRUPT))}, "
+                             f"not {self.on_corrupt!r}")
+        if not 0 < self.max_decompressed_bytes <= MAX_DECOMPRESSED_CAP:
+            raise ValueError(f"max_decompressed_bytes must be in (0, {MAX_DECOMPRESSED_CAP}]")
+        for name in ("max_batch_bytes", "max_records_per_batch", "max_headers_per_record",
+                     "max_read_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+
+
+class _Mapping(mmap.mmap):
+    """A file's read-only mapping. ``zeros_from``: where the file's trailing
+    hole starts (-1: none), so the decoder knows those bytes are zeros
+    without touching their pages."""
+
+    zeros_from = -1
+
+
+# madvise(MADV_POPULATE_READ) (Linux 5.14): fault in a range of a mapping
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+
+
+def _populate(mm: mmap.mmap, length: int) -> None:
+    """Fault in the first ``length`` bytes (the file's data, not its hole):
+    best effort, a failure only costs page faults later."""
+    if length <= 0 or not hasattr(mm, "madvise"):
+        return
+    try:
+        mm.madvise(_MADV_POPULATE_READ, 0, length)
+    except OSError:
+        try:
+            mm.madvise(mmap.MADV_WILLNEED, 0, length)
+        except OSError:
+            pass
+
+
+def _map_file(path: str, populate: bool) -> "_Mapping | None":
+    """The whole file mapped read-only (None when it is empty). Only regular
+    files (``NotRegularFileError`` otherwise: a FIFO is never opened for
+    reading, so it never blocks). ``populate`` faults in the pages that hold
+    data, never a preallocated or sparse tail."""
+    fd = open_regular(path)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None
+        data = data_end(fd, size)
+        # no trailing hole: MAP_POPULATE faults everything in at once (the
+        # fastest); with one, only the data is faulted in, by madvise
+        whole = populate and data >= size
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if whole else 0)
+        try:
+            mm = _Mapping(fd, size, flags=flags, prot=mmap.PROT_READ)
+        except ValueError as exc:
+            # Python's mmap checks the size again: the file shrank meanwhile
+            now = os.fstat(fd).st_size
+            raise FileChangedError(f"the file changed size while being opened ({size} "
+                                     f"bytes, then {now}: {exc})", path=path,
+                                     position=now) from None
+    finally:
+        os.close(fd)
+    mm.zeros_from = data if data < size else -1
+    if populate and not whole:
+        _populate(mm, data)
+    elif hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_SEQUENTIAL)
+    return mm
+
+
+def zeros_from(view) -> int:
+    """Where the trailing hole of the file behind ``view`` (a whole mapping
+    from ``open_source``) starts; -1 when unknown or none."""
+    owner = getattr(view, "obj", None)
+    if isinstance(owner, _Mapping) and view.nbytes == len(owner):
+        return owner.zeros_from
+    return -1
+
+
+OPTION_NAMES = tuple(f.name for f in fields(DecodeOptions))
+
+
+def check_options(where: str, options: dict, extra: tuple = ()) -> None:
+    """``ArgumentError`` naming every key of ``options`` that is neither a
+    ``DecodeOptions`` field nor in ``extra``, and listing the valid ones."""
+    valid = OPTION_NAMES + tuple(extra)
+    unknown = sorted(k for k in options if k not in valid)
+    if unknown:
+        raise ArgumentError(
+            f"{where}: unknown option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))}; valid options: {', '.join(sorted(valid))}")
+
+
+def decode_options(where: str, options: dict) -> DecodeOptions:
+    """``DecodeOptions(**options)``, unknown names refused by ``check_options``."""
+    check_options(where, options)
+    return DecodeOptions(**options)
+
+
+@contextmanager
+def open_source(source, *, populate: bool = False):
+    """``(buffer, path)`` for a path (memory-mapped, read-only) or a bytes-like.
+
+    A path is never read into a bytes object: its pages are mapped and
+    decoded in place. ``populate`` faults in every page that holds data up
+    front (faster for a whole-file read; a streaming read leaves it off); a
+    preallocated or sparse tail is never touched. A path that is not a
+    regular file raises ``NotRegularFileError`` (a ``KbatchError``); a file
+    that shrinks while it is opened or read raises ``CorruptRecordError``.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        mm = _map_file(path, populate)
+        if mm is None:
+            yield memoryview(b""), path
+            return
+        try:
+            view = memoryview(mm)
+            try:
+                yield view, path
+            finally:
+                view.release()
+        finally:
+            mm.close()
+        return
+    try:
+        view = memoryview(source)
+    except TypeError:
+        raise TypeError(f"source must be a path or a bytes-like object, "
+                        f"not {type(source).__name__}") from None
+    if not view.c_contiguous:
+        raise ValueError("source buffer must be contiguous")
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    yield view, None
+
+
+def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
+             chunk_records: int, chunk_bytes: int,
+             control_only: bool = False, drop_positions=None) -> _batch.BatchDecoder:
+    return _batch.BatchDecoder(
+        view, start=start, stop=-1 if stop is None else stop, path=path,
+        control_only=control_only, drop_positions=drop_positions,
+        validate_crc=opts.validate_crc, include_control=opts.include_control,
+        strict=opts.strict, stop_on_corrupt=opts.on_corrupt in ("stop", "skip"),
+        chunk_records=chunk_records, chunk_bytes=chunk_bytes,
+        max_batch_bytes=opts.max_batch_bytes,
+        max_records_per_batch=opts.max_records_per_batch,
+        max_headers_per_record=opts.max_headers_per_record,
+        max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
+        zeros_from=zeros_from(view), max_read_bytes=opts.max_read_bytes)
+
+
+def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
+    """Decompress the batch the decoder waits on (a guarded copy of its bytes)
+    and feed it back; a codec failure becomes the decoder's error."""
+    codec, start, stop, position, base_offset, magic = dec.pending()
+    try:
+        records = decompress(codec, dec.pending_bytes(), limit, magic=magic)
+    except CodecError as exc:
+        cls = DecompressionLimitError if exc.over_limit else CorruptRecordError
+        dec.fail_pending(cls(exc.reason, path=path, position=position,
+                             base_offset=base_offset, batch_position=position))
+        return
+    dec.feed(records)
+
+
+def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
+                  stop: int | None = None, chunk_records: int = UNBOUNDED,
+                  chunk_bytes: int = 1 << 30, control_only: bool = False,
+                  drop_positions=None) -> Iterator[Records]:
+    """Decode ``view[start:stop]`` into Records chunks of whole batches.
+
+    Keeps in memory: the columns of one chunk and one decompressed batch.
+    The last chunk carries ``end``; earlier ones have ``end=None``.
+    ``control_only``: data batches are listed but their records not decoded.
+    ``drop_positions`` (sorted int64 batch positions): those batches are
+    decoded and checked as usual, then their records left out.
+
+    A batch whose length runs past the end is a torn tail (``end.reason ==
+    "truncated"``) unless valid batches follow it one after another up to
+    the end exactly: then its length field is damaged and it is treated as
+    corrupt (raise, stop or skip). With ``on_corrupt="skip"`` the decode resumes at the next valid
+    batch (``kbatch.lib.resync``) and the chunk after the gap lists it in
+    ``skipped``.
+    """
+    # a chunk never holds more than max_read_bytes (plus one batch)
+    chunk_bytes = min(chunk_bytes, max(opts.max_read_bytes // 2, 1))
+    skip = opts.on_corrupt == "skip"
+    held = 0
+    skipped: list[SkippedRange] = []
+    last_offset = -1
+    position = start
+    while True:
+        dec = _decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
+                       control_only, drop_positions)
+        if chunk_records >= UNBOUNDED and held:
+            dec.set_read_budget(opts.max_read_bytes - held)   # one budget per read
+        resume = None
+        try:
+            while True:
+                status = dec.run()
+                if status == _batch.STATUS_COMPRESSED:
+                    _decompress_pending(dec, path, opts.max_decompressed_bytes)
+                    continue
+                cols = dec.take()
+                rows = cols["batches"]
+                if len(rows):
+                    last_offset = max(last_offset, int(rows["last_offset"].max()))
+                end, gap = None, None
+                if status != _batch.STATUS_CHUNK_FULL:
+                    end, resume, gap = _end_of(view, path, opts, dec, last_offset)
+                chunk = Records.from_chunk(cols, end, path, skipped)
+                skipped = []
+                held = chunk.nbytes if chunk_records < UNBOUNDED else held + chunk.nbytes
+                if held > opts.max_read_bytes:
+                    raise LimitExceededError(
+                        f"decoded data exceeds max_read_bytes={opts.max_read_bytes} "
+                        "(read in chunks with iter_segment / log.iter)",
+                        path=path, position=dec.position, base_offset=None)
+                # the decoder refuses a batch whose rows would pass what is left
+                dec.set_read_budget(opts.max_read_bytes - held if chunk_records >= UNBOUNDED
+                                    else opts.max_read_bytes)
+                if gap is not None:
+                    skipped.append(gap)   # rides on the chunk after the gap
+                if resume is None and gap is not None:
+                    # nothing valid after the gap: the final chunk carries it
+                    chunk = chunk.replace(skipped=chunk.skipped + (gap,))
+                    skipped = []
+                if resume is None or len(chunk) or len(chunk.batches) or chunk.skipped:
+                    yield chunk
+                del chunk  # the consumer's copy is the only one while the next decodes
+                if status != _batch.STATUS_CHUNK_FULL:
+                    break
+        finally:
+            dec.release()
+        if resume is None:
+            return
+        position = resume
+
+
+def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
+    """``(end, resume, gap)`` when the decoder stopped: where the data ends
+    (None when the decode resumes), and with ``on_corrupt="skip"`` the
+    position to resume at (None: the data ends) and the damaged range."""
+    end = SegmentEnd(dec.valid_end, dec.stop - dec.valid_end, dec.end_reason, dec.end_error)
+    if end.reason not in ("corrupt", "truncated"):
+        return end, None, None
+    found = next_valid_batch(view, end.valid_bytes + 1, dec.stop, after_offset=last_offset,
+                             max_batch_bytes=opts.max_batch_bytes)
+    error = end.error
+    if end.reason == "truncated":
+        if found is None or not chains_to_end(view, found[0], dec.stop):
+            return end, None, None    # a torn tail: no run of valid batches follows
+        error = CorruptRecordError(
+            f"batch length runs past the end of the data, but a valid batch starts at "
+            f"byte {found[0]}: a damaged length field", path=path,
+            position=end.valid_bytes + 8, base_offset=_base_offset_at(view, end.valid_bytes),
+            batch_position=end.valid_bytes)
+        if opts.on_corrupt == "raise":
+            raise error
+    if opts.on_corrupt != "skip":
+        return SegmentEnd(end.valid_bytes, end.trailing_bytes, "corrupt", error), None, None
+    gap = SkippedRange(path, end.valid_bytes, dec.stop if found is None else found[0],
+                       end.reason, last_offset if last_offset >= 0 else None,
+                       None if found is None else int(found[1]["base_offset"]),
+                       None if error is None else str(error))
+    if found is None:
+        return SegmentEnd(dec.stop, 0, None, None), None, gap
+    return None, found[0], gap
+
+
+def _base_offset_at(view, position: int) -> int | None:
+    if len(view) - position < 8:
+        return None
+    return int.from_bytes(view[position:position + 8], "big", signed=True)
+
+
+def transaction_state(view, path, opts: DecodeOptions, *, start: int = 0,
+                      stop: int | None = None) -> tuple:
+    """``(batches, control)`` of ``view[start:stop]``: every batch header and
+    every control record, without decoding data records."""
+    parts = list(decode_chunks(view, path, opts, start=start, stop=stop, control_only=True))
+    whole = Records.concat(parts)
+    return whole.batches, whole.control
+
+
+def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
+                 max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 include_control: bool = False, on_corrupt: str = "raise",
+                 isolation: str = "read_uncommitted",
+                 start: int = 0, stop: int | None = None,
+                 **limits) -> Records:
+    """Decode a whole segment file or buffer into one ``Records``.
+
+    ``source``: a path (memory-mapped, decoded in place) or any bytes-like
+    object (bytes, bytearray, memoryview, mmap, numpy uint8 array).
+    ``start``/``stop``: byte range to read (``start`` must be a batch
+    boundary, e.g. a position from an ``.index`` file).
+
+    ``isolation``: "read_uncommitted" (everything but control records) or
+    "read_committed" (transactions resolved from the markers in this
+    source alone; see ``kbatch.lib.txn``; ``records.last_stable_offset`` says
+    where the LSO is). For a whole partition use ``open_log(...).read``.
+
+    Keeps in memory: the decoded columns (about the size of the keys,
+    values and headers plus 22 bytes per record) and one decompressed batch.
+    Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
+    """
+    check_isolation(isolation)
+    check_options("read_segment", limits, ("isolation", "start", "stop"))
+    opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
+                         include_control=include_control, on_corrupt=on_corrupt,
+                         max_decompressed_bytes=max_decompressed_bytes, **limits)
+    with open_source(source, populate=True) as (view, path):
+        if isolation == "read_committed":
+            return _read_committed(view, path, opts, start, stop)
+        return Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+
+
+def _dropped_positions(state: TxnState, batches: BatchTable) -> np.ndarray:
+    """Positions of the batches whose records a read_committed read leaves
+    out: aborted and open transactions, and everything at or after the LSO."""
+    return np.ascontiguousarray(batches.position[state.dropped(batches)], np.int64)
+
+
+def _read_committed(view, path, opts: DecodeOptions, start: int, stop: int | None) -> Records:
+    """read_segment's read_committed: transactions resolved first from the
+    batch headers and control records (a cheap pass), then one decode that
+    leaves out the records of aborted and open transactions as it goes (no
+    copy of the kept rows afterwards). When that decode does not see the
+    same batches and markers as the first pass (corrupt data ends it
+    elsewhere), the result comes from a plain decode filtered afterwards,
+    so it is always what filtering the read_uncommitted result gives."""
+    try:
+        # no CRC pass here (the decode checks every batch): a damaged batch
+        # makes the two passes disagree, and then the plain path decides
+        batches, control = transaction_state(view, path, replace(opts, validate_crc=False),
+                                             start=start, stop=stop)
+    except CorruptRecordError:
+        batches = None
+    if batches is not None:
+        state = TxnState.build(batches, control)
+        records = Records.concat(list(decode_chunks(
+            view, path, opts, start=start, stop=stop,
+            drop_positions=_dropped_positions(state, batches))))
+        if (np.array_equal(records.batches.position, batches.position)
+                and np.array_equal(records.control.offset, control.offset)):
+            return state.filter(records, verdicts_applied=True)
+    records = Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+    return apply_isolation(records, "read_committed")
+
+
+def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
+                 chunk_bytes: int = DEFAULT_CHUNK_BYTES, validate_crc: bool = True,
+                 strict: bool = False,
+                 max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+                 include_control: bool = False, on_corrupt: str = "raise",
+                 isolation: str = "read_uncommitted",
+                 start: int = 0, stop: int | None = None,
+                 **limits) -> Iterator[Records]:
+    """Decode a segment chunk by chunk: ``Records`` of whole batches each.
+
+    A chunk ends after the batch that brings it to ``chunk_records`` records
+    or ``chunk_bytes`` bytes (keys, values and headers, plus 34 bytes a
+    record for its offset, timestamp, offsets and validity). Keeps in memory one
+    chunk and one decompressed batch, whatever the file size; the file stays
+    mapped until the iterator is exhausted or closed. Concatenating the chunks
+    gives exactly what ``read_segment`` returns; the last chunk (possibly
+    empty) carries ``end``. With ``isolation="read_committed"`` a first pass
+    decodes the source once to resolve its transactions (it keeps one row per
+    batch and the control records; it costs a second decode), so the chunks
+    equal ``read_segment`` even where the data is corrupt.
+    """
+    check_isolation(isolation)
+    check_options("iter_segment", limits,
+                  ("isolation", "start", "stop", "chunk_records", "chunk_bytes"))
+    opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
+                         include_control=include_control, on_corrupt=on_corrupt,
+                         max_decompressed_bytes=max_decompressed_bytes, **limits)
+    if chunk_records < 1 or chunk_bytes < 1:
+        raise ValueError("chunk_records and chunk_bytes must be positive")
+    return _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation)
+
+
+def _exact_transaction_state(view, path, opts, start, stop, chunk_records, chunk_bytes):
+    """The transactions of ``view[start:stop]`` from a full decode that keeps
+    only the batch and control tables: it stops (or raises) exactly where
+    the chunks will, so they match ``read_segment`` even on corrupt data."""
+    tables, controls, shift = [], [], 0
+    for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
+                               chunk_records=chunk_records, chunk_bytes=chunk_bytes):
+        tables.append(chunk.batches)
+        controls.append(chunk.control.shifted(shift))
+        shift += len(chunk.batches)
+        del chunk
+    batches = BatchTable.concat(tables)
+    return TxnState.build(batches, ControlRecords.concat(controls)), batches
+
+
+def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation):
+    with open_source(source) as (view, path):
+        state = drop = None
+        if isolation == "read_committed":
+            # the second decode walks the same batches as the first, so the
+            # records of aborted/open batches are left out as it goes
+            state, batches = _exact_transaction_state(view, path, opts, start, stop,
+                                                      chunk_records, chunk_bytes)
+            drop = _dropped_positions(state, batches)
+        for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
+                                   chunk_records=chunk_records, chunk_bytes=chunk_bytes,
+                                   drop_positions=drop):
+            yield chunk if state is None else state.filter(chunk, verdicts_applied=True)
+            del chunk

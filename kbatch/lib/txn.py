@@ -1,0 +1,240 @@
+"""Transactions: read_committed filtering and the transaction report.
+
+What a read_committed consumer sees (SPEC.md section 3), from the log alone:
+
+- A transactional batch of producer P belongs to the transaction that P's
+  next marker ends: the first COMMIT or ABORT control record of P at a
+  higher offset. COMMIT keeps the batch, ABORT drops it. Producers are told
+  apart by producer id alone: a marker written after an epoch bump (the
+  coordinator fencing an old producer) still ends the transaction.
+- A transactional batch with no marker after it belongs to an open
+  transaction. The last stable offset (LSO) is the first offset of the
+  earliest open transaction (the log end offset when none is open), and
+  read_committed returns nothing at or after it, transactional or not.
+- Non-transactional batches always pass; control records are never data.
+  Control records other than ABORT/COMMIT (KRaft types, unknown types) end
+  nothing.
+- A ``.txnindex`` entry (producer, first offset, last offset) aborts the
+  producer's transactional batches in that range too, so a partition whose
+  markers were cleaned away still filters correctly.
+
+The state is computed once per log from the batch table and the control
+records (``TxnState``); filtering a chunk is a few numpy operations over its
+batch table, whatever the number of records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kbatch.lib.index import TxnIndex
+from kbatch.lib.records import BatchTable, ControlRecords, Records
+from kbatch.wire import ControlType
+
+ABORT, COMMIT = ControlType.ABORT, ControlType.COMMIT
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+def check_isolation(isolation: str) -> str:
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation must be one of {ISOLATION_LEVELS}, not {isolation!r}")
+    return isolation
+
+
+@dataclass
+class TxnState:
+    """Markers per producer, aborted ranges from ``.txnindex``, and the LSO.
+
+    ``markers[pid] = (offsets, types)``: that producer's ABORT/COMMIT control
+    records in offset order.
+    """
+
+    markers: dict[int, tuple[np.ndarray, np.ndarray]]
+    aborted_ranges: dict[int, tuple[np.ndarray, np.ndarray]]
+    last_stable_offset: int
+    log_end_offset: int
+
+    @classmethod
+    def build(cls, batches: BatchTable, control: ControlRecords,
+              txn_index: TxnIndex | None = None) -> "TxnState":
+        """From a whole log's batch table and control records."""
+        is_marker = (control.type == ABORT) | (control.type == COMMIT)
+        if len(control):
+            is_marker &= batches.is_transactional[control.batch]
+        markers = {pid: (offs, types) for pid, (offs, types) in _by_producer(
+            control.producer_id[is_marker], control.offset[is_marker],
+            control.type[is_marker])}
+        aborted = {}
+        if txn_index is not None and len(txn_index):
+            for pid, (firsts, lasts) in _by_producer(
+                    txn_index.producer_id, txn_index.first_offset, txn_index.last_offset):
+                aborted[pid] = (firsts, lasts)
+                # an index entry ends its transaction at its last offset (the
+                # ABORT marker's): stands in for a marker that was cleaned away
+                offsets, types = markers.get(pid, (np.empty(0, np.int64), np.empty(0, np.int16)))
+                missing = ~np.isin(lasts, offsets)
+                if missing.any():
+                    offsets = np.concatenate([offsets, lasts[missing]])
+                    types = np.concatenate([types, np.full(int(missing.sum()), ABORT, types.dtype)])
+                    order = np.argsort(offsets, kind="stable")
+                    markers[pid] = (offsets[order], types[order])
+        log_end = int(batches.last_offset.max()) + 1 if len(batches) else 0
+        state = cls(markers, aborted, log_end, log_end)
+        verdict = state.verdict(batches)
+        open_batches = verdict == OPEN
+        if open_batches.any():
+            state.last_stable_offset = int(batches.base_offset[open_batches].min())
+        return state
+
+    def verdict(self, batches: BatchTable) -> np.ndarray:
+        """Per batch: PASS (not transactional / control), COMMITTED, ABORTED or OPEN."""
+        out = np.full(len(batches), PASS, dtype=np.int8)
+        txn = batches.is_transactional & ~batches.is_control
+        if not txn.any():
+            return out
+        txn_rows = np.flatnonzero(txn)
+        for pid, (rows,) in _by_producer(batches.producer_id[txn_rows], txn_rows):
+            out[rows] = OPEN
+            if pid in self.markers:
+                offsets, types = self.markers[pid]
+                nxt = np.searchsorted(offsets, batches.last_offset[rows], side="right")
+                closed = nxt < len(offsets)
+                ended = types[np.minimum(nxt, len(offsets) - 1)]
+                out[rows[closed & (ended == COMMIT)]] = COMMITTED
+                out[rows[closed & (ended == ABORT)]] = ABORTED
+            if pid in self.aborted_ranges:
+                firsts, lasts = self.aborted_ranges[pid]
+                base = batches.base_offset[rows]
+                k = np.searchsorted(firsts, base, side="right") - 1
+                hit = (k >= 0) & (base <= lasts[np.maximum(k, 0)])
+                out[rows[hit]] = ABORTED
+        return out
+
+    def dropped(self, batches: BatchTable) -> np.ndarray:
+        """Per batch, whether a read_committed read leaves its records out:
+        aborted and open transactions, and everything at or after the LSO."""
+        verdict = self.verdict(batches)
+        return ~((verdict == PASS) | (verdict == COMMITTED)) | (
+            batches.base_offset >= self.last_stable_offset)
+
+    def filter(self, records: Records, *, verdicts_applied: bool = False) -> Records:
+        """The records a read_committed consumer sees (control records, too,
+        stop at the LSO). ``verdicts_applied``: the records of aborted and
+        open transactions are already left out (only the LSO cut remains)."""
+        lso = self.last_stable_offset
+        if verdicts_applied and (not len(records) or int(records.offset.max()) < lso):
+            out = records
+        else:
+            verdict = self.verdict(records.batches)
+            keep_batch = (verdict == PASS) | (verdict == COMMITTED)
+            keep = keep_batch[records.batch] & (records.offset < lso)
+            out = records if keep.all() else records.take(keep)
+        ctrl_keep = records.control.offset < self.last_stable_offset
+        control = records.control if ctrl_keep.all() else records.control.take(ctrl_keep)
+        return out.replace(control=control, last_stable_offset=self.last_stable_offset)
+
+
+PASS, COMMITTED, ABORTED, OPEN = 0, 1, 2, 3
+
+
+def _by_producer(pids: np.ndarray, key: np.ndarray, *others: np.ndarray):
+    """``(pid, (key, *others))`` per producer id, each group ordered by ``key``:
+    one sort for all producers (linear in their number, not quadratic)."""
+    if not len(pids):
+        return
+    order = np.lexsort((key, pids))
+    pids, cols = pids[order], [key[order], *(o[order] for o in others)]
+    starts = np.flatnonzero(np.r_[True, pids[1:] != pids[:-1]])
+    ends = np.r_[starts[1:], len(pids)]
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        yield int(pids[a]), tuple(c[a:b] for c in cols)
+
+
+def apply_isolation(records: Records, isolation: str, state: TxnState | None = None) -> Records:
+    """``records`` as seen with ``isolation``; ``state`` defaults to the one
+    the records themselves imply (a whole segment)."""
+    if check_isolation(isolation) == "read_uncommitted":
+        return records
+    if state is None:
+        state = TxnState.build(records.batches, records.control)
+    return state.filter(records)
+
+
+# --- the transaction report -------------------------------------------------
+
+@dataclass
+class Transaction:
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    last_offset: int            # last data offset (the marker offset when empty)
+    marker_offset: int | None   # None while open
+    status: str                 # COMMIT, ABORT or OPEN
+    records: int
+    batches: int
+    coordinator_epoch: int | None
+
+
+@dataclass
+class TransactionReport:
+    """Transactions of one partition (or segment), in first-offset order."""
+
+    source: str
+    transactions: list[Transaction] = field(default_factory=list)
+    last_stable_offset: int = 0
+    log_end_offset: int = 0
+
+    @property
+    def open(self) -> list[Transaction]:
+        return [t for t in self.transactions if t.status == "OPEN"]
+
+
+def transaction_report(source: str, batches: BatchTable, control: ControlRecords,
+                       txn_index: TxnIndex | None = None) -> TransactionReport:
+    """Every transaction (committed, aborted, open, empty) of a log.
+
+    One pass per producer over its batches and markers (linear in both).
+    """
+    state = TxnState.build(batches, control, txn_index)
+    report = TransactionReport(source, [], state.last_stable_offset, state.log_end_offset)
+    verdict = state.verdict(batches)
+    txn_rows = np.flatnonzero(batches.is_transactional & ~batches.is_control)
+    rows_of = {pid: rows for pid, (rows,) in _by_producer(batches.producer_id[txn_rows],
+                                                           txn_rows)}
+    marker_at = {key: i for i, key in enumerate(zip(control.producer_id.tolist(),
+                                                    control.offset.tolist()))}
+    none = np.empty(0, np.int64)
+    for pid in sorted(set(rows_of) | set(state.markers)):
+        rows = rows_of.get(pid, none)
+        offsets, types = state.markers.get(pid, (none, np.empty(0, np.int16)))
+        # the marker ending each batch (len(offsets): none yet, open)
+        ends = np.searchsorted(offsets, batches.last_offset[rows], side="right")
+        order = np.argsort(ends, kind="stable")
+        rows, ends = rows[order], ends[order]
+        bounds = np.searchsorted(ends, np.arange(len(offsets) + 2))
+        for k in range(len(offsets) + 1):
+            group = rows[bounds[k]:bounds[k + 1]]
+            if k < len(offsets):
+                marker = int(offsets[k])
+                at = marker_at.get((pid, marker))   # None: a .txnindex entry stands in
+                epoch = int(control.producer_epoch[at]) if at is not None else -1
+                coord = int(control.coordinator_epoch[at]) if at is not None else None
+                status = "COMMIT" if types[k] == COMMIT else "ABORT"
+            elif len(group):
+                marker, epoch, coord, status = None, -1, None, "OPEN"
+            else:
+                continue
+            if not len(group):   # an empty transaction: a marker, no data
+                report.transactions.append(Transaction(
+                    pid, epoch, marker, marker, marker, status, 0, 0, coord))
+                continue
+            if status != "OPEN" and (verdict[group] == ABORTED).all():
+                status = "ABORT"
+            report.transactions.append(Transaction(
+                pid, int(batches.producer_epoch[group[0]]),
+                int(batches.base_offset[group].min()), int(batches.last_offset[group].max()),
+                marker, status, int(batches.records_count[group].sum()), len(group), coord))
+    report.transactions.sort(key=lambda t: (t.first_offset, t.producer_id))
+    return report

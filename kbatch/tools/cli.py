@@ -1,0 +1,460 @@
+"""The ``kbatch`` command.
+
+    kbatch dump FILE...     what kafka-dump-log.sh --print-data-log shows (or JSON)
+    kbatch stats PATH       per partition and segment: records, offsets, times, ...
+    kbatch verify PATH      CRCs, offsets, indexes, where valid data ends
+    kbatch txn PATH         transactions per producer, open ones flagged
+    kbatch lag DATA_DIR     consumer lag over time (kbatch.internal)
+    kbatch sample DIR       write a realistic broker data directory
+    kbatch main             the main job (make run): sample + Spark pipeline
+
+Exit status: 0 ok, 1 problems found (or corrupt data), 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kbatch.errors import KbatchError
+from kbatch.tools import internal_cli
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+INT64_MAX = (1 << 63) - 1
+
+
+class UsageError(Exception):
+    """Bad arguments or a path of the wrong kind: exit 2."""
+
+
+class NothingToRead(Exception):
+    """The path exists but holds no Kafka data: exit 1."""
+
+
+# --- argument types (argparse turns ArgumentTypeError into a usage error) --
+
+def _integer(text: str, low: int, high: int, what: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: {what}")
+    return value
+
+
+def non_negative_int64(text: str) -> int:
+    return _integer(text, 0, INT64_MAX, f"expected 0..{INT64_MAX}")
+
+
+MAX_SAMPLE_RECORDS = 200_000_000
+
+
+def sample_records(text: str) -> int:
+    return _integer(text, 1, MAX_SAMPLE_RECORDS, f"expected 1..{MAX_SAMPLE_RECORDS}")
+
+
+def segment_bytes(text: str) -> int:
+    return _integer(text, 1024, (1 << 31) - 1, "expected 1024..2147483647")
+
+
+def seed_value(text: str) -> int:
+    return _integer(text, 0, (1 << 32) - 1, "expected 0..4294967295")
+
+
+# --- paths -----------------------------------------------------------------
+
+def _resolve(name: str, *kinds, what: str = "", check: bool = True):
+    """``kbatch.lib.paths.resolve`` of a command-line path, its errors mapped to
+    exit codes: a missing path or one of the wrong kind (a device, a FIFO, a
+    directory where a file is needed) is a usage error (2); a directory with
+    nothing Kafka in it is "nothing to read" (1)."""
+    from kbatch.lib.paths import PathError, PathKind, resolve
+    if not name:
+        raise UsageError("an empty path")
+    path = Path(name)
+    try:
+        found = resolve(path)
+    except PathError as exc:
+        if os.path.isdir(path):          # (False on any OSError, ENAMETOOLONG too)
+            raise NothingToRead(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
+    if kinds and found.kind not in kinds:
+        raise UsageError(f"{path}: is a {found.kind.value}; {what}")
+    if check and found.kind is PathKind.SEGMENT:
+        _check_segment(found.path)
+    return found
+
+
+def _check_segment(path: Path) -> None:
+    """A regular file given as a segment must start with a whole batch (or be
+    empty, or zero padding as a preallocated segment is): a text file, an
+    archive or a truncated copy cut inside its first batch has nothing to read."""
+    from kbatch.lib.segment import iter_segment
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            return
+        first = next(iter(iter_segment(path, chunk_records=1, validate_crc=False)), None)
+    except KbatchError:
+        return          # a damaged batch: the command itself reports it in full
+    if first is not None and len(first.batches) == 0 and first.end is not None \
+            and first.end.valid_bytes == 0 and first.end.reason == "truncated":
+        raise NothingToRead(f"{path}: not a Kafka log segment (or one cut inside its first "
+                            f"batch): no whole record batch in its "
+                            f"{size} bytes (expected a .log/.records/.checkpoint file, a "
+                            f"<topic>-<partition> directory or a broker data directory)")
+
+
+def _when(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (ValueError, OverflowError, OSError):  # beyond what datetime can show
+        return f"{ms} ms"
+
+
+# --- dump ---------------------------------------------------------------
+
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
+def cmd_dump(args) -> int:
+    from kbatch.tools.dump import dump_file
+    from kbatch.lib.paths import PathKind
+    status = EXIT_OK
+    for name in args.files:
+        try:
+            if Path(name).suffix in INDEX_SUFFIXES:
+                path = _resolve(name, PathKind.SEGMENT, check=False,
+                                what="dump takes segment or index files").path
+            else:
+                path = _resolve(name, PathKind.SEGMENT,
+                                what="dump takes segment or index files").path
+            dump_file(path, sys.stdout, fmt=args.format, decode=args.decode,
+                      max_bytes=args.max_bytes, print_data=not args.no_data,
+                      validate_crc=not args.no_crc)
+        except (KbatchError, NothingToRead) as exc:
+            sys.stdout.flush()
+            print(f"kbatch dump: {exc}", file=sys.stderr)
+            status = EXIT_PROBLEMS
+    return status
+
+
+# --- stats --------------------------------------------------------------
+
+def _range(first, last) -> str:
+    return "-" if first is None else f"{first}..{last}"
+
+
+def _stats_json(stats) -> dict:
+    """A segment's statistics under the names ``dump --format json`` uses
+    (``file``, codec names)."""
+    d = stats.as_dict()
+    d["file"] = d.pop("path")
+    return d
+
+
+def cmd_stats(args) -> int:
+    from kbatch.tools.progress import Progress
+    from kbatch.tools.stats import segment_files, segment_stats, summarize
+
+    files = segment_files(_resolve(args.path).path)
+    rows = []
+    status = EXIT_OK
+    with Progress(len(files), "stats") as bar:
+        for topic, partition, path in files:
+            try:
+                rows.append((topic, partition, segment_stats(path, validate_crc=not args.no_crc,
+                                                            on_corrupt=args.on_corrupt)))
+            except KbatchError as exc:
+                bar.close()
+                print(f"kbatch stats: {exc}", file=sys.stderr)
+                status = EXIT_PROBLEMS
+            bar.update(1, path.name)
+    by_partition: dict = {}
+    for topic, partition, st in rows:
+        by_partition.setdefault((topic, partition), []).append(st)
+    if args.format == "json":
+        for (topic, partition), stats in by_partition.items():
+            print(json.dumps({"topic": topic, "partition": partition, **summarize(stats),
+                              "segments": [_stats_json(s) for s in stats]}))
+        print(json.dumps({"total": summarize([s for _, _, s in rows])}))
+        return status
+    for (topic, partition), stats in by_partition.items():
+        tot = summarize(stats)
+        name = f"{topic}-{partition}" if topic is not None else str(Path(stats[0].path).parent)
+        print(f"{name}: {tot['records']} records in {tot['batches']} batches, "
+              f"{tot['control_records']} control, offsets "
+              f"{_range(tot['first_offset'], tot['last_offset'])}, "
+              f"{_when(tot['min_timestamp'])} .. {_when(tot['max_timestamp'])}, "
+              f"{tot['bytes']} bytes, codecs {','.join(tot['codecs']) or '-'}, "
+              f"{tot['producers']} producers")
+        for s in stats:
+            print(f"  {Path(s.path).name}: {s.records} records, {s.batches} batches, "
+                  f"{s.control_records} control, offsets {_range(s.first_offset, s.last_offset)}, "
+                  f"{_when(s.min_timestamp)} .. {_when(s.max_timestamp)}, {s.bytes} bytes, "
+                  f"codecs {','.join(s.codecs) or '-'}, magic {','.join(map(str, s.magics)) or '-'}, "
+                  f"{len(s.producers)} producers, {s.transactional_batches} transactional batches"
+                  + (f", ends: {s.end_reason}" if s.end_reason else ""))
+    total = summarize([s for _, _, s in rows])
+    print(f"total: {total['records']} records, {total['batches']} batches, "
+          f"{total['control_records']} control, {total['bytes']} bytes in "
+          f"{total['segments']} segments of {len(by_partition)} partitions")
+    return status
+
+
+# --- verify -------------------------------------------------------------
+
+def cmd_verify(args) -> int:
+    from kbatch.tools.progress import Progress
+    from kbatch.tools.stats import segment_files
+    from kbatch.tools.verify import verify
+
+    path = _resolve(args.path).path
+    with Progress(len(segment_files(path)), "verify") as bar:
+        report = verify(path, on_segment=lambda seg: bar.update(1, Path(seg).name))
+    if args.format == "json":
+        for s in report.segments:
+            print(json.dumps({**s.__dict__, "ok": s.ok, "problems": s.problems()}))
+        for problem in report.partition_problems:
+            print(json.dumps({"partition_problem": problem}))
+    else:
+        for s in report.segments:
+            state = "ok" if s.ok else "PROBLEMS"
+            print(f"{s.path}: {state}: {s.batches} batches, {s.records} records, "
+                  f"{s.control_records} control, valid bytes {s.valid_bytes}"
+                  + (f", {s.trailing_bytes} trailing bytes ({s.end_reason})"
+                     if s.trailing_bytes else ""))
+            for problem in s.problems():
+                print(f"  - {problem}")
+        for problem in report.partition_problems:
+            print(f"partition: {problem}")
+        print(f"{len(report.segments)} segments, {report.batches} batches, "
+              f"{report.records} records: " + ("ok" if report.ok else "problems found"))
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
+# --- txn ----------------------------------------------------------------
+
+def cmd_txn(args) -> int:
+    from kbatch.tools.transactions import transactions
+
+    reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
+    hanging = 0
+    for rep in reports:
+        if args.format == "json":
+            for t in rep.transactions:
+                print(json.dumps({"source": rep.source, **t.__dict__}))
+            print(json.dumps({"source": rep.source, "last_stable_offset": rep.last_stable_offset,
+                              "log_end_offset": rep.log_end_offset, "open": len(rep.open)}))
+        else:
+            print(f"{rep.source}: {len(rep.transactions)} transactions, "
+                  f"LSO {rep.last_stable_offset}, log end offset {rep.log_end_offset}")
+            if rep.transactions:
+                print(f"  {'producer':>10} {'epoch':>5} {'first':>12} {'last':>12} "
+                      f"{'marker':>12} {'status':<7} {'records':>8} {'batches':>7}")
+            for t in rep.transactions:
+                flag = "  <-- open (hanging)" if t.status == "OPEN" else ""
+                marker = "-" if t.marker_offset is None else t.marker_offset
+                print(f"  {t.producer_id:>10} {t.producer_epoch:>5} {t.first_offset:>12} "
+                      f"{t.last_offset:>12} {marker:>12} {t.status:<7} {t.records:>8} "
+                      f"{t.batches:>7}{flag}")
+        hanging += len(rep.open)
+    if hanging and args.format == "text":
+        print(f"{hanging} open transaction(s): read_committed stops at the LSO")
+    return EXIT_OK
+
+
+# --- sample and main ----------------------------------------------------
+
+def cmd_sample(args) -> int:
+    from kbatch.tools.sample import write_sample
+
+    target = Path(args.directory)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target}: exists and is not a directory")
+    if target.exists() and any(target.iterdir()) and not args.force:
+        raise UsageError(f"{target} is not empty (use --force to write into it)")
+    start = time.perf_counter()
+    summary = write_sample(target, records=args.records, seed=args.seed,
+                           segment_bytes=args.segment_bytes)
+    for name, count in summary.records.items():
+        print(f"{name}: {count} records ({summary.committed[name]} committed)")
+    print(f"wrote {summary.total} records to {target} in {time.perf_counter() - start:.1f} s")
+    return EXIT_OK
+
+
+def cmd_main(args) -> int:
+    from kbatch.lib.paths import PathKind
+    from kbatch.tools.pipeline import require_spark, run
+    # before anything is written or Spark starts
+    if args.log_dir is not None:
+        _resolve(args.log_dir, PathKind.DATA_DIR,
+                 what="main reads a broker data directory (--log-dir / LOG_DIR)")
+    for name, flag in ((args.out, "--out"), (args.sample_dir, "--sample-dir")):
+        if Path(name).exists() and not Path(name).is_dir():
+            raise UsageError(f"{name}: exists and is not a directory ({flag})")
+    require_spark()
+    return run(args.log_dir, out_dir=args.out, sample_dir=args.sample_dir,
+               sample_records=args.sample_records)
+
+
+# --- parser -------------------------------------------------------------
+
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (``kbatch dump: error: ...``,
+    then where to find help) instead of the whole usage text."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("kbatch")
+    except Exception:               # not installed (a source checkout on PYTHONPATH)
+        from kbatch._version import __version__
+        return __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog="kbatch", description="Read Apache Kafka log segments at rest.",
+        epilog="Exit status: 0 ok, 1 problems found or nothing to read, 2 usage error.")
+    parser.add_argument("--version", action="version", version=f"kbatch {_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    sub.required = True
+
+    p = sub.add_parser("dump", help="print batches and records of segment or index files",
+                       description="Print what kafka-dump-log.sh --print-data-log shows: a line "
+                                   "per batch and per record; or one JSON object per line.")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help=".log/.records/.checkpoint segments or .index/.timeindex/.txnindex files")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--decode", choices=["utf8"], default=None,
+                   help="JSON: keys/values as UTF-8 text instead of base64")
+    p.add_argument("--max-bytes", type=non_negative_int64, default=None,
+                   help="read at most this many bytes of each file")
+    p.add_argument("--no-data", action="store_true", help="omit keys and payloads")
+    p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.set_defaults(func=cmd_dump)
+    internal_cli.extend_dump(p, cmd_dump)
+
+    p = sub.add_parser("stats", help="records, offsets, times, codecs per partition/segment",
+                       description="Statistics per partition and segment of a segment file, a "
+                                   "partition directory or a broker data directory.")
+    p.add_argument("path")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.add_argument("--on-corrupt", choices=["raise", "stop", "skip"], default="raise",
+                   help="damaged data: report the segment as failed (raise), count up to it "
+                        "(stop), or count past it, listing the skipped bytes (skip)")
+    p.set_defaults(func=cmd_stats)
+    internal_cli.extend_stats(p, cmd_stats)
+
+    p = sub.add_parser("verify", help="check CRCs, offsets and indexes without changing files",
+                       description="Check segments like the broker's recovery: CRCs, offsets, "
+                                   "index entries, where valid data ends. Exit 1 on problems.")
+    p.add_argument("path")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("txn", help="transactions per producer: committed, aborted, open",
+                       description="List transactions per producer id and epoch: first offset, "
+                                   "marker offset, COMMIT/ABORT/OPEN, records, and the LSO.")
+    p.add_argument("path")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.set_defaults(func=cmd_txn)
+    internal_cli.extend_txn(p, cmd_txn)
+    internal_cli.add_subcommands(sub)
+
+    p = sub.add_parser("sample", help="write a realistic broker data directory",
+                       description="Write a broker data directory: several topics and "
+                                   "partitions, mixed codecs, headers, an idempotent producer, "
+                                   "committed and aborted transactions, rolled segments.")
+    p.add_argument("directory")
+    p.add_argument("--records", type=sample_records, default=1_500_000,
+                   help=f"how many records (1..{MAX_SAMPLE_RECORDS:,})")
+    p.add_argument("--seed", type=seed_value, default=7)
+    p.add_argument("--segment-bytes", type=segment_bytes, default=1 << 20,
+                   help="roll segments at this size (1024..2147483647)")
+    p.add_argument("--force", action="store_true", help="write into a non-empty directory")
+    p.set_defaults(func=cmd_sample)
+
+    p = sub.add_parser("main", help="the main job: sample (or LOG_DIR) -> Spark -> Parquet",
+                       description="Read a broker data directory (LOG_DIR, or a generated "
+                                   "sample) with Spark read_committed, write Parquet by topic, "
+                                   "print a summary and check the counts against kbatch.")
+    p.add_argument("--log-dir", default=os.environ.get("LOG_DIR") or None,
+                   help="a broker data directory (default: $LOG_DIR, else the sample)")
+    p.add_argument("--out", default="out", help="output directory (default ./out)")
+    p.add_argument("--sample-dir", default="sample", help="where the sample lives (./sample)")
+    p.add_argument("--sample-records", type=sample_records, default=1_500_000)
+    p.set_defaults(func=cmd_main)
+    return parser
+
+
+def _error(args, message: str, code: int) -> int:
+    command = getattr(args, "command", None)
+    print(f"kbatch{' ' + command if command else ''}: {message}", file=sys.stderr)
+    return code
+
+
+def main(argv=None) -> int:
+    """Every error reaches the user as one line ``kbatch COMMAND: message``
+    (exit 1 for data problems or nothing to read, 2 for usage); ``--debug``
+    lets the traceback through instead."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        try:
+            sys.stdout = None           # nothing more to write; no flush error at exit
+            sys.stderr.close()
+        except Exception:
+            pass
+        return EXIT_OK
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        return _error(args, "interrupted", 130)
+    except UsageError as exc:
+        if args.debug:
+            raise
+        return _error(args, str(exc), EXIT_USAGE)
+    except (NothingToRead, KbatchError) as exc:
+        if args.debug:
+            raise
+        return _error(args, str(exc), EXIT_PROBLEMS)
+    except OSError as exc:
+        if args.debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _error(args, f"{where}{exc.strerror or exc}", EXIT_PROBLEMS)
+    except MemoryError:
+        if args.debug:
+            raise
+        return _error(args, "out of memory", EXIT_PROBLEMS)
+    except Exception as exc:            # a bug: still one line, the traceback under --debug
+        if args.debug:
+            raise
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return _error(args, f"internal error: {type(exc).__name__}: {text} "
+                            f"(run with --debug for the traceback)", EXIT_PROBLEMS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

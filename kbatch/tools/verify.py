@@ -1,0 +1,274 @@
+"""Checking segments and their indexes, like the broker's recovery and Kafka's
+dump tool, without changing any file.
+
+Per segment: batches and records checked, CRC failures (every one, the walk
+goes on past them), offsets that do not increase, offset-index entries that
+point past the end, at no batch, or at a batch whose last offset differs,
+time-index entries out of order or naming an offset the log lacks or a
+timestamp the batch does not have, and where valid data ends (truncated tail,
+zero padding, or the first corrupt batch).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kbatch.errors import KbatchError
+from kbatch.lib.files import NotRegularFileError
+from kbatch.lib.log import PartitionLog, Segment, SEGMENT_NAME, segment_base
+from kbatch.lib.paths import PathKind, partition_dirs, resolve
+from kbatch.lib.records import BatchTable
+from kbatch.lib.segment import DecodeOptions, check_options, decode_chunks, open_source
+
+
+@dataclass
+class SegmentReport:
+    path: str
+    base_offset: int
+    size: int
+    batches: int = 0
+    records: int = 0
+    control_records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    valid_bytes: int = 0
+    trailing_bytes: int = 0
+    end_reason: str | None = None
+    error: str | None = None
+    crc_failures: list = field(default_factory=list)       # (position, base_offset)
+    offset_problems: list = field(default_factory=list)    # text
+    index_problems: list = field(default_factory=list)     # text
+    timeindex_problems: list = field(default_factory=list)  # text
+    skipped: list = field(default_factory=list)   # SkippedRange: damaged bytes passed over
+    last_segment: bool = True      # False: a torn tail or zero padding is damage
+
+    @property
+    def ok(self) -> bool:
+        return not (self.crc_failures or self.offset_problems or self.index_problems
+                    or self.timeindex_problems or self.error or self.skipped
+                    or self.end_reason in ("truncated", "corrupt")
+                    or (not self.last_segment and self.end_reason == "zero_padding"))
+
+    def problems(self) -> list[str]:
+        out = [f"CRC mismatch in batch at byte {pos} (base offset {base})"
+               for pos, base in self.crc_failures]
+        out += self.offset_problems + self.index_problems + self.timeindex_problems
+        for gap in self.skipped:
+            after = ("the end of the file" if gap.offset_after is None
+                     else f"offset {gap.offset_after}")
+            before = "the start" if gap.offset_before is None else f"offset {gap.offset_before}"
+            out.append(f"damaged bytes {gap.start}-{gap.stop} ({gap.reason}) between "
+                       f"{before} and {after}: {gap.error or gap.reason}")
+        if self.error and not self.skipped:
+            out.append(f"corrupt data: {self.error}")
+        elif self.end_reason == "truncated":
+            out.append(f"last batch truncated: {self.trailing_bytes} bytes after byte "
+                       f"{self.valid_bytes}" + ("" if self.last_segment else
+                                                " in a segment that is not the last one"))
+        elif self.end_reason == "zero_padding" and not self.last_segment:
+            out.append(f"{self.trailing_bytes} zero bytes after byte {self.valid_bytes} in a "
+                       f"segment that is not the last one (Kafka trims a segment when it rolls)")
+        return out
+
+
+@dataclass
+class VerifyReport:
+    segments: list[SegmentReport]
+    partition_problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.partition_problems and all(s.ok for s in self.segments)
+
+    @property
+    def batches(self) -> int:
+        return sum(s.batches for s in self.segments)
+
+    @property
+    def records(self) -> int:
+        return sum(s.records for s in self.segments)
+
+
+def verify_segment(segment: Segment | str | os.PathLike, *, last_segment: bool = True,
+                   **options) -> SegmentReport:
+    """Check one ``.log`` file and its ``.index``/``.timeindex``.
+
+    Damaged bytes do not end the check: it resumes at the next valid batch
+    (``on_corrupt="skip"``) and lists every damaged range in ``skipped``.
+    ``last_segment=False``: the file is not its partition's last segment,
+    so a truncated batch or zero padding at its end is damage too.
+    Keeps in memory one decoded chunk and the batch table of the segment.
+    """
+    seg = segment if isinstance(segment, Segment) else Segment(Path(segment))
+    check_options("verify", options)
+    options.pop("on_corrupt", None)
+    opts = DecodeOptions(**{"validate_crc": "report", **options, "on_corrupt": "skip"})
+    report = SegmentReport(str(seg.path), seg.base_offset, seg.size, last_segment=last_segment)
+    tables = []
+    with open_source(seg.path) as (view, path):
+        for chunk in decode_chunks(view, path, opts, chunk_records=1 << 18,
+                                   chunk_bytes=64 << 20):
+            tables.append(chunk.batches)
+            report.skipped += chunk.skipped
+            report.records += len(chunk)
+            report.control_records += len(chunk.control)
+            if chunk.end is not None:
+                report.valid_bytes = chunk.end.valid_bytes
+                report.trailing_bytes = chunk.end.trailing_bytes
+                report.end_reason = chunk.end.reason
+                if chunk.end.error is not None:
+                    report.error = str(chunk.end.error)
+    if report.skipped:
+        first, final = report.skipped[0], report.skipped[-1]
+        report.error = first.error or first.reason
+        if final.offset_after is None:   # no valid batch after the last gap
+            report.valid_bytes, report.trailing_bytes = final.start, final.stop - final.start
+            report.end_reason = "corrupt"
+    batches = BatchTable.concat(tables) if tables else BatchTable.empty()
+    report.batches = len(batches)
+    if len(batches):
+        report.first_offset = int(batches.base_offset[0])
+        report.last_offset = int(batches.last_offset[-1])
+    bad = np.flatnonzero(batches.crc_valid == 0)
+    report.crc_failures = [(int(batches.position[i]), int(batches.base_offset[i])) for i in bad]
+    report.offset_problems = _offset_problems(batches, seg.base_offset)
+    report.index_problems = _index_problems(seg, batches, report.valid_bytes)
+    report.timeindex_problems = _timeindex_problems(seg, batches)
+    return report
+
+
+def _offset_problems(batches: BatchTable, base_offset: int) -> list[str]:
+    out = []
+    if len(batches) and batches.base_offset[0] < base_offset:
+        out.append(f"first batch offset {int(batches.base_offset[0])} is below the "
+                   f"segment's base offset {base_offset}")
+    back = np.flatnonzero(batches.base_offset[1:] <= batches.last_offset[:-1]) + 1
+    for i in back[:100]:
+        out.append(f"non-monotonic offsets: batch at byte {int(batches.position[i])} starts at "
+                   f"{int(batches.base_offset[i])} after offset {int(batches.last_offset[i - 1])}")
+    inverted = np.flatnonzero(batches.last_offset < batches.base_offset)
+    for i in inverted[:100]:
+        out.append(f"batch at byte {int(batches.position[i])} ends at offset "
+                   f"{int(batches.last_offset[i])} before its base offset {int(batches.base_offset[i])}")
+    return out
+
+
+def _side_file(seg: Segment, attribute: str, path: Path, out: list[str]):
+    """``seg.<attribute>`` (an index read), or None with the reason in ``out``
+    when the file cannot be read as one (a directory, FIFO or device)."""
+    try:
+        return getattr(seg, attribute)
+    except KbatchError as exc:
+        out.append(f"{path.name}: is {exc.kind}, not a regular file"
+                   if isinstance(exc, NotRegularFileError) else f"{path.name}: {exc}")
+    except OSError as exc:
+        out.append(f"{path.name}: cannot read ({exc.strerror or exc})")
+    return None
+
+
+def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list[str]:
+    out = []
+    idx = _side_file(seg, "offset_index", seg.index_path, out)
+    if idx is None:
+        return out
+    if len(idx) == 0:
+        return out
+    if np.any(np.diff(idx.offsets) <= 0) or np.any(np.diff(idx.positions) <= 0):
+        out.append(f"{seg.index_path.name}: entries do not increase")
+    rows = np.searchsorted(batches.position, idx.positions)
+    append_ends = set(batches.last_offset.tolist())
+    for k, (offset, position) in enumerate(zip(idx.offsets.tolist(), idx.positions.tolist())):
+        if position >= valid_bytes and not (position == 0 and k == 0):
+            out.append(f"{seg.index_path.name}: entry {k} (offset {offset}) points to byte "
+                       f"{position}, past the valid data ({valid_bytes} bytes)")
+            continue
+        r = int(rows[k])
+        if r >= len(batches) or int(batches.position[r]) != position:
+            if len(batches):
+                out.append(f"{seg.index_path.name}: entry {k} (offset {offset}) points to byte "
+                           f"{position}, which is not the start of a batch")
+            continue
+        # an entry names the last offset of an append that starts at its
+        # position (several batches when a follower or the cleaner appended)
+        if int(batches.base_offset[r]) > offset or offset not in append_ends:
+            out.append(f"{seg.index_path.name}: index offset {offset}, log offset "
+                       f"{int(batches.last_offset[r])} at byte {position}")
+    return out[:100]
+
+
+def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
+    out = []
+    ti = _side_file(seg, "time_index", seg.timeindex_path, out)
+    if ti is None:
+        return out
+    if len(ti) == 0:
+        return out
+    name = seg.timeindex_path.name
+    back = np.flatnonzero(np.diff(ti.timestamps) < 0)
+    for k in back[:20]:
+        out.append(f"{name}: out of order timestamp {int(ti.timestamps[k + 1])} after "
+                   f"{int(ti.timestamps[k])}")
+    if not len(batches):
+        return out + [f"{name}: {len(ti)} entries but the log has no batches"]
+    # the batch holding each entry's offset must exist and carry its timestamp,
+    # and no batch up to it may be newer (the index holds a running maximum)
+    rows = np.searchsorted(batches.last_offset, ti.offsets, side="left")
+    running_max = np.maximum.accumulate(batches.max_timestamp) if len(batches) else None
+    for k, (ts, offset) in enumerate(zip(ti.timestamps.tolist(), ti.offsets.tolist())):
+        r = int(rows[k])
+        if r >= len(batches) or int(batches.base_offset[r]) > offset:
+            out.append(f"{name}: indexed offset {offset} is not found in the log")
+        elif int(batches.max_timestamp[r]) != ts and int(batches.magic[r]) >= 1:
+            out.append(f"{name}: index timestamp {ts}, log timestamp "
+                       f"{int(batches.max_timestamp[r])} (offset {offset})")
+        elif int(running_max[r]) > ts:
+            out.append(f"{name}: index timestamp {ts} at offset {offset} is below the "
+                       f"largest timestamp before it ({int(running_max[r])})")
+    return out[:100]
+
+
+def verify(path, *, on_segment=None, **options) -> VerifyReport:
+    """Check a segment file, a partition directory or a broker data directory.
+
+    Changes no file. ``on_segment(path)`` is called after each segment (for
+    progress). Options: those of ``read_segment`` (limits). Keeps in memory
+    one decoded chunk and one segment's batch table at a time.
+    """
+    check_options("verify", options)
+    found = resolve(path)
+    if found.kind is PathKind.SEGMENT:
+        report = VerifyReport([verify_segment(found.path, **options)])
+        if on_segment:
+            on_segment(found.path)
+        return report
+    if found.kind is PathKind.PARTITION:
+        return _verify_partition(PartitionLog(found.path), options, on_segment)
+    reports, problems = [], []
+    # partition_dirs refuses two directories naming one partition (t-1, t-01)
+    for data_dir in found.paths:
+        for _, _, child in partition_dirs(data_dir):
+            part = _verify_partition(PartitionLog(child), options, on_segment)
+            reports += part.segments
+            problems += part.partition_problems
+    return VerifyReport(reports, problems)
+
+
+def _verify_partition(log: PartitionLog, options, on_segment=None) -> VerifyReport:
+    reports = []
+    for seg in log.segments:
+        reports.append(verify_segment(seg, last_segment=seg is log.segments[-1], **options))
+        if on_segment:
+            on_segment(seg.path)
+    problems = [f"{log.path.name}/{p.name}: not a segment name (above the largest offset)"
+                for p in sorted(log.path.iterdir())
+                if SEGMENT_NAME.match(p.name) and segment_base(p.name) is None]
+    for prev, cur in zip(reports, reports[1:]):
+        if prev.last_offset is not None and cur.base_offset <= prev.last_offset:
+            problems.append(f"{log.path.name}/{Path(cur.path).name}: base offset "
+                            f"{cur.base_offset} is not above the previous segment's last "
+                            f"offset {prev.last_offset}")
+    return VerifyReport(reports, problems)

@@ -18,7 +18,7 @@ from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimit
 from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
 from kbatch.lib.paths import PathError
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.lib.segment import iter_segment, read_segment
+from kbatch.lib.remote.entry import iter_segment, read_segment   # URLs too
 from kbatch.tools.transactions import transactions
 from kbatch.tools.verify import verify
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment

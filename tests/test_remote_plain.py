@@ -254,3 +254,30 @@ def test_persistent_5xx_is_a_bounded_error(s3, generated):
             remote.read()
     finally:
         s3.proxy.fail_next(0)
+
+
+# --- the public entry points --------------------------------------------------
+
+def test_entry_points_take_urls(s3, generated):
+    import s3fs
+    local_dir = generated / "orders-2"
+    name = sorted(n for n in os.listdir(local_dir) if n.endswith(".log"))[1]
+    url = f"s3://{BUCKET}/gen/orders-2/{name}"
+    opts = s3.options()
+    same(kbatch.read_segment(url, storage_options=opts), kbatch.read_segment(local_dir / name))
+    chunks = list(kbatch.iter_segment(url, storage_options=opts, chunk_records=100))
+    assert max(len(c) for c in chunks) <= 140
+    same(kbatch.Records.concat(chunks), kbatch.read_segment(local_dir / name))
+    same(kbatch.read_segment(url, storage_options=opts, isolation="read_committed"),
+         kbatch.read_segment(local_dir / name, isolation="read_committed"))
+    fs = s3fs.S3FileSystem(**opts)
+    same(kbatch.read_segment(f"{BUCKET}/gen/orders-2/{name}", filesystem=fs),
+         kbatch.read_segment(local_dir / name))
+    log = kbatch.open_log(f"s3://{BUCKET}/gen/orders-2", storage_options=opts)
+    same(log.read(77, 2000), kbatch.open_log(local_dir).read(77, 2000), end=False)
+    d = kbatch.open_log_dir(f"s3://{BUCKET}/gen", storage_options=opts)
+    assert len(d.partitions) == 4
+    with pytest.raises(kbatch.ArgumentError, match="unknown option"):
+        kbatch.read_segment(url, storage_options=opts, validate=False)
+    # local paths are untouched (memory-mapped as before)
+    same(kbatch.read_segment(str(local_dir / name)), kbatch.read_segment(local_dir / name))

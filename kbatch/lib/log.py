@@ -615,10 +615,24 @@ class PartitionLog:
                                     "last_stable_offset", "version")))
 
 
-def open_log(path, *, use_index: bool = False) -> PartitionLog:
+def open_log(path, *, use_index: bool = False, **remote) -> PartitionLog:
     """A partition directory (``<topic>-<partition>/``) as a ``PartitionLog``
-    (``use_index``: seek with the index files, see ``PartitionLog``)."""
+    (``use_index``: seek with the index files, see ``PartitionLog``).
+
+    A URL (``s3://bucket/data/orders-0``, any fsspec URL), or a path with
+    ``filesystem=``, gives a ``kbatch.lib.remote.log.RemoteLog`` (same
+    ``read``/``iter``): keyword arguments ``storage_options``,
+    ``filesystem``, ``layout`` ("plain" or "tiered": the tiered-storage
+    plugin's bucket layout), ``private_key``, ``block``, ``concurrency``."""
+    if remote or _is_url(path):
+        from kbatch.lib.remote.log import RemoteLog
+        return RemoteLog(path, **remote)
     return PartitionLog(path, use_index=use_index)
+
+
+def _is_url(path) -> bool:
+    from kbatch.lib.remote.fs import is_url
+    return is_url(path)
 
 
 class LogDir:
@@ -756,6 +770,12 @@ class LogDir:
         return apply_visibility(self.path, result, visibility)
 
 
-def open_log_dir(path, *, use_index: bool = False) -> LogDir:
-    """A broker data directory (many ``<topic>-<partition>`` directories)."""
+def open_log_dir(path, *, use_index: bool = False, **remote) -> LogDir:
+    """A broker data directory (many ``<topic>-<partition>`` directories).
+    A URL (or ``filesystem=``) gives a ``kbatch.lib.remote.log.RemoteLogDir``
+    of a prefix of partitions (``layout="tiered"``: of the plugin's
+    ``<topic>-<topicId>/<partition>/``); keywords as ``open_log``."""
+    if remote or _is_url(path):
+        from kbatch.lib.remote.log import RemoteLogDir
+        return RemoteLogDir(path, **remote)
     return LogDir(path, use_index=use_index)

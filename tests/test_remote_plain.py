@@ -281,3 +281,23 @@ def test_entry_points_take_urls(s3, generated):
         kbatch.read_segment(url, storage_options=opts, validate=False)
     # local paths are untouched (memory-mapped as before)
     same(kbatch.read_segment(str(local_dir / name)), kbatch.read_segment(local_dir / name))
+
+
+def test_spark_planning_reads_only_listings_and_indexes(s3, generated):
+    """What the Spark driver does for a remote path: no segment byte."""
+    from kbatch.lib.segment import DecodeOptions
+    pytest.importorskip("pyspark")
+    from kbatch.spark import remote as spark_remote
+    s3.proxy.reset()
+    slices = spark_remote.plan_remote(
+        f"s3://{BUCKET}/gen", layout="plain", storage=s3.options(), private_key=None,
+        offset_range=lambda t, p: (100, 5000), max_bytes=64 << 10,
+        isolation="read_uncommitted")
+    assert all(not path.split("?")[0].endswith(".log") for m, path, _ in s3.proxy.log)
+    assert len(slices) > 8
+    # each slice read alone (as on an executor) gives the local read in order
+    for p in range(4):
+        parts = [r for piece in slices if piece.partition == p
+                 for r in spark_remote.read_remote_slice(piece, DecodeOptions(), 1000)]
+        same(kbatch.Records.concat(parts),
+             kbatch.open_log(generated / f"orders-{p}").read(100, 5000), end=False)

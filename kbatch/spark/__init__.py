@@ -49,6 +49,12 @@ Options (case-insensitive):
     minPartitions        at least this many input partitions when the data
                          allows (default: the driver's core count)
     chunkRecords         records per Arrow batch (default 65536)
+    storage.<key>        for s3://, gs://... paths (any fsspec URL): the
+                         filesystem's storage options (storage.endpoint_url,
+                         storage.key, storage.client_kwargs as JSON, ...)
+    layout               plain (default: copied broker directories) | tiered
+                         (the tiered-storage plugin's bucket layout)
+    privateKey           PEM text or path: encrypted tiered segments
     useIndex             false (default): seeks and splits from a walk over the
                          batch headers, exact whatever the index files hold;
                          true: from the .index/.timeindex entries (checked, as
@@ -65,7 +71,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -84,6 +90,7 @@ from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transa
 from kbatch.lib.timestamps import to_millis
 from kbatch.lib.txn import TxnState, check_isolation
 from kbatch.wire import UNBOUNDED
+from kbatch.spark import remote as _remote   # URL paths (object storage)
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
@@ -124,6 +131,10 @@ class Options:
     partitions: set | None = None
     offset_lo: int = 0
     offset_hi: int = UNBOUNDED
+    # remote paths (kbatch.spark.remote): storage.* options, layout, privateKey
+    storage: dict = field(default_factory=dict)
+    layout: str = "plain"
+    private_key: str | None = None
 
     @classmethod
     def parse(cls, options) -> "Options":
@@ -152,7 +163,10 @@ class Options:
             max_partition_bytes=int(opts.get("maxpartitionbytes", 128 << 20)),
             min_partitions=int(opts.get("minpartitions", os.cpu_count() or 1)),
             chunk_records=int(opts.get("chunkrecords", 1 << 16)),
-            use_index=str(opts.get("useindex", "false")).lower() == "true")
+            use_index=str(opts.get("useindex", "false")).lower() == "true",
+            storage=_remote.storage_options(opts),
+            layout=str(opts.get("layout", "plain")).lower(),
+            private_key=opts.get("privatekey"))
         return out
 
     def decode_options(self) -> DecodeOptions:
@@ -323,6 +337,13 @@ def plan(options: Options) -> list[SegmentSlice]:
     """Input partitions for a read (runs on the driver)."""
     slices = []
     for path in options.paths:
+        if _remote.is_url(path):      # object storage: listings and indexes only
+            slices += _remote.plan_remote(
+                path, layout=options.layout, storage=options.storage,
+                private_key=options.private_key, offset_range=options.offset_range,
+                max_bytes=options.max_partition_bytes, isolation=options.isolation,
+                topics=options.topics, partitions=options.partitions)
+            continue
         for log_, file in _logs(path, options.use_index):
             if file is not None:
                 topic, part = parse_partition_dir(file.parent.name) or (None, None)
@@ -461,6 +482,14 @@ def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
                 yield to_record_batch(chunk, piece.topic, piece.partition, schema)
 
 
+def read_remote(piece, options: Options, schema: pa.Schema):
+    """Arrow batches of one remote slice (runs on an executor): only the
+    slice's own byte ranges are read (``kbatch.spark.remote``)."""
+    for chunk in _remote.read_remote_slice(piece, options.decode_options(),
+                                           options.chunk_records):
+        yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+
+
 class KbatchReader(DataSourceReader):
     """Plans input partitions (driver) and decodes them (executors)."""
 
@@ -476,7 +505,9 @@ class KbatchReader(DataSourceReader):
         if not isinstance(partition, SlicePack):   # Spark's single empty partition
             return iter(())
         return (batch for piece in partition.slices
-                for batch in read_slice(piece, self.options, self.arrow_schema))
+                for batch in (read_remote(piece, self.options, self.arrow_schema)
+                              if isinstance(piece, _remote.RemoteSlice)
+                              else read_slice(piece, self.options, self.arrow_schema)))
 
 
 def _column(f) -> str | None:

@@ -163,4 +163,5 @@ def read_remote_slice(piece: RemoteSlice, opts, chunk_records: int):
             yield chunk
 
 
-__all__ = ["RemoteSlice", "is_url", "plan_remote", "read_remote_slice", "storage_options"]
+__all__ = ["RemoteSlice", "is_url", "plan_remote", "read_remote_slice",
+           "storage_options"]

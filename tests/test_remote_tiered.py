@@ -207,3 +207,33 @@ def test_chunk_size_codec(values):
 def test_chunk_size_codec_refuses_counts_past_the_bytes():
     with pytest.raises(CorruptRecordError, match="do not fit"):
         tiered.decode_chunk_sizes((1 << 30).to_bytes(4, "big") + bytes(4) + b"\x02" + bytes(6))
+
+
+def test_remote_log_metadata_picks_finished_copies(s3, buckets):
+    enc = Encoder("plain", chunk_size=8 << 10)
+    lasts = last_offsets(buckets, 4999)
+    objects = encode_partition(enc, str(buckets), topic="orders", topic_id=TOPIC_ID,
+                               partition=0, last_offsets=lasts)
+    stems = sorted({k.rsplit(".", 1)[0] for k in objects})
+    ids = [s[-22:] for s in stems]         # the 22-character segment UUIDs
+    # a copy of the second segment that never finished, under another UUID, with
+    # damaged bytes (it must not be read at all)
+    bad = encode_partition(enc, str(buckets), topic="orders", topic_id=TOPIC_ID, partition=0,
+                           last_offsets=lasts)
+    second = sorted(k for k in bad if k.endswith(".log"))[1]
+    stem = second[:-4]
+    objects.update({k: (b"\xff" * len(v) if k.endswith(".log") else v)
+                    for k, v in bad.items() if k.startswith(stem)})
+    upload(s3, objects, "tiered-rlmm")
+    unfinished = stem[-22:]
+    rows = [{"segment_id": i, "state": "COPY_SEGMENT_STARTED"} for i in ids + [unfinished]]
+    rows += [{"segment_id": i, "state": "COPY_SEGMENT_FINISHED"} for i in ids]
+    url = f"s3://{BUCKET}/tiered-rlmm/orders-{TOPIC_ID}/0"
+    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(),
+                       remote_log_metadata=rows)
+    same(remote.read(), kbatch.open_log(buckets).read())
+    # a deleted segment is left out
+    gone = rows + [{"segment_id": ids[0], "state": "DELETE_SEGMENT_FINISHED"}]
+    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(),
+                       remote_log_metadata=gone)
+    assert int(remote.read().offset[0]) == sorted(lasts)[1]

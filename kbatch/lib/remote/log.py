@@ -100,6 +100,39 @@ def seek_position(raw_index: bytes, base_offset: int, target: int, size: int,
     return int(pos[i]), int(absolute[i]), stop
 
 
+def _uuid_text(value) -> str | None:
+    """A Kafka Uuid as its object-key form (22 characters of URL-safe
+    base64), from that form, a canonical 8-4-4-4-12 string or 16 bytes."""
+    import base64
+    import uuid
+    if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+        raw = bytes(value)
+    elif isinstance(value, str) and len(value) == 36:
+        try:
+            raw = uuid.UUID(value).bytes
+        except ValueError:
+            return value
+    else:
+        return None if value is None else str(value)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def segment_states(metadata) -> dict | None:
+    """``{segment uuid: last state}`` from ``remote_log_metadata`` rows (a
+    pyarrow table or list of dicts with ``segment_id`` and ``state``, in
+    record order) or a mapping; None when not given."""
+    if metadata is None:
+        return None
+    if isinstance(metadata, dict):
+        return {_uuid_text(k): v for k, v in metadata.items()}
+    rows = metadata.to_pylist() if hasattr(metadata, "to_pylist") else list(metadata)
+    states = {}
+    for row in rows:
+        if row.get("segment_id") is not None:
+            states[_uuid_text(row["segment_id"])] = row.get("state")
+    return states
+
+
 class RemoteLog:
     """A partition in object storage (see the module docstring).
 
@@ -109,12 +142,17 @@ class RemoteLog:
     ``private_key``: the RSA private key (PEM, path, or ``{key id: key}``)
     for encrypted tiered segments. ``block``/``concurrency``: range size and
     GETs in flight of a scan (memory: about ``block * concurrency``).
+    ``remote_log_metadata`` (tiered): the partition's segment states, as
+    ``kbatch.internal.remote.remote_log_metadata(...)`` returns them (or
+    ``{segment uuid: state}``): only segments whose last state is
+    ``COPY_SEGMENT_FINISHED`` are read (not started, failed or deleted ones).
     """
 
     def __init__(self, url, *, layout: str = "plain", storage_options: dict | None = None,
                  filesystem=None, private_key=None, block: int = DEFAULT_BLOCK,
                  concurrency: int = DEFAULT_CONCURRENCY, retries: int = 5,
-                 topic: str | None = None, partition: int | None = None):
+                 topic: str | None = None, partition: int | None = None,
+                 remote_log_metadata=None):
         if layout not in LAYOUTS:
             raise ArgumentError(f"layout must be one of {LAYOUTS}, not {layout!r}")
         self.fs, self.path, self.url = resolve(url, storage_options, filesystem)
@@ -134,6 +172,7 @@ class RemoteLog:
             self.topic = topic or (m.group(1) if m else parent)
             self.partition = partition if partition is not None else (
                 int(name) if name.isdigit() else -1)
+        self._states = segment_states(remote_log_metadata)
         self._segments = None
 
     def __repr__(self) -> str:
@@ -190,6 +229,9 @@ class RemoteLog:
         for name in listing:
             m = tiered.OBJECT_NAME.match(name)
             if m and m.group(3) == "rsm-manifest":
+                if self._states is not None and \
+                        self._states.get(m.group(2)) != "COPY_SEGMENT_FINISHED":
+                    continue    # not (or no longer) a finished copy: never read
                 by_start.setdefault(int(m.group(1)), []).append(name[:-len(".rsm-manifest")])
         out = []
         for start in sorted(by_start):

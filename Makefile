@@ -28,7 +28,7 @@ $(BUILT): $(STAMP) $(SOURCES) setup.py
 	touch $@
 
 run: build
-	$(PY) -m kbatch main $(if $(LOG_DIR),--log-dir $(LOG_DIR))
+	$(PY) -m kbatch main $(if $(LOG_DIR),--log-dir $(LOG_DIR)) $(if $(SOURCE),--source $(SOURCE))
 
 test: build
 	$(PY) -m pytest -q

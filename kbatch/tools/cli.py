@@ -303,6 +303,15 @@ def cmd_main(args) -> int:
         if Path(name).exists() and not Path(name).is_dir():
             raise UsageError(f"{name}: exists and is not a directory ({flag})")
     require_spark()
+    if args.source == "s3":      # the same pipeline against a local S3 server
+        from kbatch.tools.remote_run import run_s3
+        log_dir = args.log_dir
+        if log_dir is None:
+            log_dir = args.sample_dir
+            if not Path(log_dir).is_dir() or not any(Path(log_dir).iterdir()):
+                from kbatch.tools.sample import write_sample
+                write_sample(log_dir, records=args.sample_records)
+        return run_s3(str(Path(log_dir).resolve()), args.out)
     return run(args.log_dir, out_dir=args.out, sample_dir=args.sample_dir,
                sample_records=args.sample_records)
 
@@ -402,6 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="out", help="output directory (default ./out)")
     p.add_argument("--sample-dir", default="sample", help="where the sample lives (./sample)")
     p.add_argument("--sample-records", type=sample_records, default=1_500_000)
+    p.add_argument("--source", choices=("local", "s3"), default="local",
+                   help="s3: upload the partitions to a local S3 server (moto) and read "
+                        "them from s3:// (default: local)")
     p.set_defaults(func=cmd_main)
     return parser
 

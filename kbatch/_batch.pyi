@@ -35,6 +35,9 @@ class BatchDecoder:
         drop_positions: "np.ndarray | None" = ...,   # sorted int64 batch positions
         max_decompressed_bytes: int = ...,
         native_lz4: bool = True,          # lz4 batches decompressed without the GIL
+        native_gzip: bool = True,         # gzip, snappy, zstd: the same
+        native_snappy: bool = True,
+        native_zstd: bool = True,
     ) -> None: ...
     @property
     def position(self) -> int: ...

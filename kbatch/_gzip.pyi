@@ -1,0 +1,6 @@
+"""gzip streams inflated without the GIL (compiled)."""
+
+from typing import Any
+
+def native_gzip() -> str | None: ...
+def decompress(data: Any, limit: int) -> bytes | None: ...

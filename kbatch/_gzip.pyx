@@ -1,12 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""gzip batches (codec 1) inflated without the GIL, by zlib.
+"""gzip batches (codec 1) inflated without the GIL, by zlib-ng or zlib.
 
-Python's ``zlib`` module holds the GIL while it inflates. The zlib it is
-linked with exports ``inflate``; at import we look up the four entry points
-below through the module's own library (else the system's ``libz.so.1``),
-check them on streams Python compressed, and call them from the walk. When
-none is found ``gzip_native()`` is false and every gzip batch takes the
-Python path of ``compression.py``.
+Python's ``zlib`` module holds the GIL while it inflates. At import we look
+up ``inflate`` and its companions in, first, the ``zlib-ng`` package's
+extension (zlib-ng's native ``zng_*`` API: zlib's inflate with the same
+checks, about 1.5x faster), else the zlib Python's ``zlib`` module runs (or
+the system's ``libz.so.1``); check them on streams Python compressed; and
+call them from the walk. When none is found ``gzip_native()`` is false and
+every gzip batch takes the Python path of ``compression.py``. (libdeflate is
+faster still but accepts streams zlib refuses, such as the reserved distance
+codes 30 and 31, so its answers would differ from the Python path's.)
 
 What ``compression.gunzip`` accepts, and so what is accepted here (RFC 1952):
 
@@ -23,6 +26,7 @@ and the Python path raises the error users see.
 
 import ctypes
 import ctypes.util
+import importlib.util
 import zlib as _zlib
 
 from libc.stdint cimport uint8_t, uintptr_t
@@ -31,7 +35,8 @@ from libc.stdlib cimport calloc, free
 from kbatch._outbuf cimport CODEC_FAILED, CODEC_OK, OutBuf, outbuf_free, outbuf_grow, outbuf_init
 
 
-cdef struct ZStream:          # zlib's z_stream (a stable ABI since 1.0)
+cdef struct ZStream:          # zlib's z_stream (a stable ABI since 1.0); zlib-ng's
+                              # zng_stream has the same fields up to ``opaque``
     const uint8_t *next_in
     unsigned avail_in
     unsigned long total_in
@@ -49,6 +54,7 @@ cdef struct ZStream:          # zlib's z_stream (a stable ABI since 1.0)
 
 ctypedef int (*init_fn)(ZStream *strm, int window_bits, const char *version,
                         int stream_size) noexcept nogil
+ctypedef int (*init_ng_fn)(ZStream *strm, int window_bits) noexcept nogil
 ctypedef int (*inflate_fn)(ZStream *strm, int flush) noexcept nogil
 ctypedef int (*reset_fn)(ZStream *strm) noexcept nogil
 ctypedef int (*end_fn)(ZStream *strm) noexcept nogil
@@ -62,8 +68,10 @@ cdef enum:
     GZIP_WINDOW_BITS = 31       # 15 + 16: a gzip wrapper
     GZIP_STEP = 1 << 16         # compression.GZIP_STEP
     MAX_AVAIL = 1 << 30         # avail_out is 32 bits
+    STREAM_BYTES = 256          # room for either library's stream struct
 
 cdef init_fn _init = NULL
+cdef init_ng_fn _init_ng = NULL
 cdef inflate_fn _inflate = NULL
 cdef reset_fn _reset = NULL
 cdef end_fn _end = NULL
@@ -89,10 +97,11 @@ cdef ZStream *_stream(void **stream) noexcept nogil:
         if _reset(z) == Z_OK:
             return z
         gzip_free(stream)
-    z = <ZStream *>calloc(1, sizeof(ZStream))
+    z = <ZStream *>calloc(1, STREAM_BYTES)
     if z == NULL:
         return NULL
-    if _init(z, GZIP_WINDOW_BITS, _version, <int>sizeof(ZStream)) != Z_OK:
+    if (_init_ng(z, GZIP_WINDOW_BITS) if _init_ng != NULL
+            else _init(z, GZIP_WINDOW_BITS, _version, <int>sizeof(ZStream))) != Z_OK:
         free(z)
         return NULL
     stream[0] = z
@@ -149,69 +158,101 @@ cdef int gzip_decompress(void **stream, OutBuf *out, const uint8_t *src, size_t 
     return CODEC_OK
 
 
+_ZLIB_NAMES = ("inflateInit2_", "inflate", "inflateReset", "inflateEnd", "zlibVersion")
+_NG_NAMES = ("zng_inflateInit2", "zng_inflate", "zng_inflateReset", "zng_inflateEnd",
+             "zlibng_version")
+
+
 def _candidates():
-    """Libraries that may export zlib: the one Python's zlib module uses,
-    then the system's."""
-    yield getattr(_zlib, "__file__", None)
-    yield None  # the interpreter itself (a statically linked zlib)
-    name = ctypes.util.find_library("z")
-    for path in (name, "libz.so.1"):
+    """``(library, names, is zlib-ng)``: the zlib-ng package's extension,
+    then the zlib Python's zlib module uses, then the system's."""
+    spec = importlib.util.find_spec("zlib_ng.zlib_ng")
+    if spec is not None and spec.origin:
+        yield spec.origin, _NG_NAMES, True
+    yield getattr(_zlib, "__file__", None), _ZLIB_NAMES, False
+    yield None, _ZLIB_NAMES, False  # the interpreter itself (a static zlib)
+    for path in (ctypes.util.find_library("z"), "libz.so.1"):
         if path:
-            yield path
+            yield path, _ZLIB_NAMES, False
 
 
-_NAMES = ("inflateInit2_", "inflate", "inflateReset", "inflateEnd", "zlibVersion")
-
-
-def _resolve():
-    """``(path, addresses, version)`` of the first zlib with every entry
-    point, preferring the version Python's zlib module runs; or None."""
+def _resolve(kinds):
+    """``(path, addresses, is zlib-ng)`` of the first library of ``kinds``
+    (is zlib-ng: True, False) with every entry point (a zlib: the version
+    Python's zlib module runs, if there); or None."""
     found = []
-    for path in _candidates():
+    for path, names, ng in _candidates():
+        if ng not in kinds:
+            continue
         try:
             lib = ctypes.CDLL(path)
             addresses = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-                         for name in _NAMES]
+                         for name in names]
         except (OSError, AttributeError, TypeError):
             continue
-        if not all(addresses):
+        if not all(addresses) or (<version_fn><uintptr_t>addresses[4])() == NULL:
             continue
-        version = (<version_fn><uintptr_t>addresses[4])()
-        if version == NULL:
-            continue
-        found.append((path, addresses, <bytes>version))
-    for entry in found:
-        if entry[2].decode() == _zlib.ZLIB_RUNTIME_VERSION:
-            return entry
-    return found[0] if found else None
+        if ng:
+            return path, addresses, True
+        version = (<bytes>(<version_fn><uintptr_t>addresses[4])()).decode()
+        found.append((version != _zlib.ZLIB_RUNTIME_VERSION, path, addresses))
+    if not found:
+        return None
+    _, path, addresses = min(found, key=lambda entry: entry[0])
+    return path, addresses, False
 
 
-def _install():
-    global _init, _inflate, _reset, _end, _version, _source
-    found = _resolve()
+_probes = []
+
+
+def _probe():
+    """Data and a gzip member of it, from Python's zlib (made once)."""
+    if not _probes:
+        probe = bytes(range(256)) * 700 + b"kbatch" * 30000
+        member = _zlib.compressobj(6, _zlib.DEFLATED, 31)
+        _probes.append((probe, member.compress(probe) + member.flush()))
+    return _probes[0]
+
+
+def _install(kinds=(True, False)):
+    global _init, _init_ng, _inflate, _reset, _end, _version, _source
+    _init = NULL
+    _init_ng = NULL
+    _inflate = NULL
+    _source = None
+    found = _resolve(kinds)
     if found is None:
         return
-    path, addresses, version = found
-    _version = (<version_fn><uintptr_t>addresses[4])()  # the library's own string
-    _init = <init_fn><uintptr_t>addresses[0]
+    path, addresses, ng = found
+    if ng:
+        _init_ng = <init_ng_fn><uintptr_t>addresses[0]
+    else:
+        _version = (<version_fn><uintptr_t>addresses[4])()  # the library's own string
+        _init = <init_fn><uintptr_t>addresses[0]
     _reset = <reset_fn><uintptr_t>addresses[2]
     _end = <end_fn><uintptr_t>addresses[3]
     _inflate = <inflate_fn><uintptr_t>addresses[1]
-    probe = bytes(range(256)) * 700 + b"kbatch" * 30000
-    member = _zlib.compressobj(6, _zlib.DEFLATED, 31)
-    member = member.compress(probe) + member.flush()
+    probe, member = _probe()
     if (decompress(member, len(probe)) != probe
             or decompress(member + member + b"\0", 2 * len(probe)) != probe * 2
             or decompress(member[:len(member) - 1], len(probe)) is not None):
         _inflate = NULL
         return
-    _source = path or "the interpreter"
+    _source = ("zlib-ng " if ng else "zlib ") + (path or "in the interpreter")
 
 
 def native_gzip():
-    """The zlib gzip batches are inflated with without the GIL, or None
-    (they take the Python path)."""
+    """The library gzip batches are inflated with without the GIL
+    ("zlib-ng <path>" or "zlib <path>"), or None (they take the Python path)."""
     return _source if _inflate != NULL else None
+
+
+def select(zlib_ng=None):
+    """Pick the library again: zlib-ng only (True), zlib only (False) or the
+    first found (None); returns ``native_gzip()``. For tests; no decoder may
+    be running."""
+    _install((True, False) if zlib_ng is None else (bool(zlib_ng),))
+    return native_gzip()
 
 
 def decompress(const uint8_t[::1] data, Py_ssize_t limit):

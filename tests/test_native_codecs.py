@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kbatch
-from kbatch import _codecs, compression, segment
+from kbatch import _codecs, _gzip, compression, segment
 from kbatch.compression import CodecError, snappy_xerial_bytes
 
 from .kafka_ref import (RandomChoices, VARIANTS, build_batch, compress_records, fix_crc,
@@ -42,13 +42,33 @@ def _python(codec, data, limit):
 
 
 def _native(codec, data, limit):
-    return _codecs.decompress(codec, bytes(data), limit)
+    """The native path; gzip through zlib-ng and through zlib, which must agree."""
+    if codec != GZIP:
+        return _codecs.decompress(codec, bytes(data), limit)
+    try:
+        results = [(_gzip.select(ng), _codecs.decompress(codec, bytes(data), limit))[1]
+                   for ng in (True, False)]
+    finally:
+        _gzip.select()
+    assert results[0] == results[1]
+    return results[0]
+
+
+@pytest.fixture(params=["zlib-ng", "zlib"])
+def gzip_library(request):
+    """gzip inflated by zlib-ng (the default) or by zlib (the fallback)."""
+    assert _gzip.select(request.param == "zlib-ng").startswith(request.param + " ")
+    yield request.param
+    _gzip.select()
 
 
 def test_native_paths_are_in_use():
-    # zlib, the zstandard package's cffi backend and the Cython snappy decoder
-    # are on every machine the project installs on: none may silently fall back
+    # zlib-ng and zstandard (dependencies) and the Cython snappy decoder are on
+    # every machine the project installs on: none may silently fall back
     assert all(_codecs.native_codecs().values()), _codecs.native_codecs()
+    assert _codecs.native_codecs()["gzip"].startswith("zlib-ng ")
+    assert _gzip.select(False).startswith("zlib ")  # the fallback is there too
+    _gzip.select()
 
 
 # --- payloads and how the reference libraries compress them ------------------
@@ -312,7 +332,15 @@ def test_segments_decode_the_same_on_both_paths(codec, seed, monkeypatch):
     """Generated segments, mostly of one codec (all its variants), whole,
     truncated and bit-flipped, with every option that changes how a batch is
     decoded."""
-    rng = random.Random(seed * 10 + codec)
+    _segments_agree(codec, random.Random(seed * 10 + codec), monkeypatch)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gzip_segments_decode_the_same_with_zlib(seed, gzip_library, monkeypatch):
+    _segments_agree(GZIP, random.Random(seed * 10 + 7), monkeypatch)
+
+
+def _segments_agree(codec, rng, monkeypatch):
     buf, _ = generate_segment(RandomChoices(rng), max_batches=8, max_records=12,
                               codecs=(codec, codec, codec, 0, rng.choice([1, 2, 3, 4])))
     variants = [buf, buf[:rng.randrange(len(buf))], _damage(buf, rng)]
@@ -328,7 +356,7 @@ def test_segments_decode_the_same_on_both_paths(codec, seed, monkeypatch):
 
 
 @pytest.mark.parametrize("codec", [GZIP, SNAPPY, ZSTD])
-def test_the_walk_decompresses_without_python(codec, monkeypatch):
+def test_the_walk_decompresses_without_python(codec, gzip_library, monkeypatch):
     # the native path really runs in the walk: Python's decompress is only
     # reached with the switch off
     data = b"".join(build_batch([(1000 + i, b"k", b"v" * 300, [])], codec=codec,

@@ -89,7 +89,7 @@ def codec_table(codecs) -> str:
             f"{alone[2]:.3f} + {plain[2]:.3f}" if floor else "-",
             f"**{native[2] / floor:.2f}**" if native and floor else "-"))
     out += ["", "Decompressor alone: the reference library called once per batch on its "
-            "compressed records (zlib, cramjam's snappy, lz4.frame, zstandard); "
+            "compressed records (zlib-ng, cramjam's snappy, lz4.frame, zstandard); "
             "uncompressed decode: `read_segment` over the same batches stored uncompressed."]
     return "\n".join(out)
 

@@ -48,7 +48,7 @@ from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
                              cursor_over, likely, load_be16, load_be32, load_be64,
                              read_u8, read_varint, read_varlong, remaining, unlikely)
 from kbatch._legacy cimport legacy_inner, legacy_top
-from kbatch._codecs cimport (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY, NATIVE_ZSTD, CodecScratch,
+from kbatch._codecs cimport (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY, NATIVE_ZSTD,
                              codec_decompress, codec_scratch_free, codec_scratch_init,
                              codecs_available)
 from kbatch._outbuf cimport CODEC_OK

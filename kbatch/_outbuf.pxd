@@ -3,8 +3,8 @@
 region reused from batch to batch, grown on demand, never past a limit.
 
     data[0:len)   the decompressed records of the last batch
-    data[len:cap) room; ``SLACK`` bytes past what a codec may keep are always
-                  allocated so fast copies can write 16 bytes at a time
+    data[len:cap) room; snappy reserves ``OUT_SLACK`` bytes past the length
+                  it declares, so its copies can write 16 bytes at a time
 """
 
 from libc.stdint cimport uint8_t

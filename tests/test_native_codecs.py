@@ -9,8 +9,11 @@ when it refuses).
 """
 
 import gzip
+import os
 import random
 import struct
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -395,3 +398,12 @@ def test_bomb_over_the_limit_raises_the_limit_error(codec, monkeypatch):
         _set_native(monkeypatch, native)
         with pytest.raises(kbatch.DecompressionLimitError):
             kbatch.read_segment(data, max_decompressed_bytes=1 << 20)
+
+
+def test_environment_switches_turn_each_native_path_off():
+    code = ("from kbatch import segment as s; "
+            "print(s.NATIVE_GZIP, s.NATIVE_SNAPPY, s.NATIVE_LZ4, s.NATIVE_ZSTD)")
+    env = dict(os.environ, KBATCH_NATIVE_GZIP="0", KBATCH_NATIVE_ZSTD="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.stdout.split() == ["False", "True", "True", "False"]

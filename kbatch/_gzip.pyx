@@ -135,22 +135,24 @@ cdef int gzip_decompress(void **stream, OutBuf *out, const uint8_t *src, size_t 
             z.avail_in = <unsigned>piece
             while True:
                 if out.len == out.cap and outbuf_grow(out, n, limit) != 0:
-                    return CODEC_FAILED  # over the limit (or no memory)
-                room = min(out.cap - out.len, <size_t>MAX_AVAIL)
+                    return CODEC_FAILED  # no memory
+                # never room past limit + 1 in all (Python's max_length): zlib
+                # may find an error after filling it, and must find the same
+                room = min(out.cap - out.len, limit + 1 - out.len, <size_t>MAX_AVAIL)
                 z.next_out = out.data + out.len
                 z.avail_out = <unsigned>room
                 err = _inflate(z, Z_SYNC_FLUSH)
                 out.len += room - z.avail_out
-                if out.len > limit:
-                    return CODEC_FAILED
-                if err == Z_STREAM_END:
-                    eof = True
-                    break
-                if err != Z_OK and err != Z_BUF_ERROR:
+                if err != Z_OK and err != Z_BUF_ERROR and err != Z_STREAM_END:
                     if members:  # not another member: ignored, this step's output dropped
                         out.len = step_start
                         return CODEC_OK
                     return CODEC_FAILED
+                if out.len > limit:
+                    return CODEC_FAILED  # over the limit
+                if err == Z_STREAM_END:
+                    eof = True
+                    break
                 if z.avail_out != 0:  # the piece is used up
                     break
             pos += piece - z.avail_in

@@ -407,3 +407,35 @@ def test_environment_switches_turn_each_native_path_off():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.stdout.split() == ["False", "True", "True", "False"]
+
+
+def test_gzip_error_found_after_the_limit_is_filled():
+    # a second member whose one stored block is followed by a block header
+    # error: zlib finds it after filling the limit, both paths keep member 1
+    member = bytes.fromhex("1f8b08000000000000ff") + b"\x01\x01\x00\xfe\xff\x00" + \
+        struct.pack("<II", zlib.crc32(b"\x00"), 1)
+    broken = bytearray(member)
+    broken[10] = 0x00  # BFINAL off: the trailer is read as a block header
+    stream = member + bytes(broken)
+    assert _python(GZIP, stream, 1) == b"\x00" == _native(GZIP, stream, 1)
+
+
+def _records_area(value_size, base_offset):
+    return build_batch([(1000, b"k", b"v" * value_size, [])], base_offset=base_offset)[61:]
+
+
+def test_gzip_never_inflates_past_the_limit_into_room_left_by_snappy(monkeypatch):
+    # the output buffer is shared: after a snappy batch it has room past the
+    # limit, where zlib would reach an error the Python path never reaches
+    limit = len(_records_area(3000, 0))
+    first = raw_batch(compression.snappy_xerial_bytes(_records_area(3000, 0)),
+                      records_count=1, attributes=SNAPPY)
+    size = next(v for v in range(3000) if len(_records_area(v, 1)) == limit - 10)
+    records = _records_area(size, 1)
+    extra = gzip.compress(bytes(12), compresslevel=0)
+    extra = extra[:-8] + struct.pack("<II", zlib.crc32(bytes(12)) ^ 1, 12)  # bad CRC
+    second = raw_batch(gzip.compress(records) + extra, records_count=1, attributes=GZIP,
+                       base_offset=1)
+    native = _read(first + second, True, monkeypatch, max_decompressed_bytes=limit)
+    assert native == _read(first + second, False, monkeypatch, max_decompressed_bytes=limit)
+    assert native[0] is None and "max_decompressed_bytes" in native[1][1]

@@ -50,8 +50,8 @@ def collect(results: dict):
         info, median = b["extra_info"], b["stats"]["median"]
         test = b["name"].split("[")[0]
         rate = (info["records"] / median, info["bytes"] / median, median)
-        if info.get("codec_test") == "paired":
-            codecs[info["dataset"]]["paired"] = info
+        if info.get("codec_test", "").startswith("paired"):
+            codecs[info["dataset"]][info["codec_test"]] = info
         elif "codec_test" in info:
             codecs[info["dataset"]][info["codec_test"]] = rate
         elif b.get("group") == "read_committed":
@@ -84,7 +84,7 @@ def codec_table(codecs) -> str:
                                                      "native, 2 threads"))
         alone, plain = rows.get("decompressor alone"), rows.get("uncompressed decode")
         floor = alone[2] + plain[2] if alone and plain else None
-        paired = rows.get("paired")
+        paired, threads = rows.get("paired"), rows.get("paired threads")
         out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             name, f"{python[0] / 1e6:.2f} M" if python else "-",
             f"{native[0] / 1e6:.2f} M" if native else "-",
@@ -94,13 +94,14 @@ def codec_table(codecs) -> str:
             f"{native[2] / floor:.2f}" if native and floor else "-",
             "**{:.2f}** ({:.2f}-{:.2f})".format(paired["ratio_median"],
                                                *paired["ratio_quartiles"]) if paired else "-",
-            "**{:.2f}x** ({:.2f}-{:.2f})".format(paired["scaling_median"],
-                                                *paired["scaling_quartiles"]) if paired else "-"))
+            "**{:.2f}x** ({:.2f}-{:.2f})".format(threads["scaling_median"],
+                                                *threads["scaling_quartiles"]) if threads else "-"))
     out += ["", "Decompressor alone: the reference library called once per batch on its "
             "compressed records (zlib-ng, cramjam's snappy, lz4.frame, zstandard); "
             "uncompressed decode: `read_segment` over the same batches stored uncompressed. "
-            "Paired: the four timed back to back in each of 8 rounds, median of the "
-            "per-round ratios (quartiles in brackets)."]
+            "Paired: kbatch, the decompressor and the decode (or 1 and 2 threads) timed "
+            "back to back in each of 8 rounds, median of the per-round ratios "
+            "(quartiles in brackets)."]
     return "\n".join(out)
 
 

@@ -44,6 +44,7 @@ DATASET_NOTES = {
 def collect(results: dict):
     decode = defaultdict(dict)
     spark = defaultdict(dict)
+    codecs = defaultdict(dict)
     txn = {}
     for b in results["benchmarks"]:
         if b.get("group") == "remote":
@@ -53,7 +54,11 @@ def collect(results: dict):
         if b.get("group") == "internal":      # internal_table
             continue
         rate = (info["records"] / median, info["bytes"] / median, median)
-        if b.get("group") == "read_committed":
+        if info.get("codec_test", "").startswith("paired"):
+            codecs[info["dataset"]][info["codec_test"]] = info
+        elif "codec_test" in info:
+            codecs[info["dataset"]][info["codec_test"]] = rate
+        elif b.get("group") == "read_committed":
             txn[info["mode"]] = rate
         elif b.get("group") == "read_committed (paired)":
             txn["paired"] = (info["ratio_median"], *info["ratio_quartiles"])
@@ -64,7 +69,44 @@ def collect(results: dict):
                 f"kbatch open_log_dir, {b['params']['threads']} thread(s)"] = rate
         else:
             decode[info["dataset"]][NAMES.get(test, test)] = rate
-    return decode, spark, txn
+    return decode, spark, txn, codecs
+
+
+def codec_table(codecs) -> str:
+    """Per codec: kbatch against (its decompressor alone + the uncompressed
+    decode of the result), the Python path, and 2 threads against 1."""
+    if not codecs:
+        return ""
+    out = ["| codec | Python path records/s | native records/s | native, 2 threads "
+           "records/s | 2 threads / 1 | decompressor alone + uncompressed decode, s "
+           "| kbatch / (decompressor + decode) | paired: kbatch / (decompressor + decode) "
+           "| paired: 2 threads / 1 |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in [c for c in ("gzip", "snappy", "lz4", "zstd") if c in codecs]:
+        rows = codecs[name]
+        native, python, two = (rows.get(k) for k in ("native", "python path",
+                                                     "native, 2 threads"))
+        alone, plain = rows.get("decompressor alone"), rows.get("uncompressed decode")
+        floor = alone[2] + plain[2] if alone and plain else None
+        paired, threads = rows.get("paired"), rows.get("paired threads")
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            name, f"{python[0] / 1e6:.2f} M" if python else "-",
+            f"{native[0] / 1e6:.2f} M" if native else "-",
+            f"{two[0] / 1e6:.2f} M" if two else "-",
+            f"{native[2] / two[2]:.2f}x" if native and two else "-",
+            f"{alone[2]:.3f} + {plain[2]:.3f}" if floor else "-",
+            f"{native[2] / floor:.2f}" if native and floor else "-",
+            "**{:.2f}** ({:.2f}-{:.2f})".format(paired["ratio_median"],
+                                               *paired["ratio_quartiles"]) if paired else "-",
+            "**{:.2f}x** ({:.2f}-{:.2f})".format(threads["scaling_median"],
+                                                *threads["scaling_quartiles"]) if threads else "-"))
+    out += ["", "Decompressor alone: the reference library called once per batch on its "
+            "compressed records (zlib-ng, cramjam's snappy, lz4.frame, zstandard); "
+            "uncompressed decode: `read_segment` over the same batches stored uncompressed. "
+            "Paired: kbatch, the decompressor and the decode (or 1 and 2 threads) timed "
+            "back to back in each of 8 rounds, median of the per-round ratios "
+            "(quartiles in brackets)."]
+    return "\n".join(out)
 
 
 def txn_table(txn) -> str:
@@ -178,7 +220,7 @@ def main():
     results = [json.loads(pathlib.Path(p).read_text()) for p in args.results]
     results = {"benchmarks": [b for r in results for b in r["benchmarks"]],
                **{k: v for k, v in results[0].items() if k != "benchmarks"}}
-    decode, spark, txn = collect(results)
+    decode, spark, txn, codecs = collect(results)
     machine = results.get("machine_info", {})
     cpu = machine.get("cpu", {}).get("brand_raw", platform.processor() or "unknown CPU")
     png = HERE / "throughput.png"
@@ -188,6 +230,8 @@ def main():
              f"{results.get('datetime', '')[:10]}.", "",
              "\n".join(f"- `{k}`: {v}" for k, v in DATASET_NOTES.items() if k in decode), "",
              decode_table(decode), "", floor_ratio_lines(decode), ""]
+    if codecs:
+        parts += [codec_table(codecs), ""]
     if txn:
         parts += [txn_table(txn), ""]
     if spark:

@@ -3,8 +3,8 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
+from kbatch._core._codecs cimport CodecScratch
 from kbatch._core._columns cimport GrowBuf, RecordColumns
-from kbatch._core._lz4 cimport Lz4Scratch
 from kbatch._core._types cimport BatchRow, ControlRow, ErrorInfo, Limits
 
 
@@ -38,8 +38,8 @@ cdef class BatchDecoder:
     cdef Py_ssize_t _valid_end
     cdef const int64_t[::1] _drop      # sorted batch positions whose records are dropped
     cdef Py_ssize_t _drop_next
-    cdef Lz4Scratch _lz4             # lz4 batches decompressed in the walk (no GIL)
-    cdef bint _native_lz4
+    cdef CodecScratch _codecs        # compressed batches decompressed in the walk (no GIL)
+    cdef unsigned _native            # codecs decompressed in the walk: bits 1 << codec
     cdef size_t _max_decompressed
     cdef readonly object path
     cdef readonly object end_error
@@ -47,8 +47,8 @@ cdef class BatchDecoder:
     cdef int _run(self) noexcept nogil
     cdef bint _dropped(self, int64_t position) noexcept nogil
     cdef int _legacy_message(self, Py_ssize_t pos, Py_ssize_t batch_end) noexcept nogil
-    cdef int _lz4_batch(self, Py_ssize_t pos, Py_ssize_t batch_end,
-                        Py_ssize_t index) noexcept nogil
+    cdef int _native_batch(self, Py_ssize_t pos, Py_ssize_t batch_end,
+                           Py_ssize_t index, int codec) noexcept nogil
     cdef int _walk_records(self, const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
                            Py_ssize_t index, bint compressed) noexcept nogil
     cdef int _decode_batch_records(self, const uint8_t *buf, Py_ssize_t start,

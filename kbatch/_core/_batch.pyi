@@ -37,6 +37,9 @@ class BatchDecoder:
         native_lz4: bool = True,          # lz4 batches decompressed without the GIL
         zeros_from: int = -1,             # bytes from here on are known zero (a file's hole)
         max_read_bytes: int = -1,         # what one chunk's columns may hold (-1: no limit)
+        native_gzip: bool = True,         # gzip, snappy, zstd: the same
+        native_snappy: bool = True,
+        native_zstd: bool = True,
     ) -> None: ...
     @property
     def position(self) -> int: ...

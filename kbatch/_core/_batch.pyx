@@ -25,10 +25,11 @@ The records of a batch are decoded by ``_records.pyx``; magic 0/1 message
 sets, met anywhere in the walk, by ``_legacy.pyx``.
 
 ``BatchDecoder.run()`` walks batches without the GIL and stops when the chunk
-is full, at the end of the data, at a compressed batch (Python decompresses it
-and calls ``feed()``), at a legacy message set, or at an error. LZ4 batches
-are decompressed in the walk itself by ``_lz4.pyx`` when liblz4's C API is
-reachable, so several threads decode them in parallel. Errors leave the nogil
+is full, at the end of the data, at a compressed batch it cannot decompress
+itself (Python decompresses it and calls ``feed()``), at a legacy message set,
+or at an error. Batches of every codec are decompressed in the walk itself by
+``_codecs.pyx`` when the codec's library is reachable, so several threads
+decode them in parallel. Errors leave the nogil
 code as an ``ErrorInfo`` and become exceptions in ``_make_error``.
 """
 
@@ -47,8 +48,11 @@ from kbatch._core._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordC
 from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
                              cursor_over, likely, load_be16, load_be32, load_be64,
                              read_u8, read_varint, read_varlong, remaining, unlikely)
+from kbatch._core._codecs cimport (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY, NATIVE_ZSTD,
+                                   codec_decompress, codec_scratch_free, codec_scratch_init,
+                                   codecs_available)
 from kbatch._core._legacy cimport legacy_inner, legacy_top
-from kbatch._core._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_free
+from kbatch._core._outbuf cimport CODEC_OK
 from kbatch._core._records cimport decode_records, parse_control
 from kbatch._core._types cimport *
 from kbatch._core._wire cimport *
@@ -238,9 +242,7 @@ cdef class BatchDecoder:
         columns_init(&self._ctrl)
         self._batches.zero_fill = False
         self._controls.zero_fill = False
-        self._lz4.dctx = NULL
-        self._lz4.data = NULL
-        self._lz4.len = self._lz4.cap = 0
+        codec_scratch_init(&self._codecs)
 
     def __init__(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
                  Py_ssize_t stop=-1, object path=None, object validate_crc=True,
@@ -252,7 +254,8 @@ cdef class BatchDecoder:
                  Py_ssize_t max_headers_per_record=INT32_MAX,
                  const int64_t[::1] drop_positions=None,
                  Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
-                 Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1):
+                 Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1,
+                 bint native_gzip=True, bint native_snappy=True, bint native_zstd=True):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -296,14 +299,16 @@ cdef class BatchDecoder:
         # usual, then their records rolled back (aborted transactions)
         self._drop = drop_positions if drop_positions is not None else _NO_DROP
         self._drop_next = 0
-        # lz4 batches: decompressed here without the GIL, or by Python (feed)
+        # compressed batches: decompressed here without the GIL, or by Python (feed)
         if max_decompressed_bytes < 0:
             raise ValueError("max_decompressed_bytes must be >= 0")
         self._max_decompressed = <size_t>max_decompressed_bytes
-        self._native_lz4 = native_lz4 and lz4_native()
+        self._native = codecs_available() & (
+            (NATIVE_LZ4 if native_lz4 else 0) | (NATIVE_GZIP if native_gzip else 0)
+            | (NATIVE_SNAPPY if native_snappy else 0) | (NATIVE_ZSTD if native_zstd else 0))
 
     def __dealloc__(self):
-        lz4_scratch_free(&self._lz4)
+        codec_scratch_free(&self._codecs)
         columns_free(&self._data)
         columns_free(&self._ctrl)
         growbuf_free(&self._batches)
@@ -427,16 +432,18 @@ cdef class BatchDecoder:
         self._pos = batch_end
         return 0
 
-    cdef int _lz4_batch(self, Py_ssize_t pos, Py_ssize_t batch_end,
-                        Py_ssize_t index) noexcept nogil:
-        """The lz4 batch ``index`` decompressed and decoded in the walk: 0,
-        ST_ERROR (its records are corrupt), or ST_COMPRESSED when the frame
-        itself failed and Python must decompress it."""
-        if lz4_decompress_frame(&self._lz4, self._buf + pos + HEADER_V2,
-                                <size_t>(batch_end - pos - HEADER_V2),
-                                self._max_decompressed) != LZ4_OK:
+    cdef int _native_batch(self, Py_ssize_t pos, Py_ssize_t batch_end,
+                           Py_ssize_t index, int codec) noexcept nogil:
+        """The compressed batch ``index`` decompressed and decoded in the
+        walk: 0, ST_ERROR (its records are corrupt), or ST_COMPRESSED when the
+        decompression itself failed and Python must decompress it."""
+        cdef const uint8_t *records
+        cdef size_t n
+        if codec_decompress(&self._codecs, codec, self._buf + pos + HEADER_V2,
+                            <size_t>(batch_end - pos - HEADER_V2),
+                            self._max_decompressed, &records, &n) != CODEC_OK:
             return ST_COMPRESSED
-        return self._walk_records(self._lz4.data, 0, <Py_ssize_t>self._lz4.len, index, True)
+        return self._walk_records(records, 0, <Py_ssize_t>n, index, True)
 
     cdef int _walk_records(self, const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
                            Py_ssize_t index, bint compressed) noexcept nogil:
@@ -533,14 +540,14 @@ cdef class BatchDecoder:
                 self._pos = batch_end
                 continue
             if row.codec != CODEC_NONE and not (row.records_count == 0 and batch_end == pos + HEADER_V2):
-                if row.codec == CODEC_LZ4 and self._native_lz4:
-                    st = self._lz4_batch(pos, batch_end, index)
+                if self._native & (1 << row.codec):
+                    st = self._native_batch(pos, batch_end, index, row.codec)
                     if st == 0:
                         self._pos = batch_end
                         continue
                     if st != ST_COMPRESSED:
                         return st
-                    # the frame failed: Python's path decompresses it again
+                    # decompression failed: Python's path decompresses it again
                     # and raises the error users see
                 self._has_pending = True
                 self._pending_index = index

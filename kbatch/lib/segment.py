@@ -34,9 +34,13 @@ DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
 MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
 ON_CORRUPT = ("raise", "stop", "skip")
-# lz4 batches decompressed in the compiled walk, without the GIL (when liblz4's
-# C API is reachable); KBATCH_NATIVE_LZ4=0 sends them through compression.py
+# compressed batches decompressed in the compiled walk, without the GIL (when
+# the codec's library is reachable, see _core/_codecs.pyx); KBATCH_NATIVE_LZ4=0
+# (_GZIP, _SNAPPY, _ZSTD) sends that codec's batches through compression.py
 NATIVE_LZ4 = os.environ.get("KBATCH_NATIVE_LZ4", "1") != "0"
+NATIVE_GZIP = os.environ.get("KBATCH_NATIVE_GZIP", "1") != "0"
+NATIVE_SNAPPY = os.environ.get("KBATCH_NATIVE_SNAPPY", "1") != "0"
+NATIVE_ZSTD = os.environ.get("KBATCH_NATIVE_ZSTD", "1") != "0"
 
 
 def _default_read_limit() -> int:
@@ -240,7 +244,8 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
         max_records_per_batch=opts.max_records_per_batch,
         max_headers_per_record=opts.max_headers_per_record,
         max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
-        zeros_from=zeros_from(view), max_read_bytes=opts.max_read_bytes)
+        zeros_from=zeros_from(view), max_read_bytes=opts.max_read_bytes,
+        native_gzip=NATIVE_GZIP, native_snappy=NATIVE_SNAPPY, native_zstd=NATIVE_ZSTD)
 
 
 def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:

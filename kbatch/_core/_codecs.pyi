@@ -1,0 +1,6 @@
+"""Every codec's native path behind one call (compiled)."""
+
+from typing import Any
+
+def native_codecs() -> dict[str, str | None]: ...
+def decompress(codec: int, data: Any, limit: int) -> bytes | None: ...

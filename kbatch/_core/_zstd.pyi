@@ -1,0 +1,6 @@
+"""Zstandard frames decompressed without the GIL (compiled)."""
+
+from typing import Any
+
+def native_zstd() -> str | None: ...
+def decompress(data: Any, limit: int) -> bytes | None: ...

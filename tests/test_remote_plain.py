@@ -301,3 +301,21 @@ def test_spark_planning_reads_only_listings_and_indexes(s3, generated):
                  for r in spark_remote.read_remote_slice(piece, DecodeOptions(), 1000)]
         same(kbatch.Records.concat(parts),
              kbatch.open_log(generated / f"orders-{p}").read(100, 5000), end=False)
+
+
+def test_timestamp_seeks_equal_local(s3, generated):
+    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-3", storage_options=s3.options())
+    local = kbatch.open_log(generated / "orders-3")
+    base = 1_700_000_000_000
+    for ts in (base - 5, base, base + 1, base + 2500, base + 5999, base + 6000):
+        assert remote.offset_for_timestamp(ts) == local.offset_for_timestamp(ts)
+    same(remote.read(start_timestamp=base + 1234, end_timestamp=base + 1300),
+         local.read(start_timestamp=base + 1234, end_timestamp=base + 1300), end=False)
+    remote.segments
+    s3.proxy.reset()
+    assert remote.offset_for_timestamp(base + 4321) == 4321
+    # per segment up to the one holding it: its time index, its offset index and
+    # one range from the batch of the last time index entry older than ts on
+    segs = [s for s in remote.segments if s.base_offset <= 4321]
+    assert s3.proxy.gets <= 3 * len(segs)
+    assert s3.proxy.get_bytes < sum(s.source().size for s in segs) / 4

@@ -342,7 +342,9 @@ def plan(options: Options) -> list[SegmentSlice]:
                 path, layout=options.layout, storage=options.storage,
                 private_key=options.private_key, offset_range=options.offset_range,
                 max_bytes=options.max_partition_bytes, isolation=options.isolation,
-                topics=options.topics, partitions=options.partitions)
+                topics=options.topics, partitions=options.partitions,
+                starting_timestamp=options.starting_timestamp,
+                ending_timestamp=options.ending_timestamp)
             continue
         for log_, file in _logs(path, options.use_index):
             if file is not None:

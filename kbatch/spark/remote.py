@@ -82,9 +82,12 @@ def remote_logs(path: str, layout: str, storage: dict, private_key) -> list[Remo
 
 
 def plan_remote(path: str, *, layout: str, storage: dict, private_key, offset_range,
-                max_bytes: int, isolation: str, topics=None, partitions=None) -> list:
+                max_bytes: int, isolation: str, topics=None, partitions=None,
+                starting_timestamp=None, ending_timestamp=None) -> list:
     """Slices of every partition under ``path`` (runs on the driver; reads
-    listings, manifests and offset indexes only)."""
+    listings, manifests and offset indexes only; a timestamp bound also
+    reads the time indexes and the ranges ``RemoteLog.offset_for_timestamp``
+    needs to find its offset)."""
     if isolation != "read_uncommitted":
         raise KbatchError(f"{path}: isolation={isolation!r} is not supported on remote "
                           "paths by the Spark source yet (use kbatch.lib.remote.log.RemoteLog."
@@ -96,6 +99,14 @@ def plan_remote(path: str, *, layout: str, storage: dict, private_key, offset_ra
         if partitions is not None and log.partition not in partitions:
             continue
         lo, hi = offset_range(log.topic, log.partition)
+        if starting_timestamp is not None:
+            found = log.offset_for_timestamp(starting_timestamp)
+            lo = hi if found is None else max(lo, found)
+        if ending_timestamp is not None:
+            found = log.offset_for_timestamp(ending_timestamp)
+            hi = hi if found is None else min(hi, found)
+        if lo >= hi:
+            continue
         done = -1
         for i in log._segments_for(lo, hi):
             seg = log.segments[i]

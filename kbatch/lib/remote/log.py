@@ -26,7 +26,7 @@ from typing import Iterator
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError
-from kbatch.lib.index import OFFSET_ENTRY
+from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY
 from kbatch.lib.records import Records
 from kbatch.lib.remote import tiered
 from kbatch.lib.remote.fs import (DEFAULT_BLOCK, DEFAULT_CONCURRENCY, RangeSource, RemoteError,
@@ -34,6 +34,7 @@ from kbatch.lib.remote.fs import (DEFAULT_BLOCK, DEFAULT_CONCURRENCY, RangeSourc
 from kbatch.lib.remote.scan import scan
 from kbatch.lib.segment import DecodeOptions, check_options
 from kbatch.wire import UNBOUNDED as _WHOLE
+from kbatch.lib.timestamps import to_millis
 from kbatch.lib.txn import apply_isolation, check_isolation
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
@@ -52,6 +53,7 @@ class RemoteSegment:
     read_offset_index: object            # () -> bytes (b"" when none)
     end_offset: int | None = None        # last offset, when known (tiered manifest)
     object_size: int | None = None       # of the stored object (from the listing)
+    read_time_index: object = None       # () -> bytes of the .timeindex (b"": none)
     manifest_raw: bytes | None = field(default=None, repr=False)   # tiered
     _source: object = field(default=None, repr=False)
 
@@ -219,9 +221,16 @@ class RemoteLog:
                     return b""
                 src = self._source(index["name"], int(index["size"]))
                 return src.read(0, src.size)
+            tindex = listing.get(name[:-4] + ".timeindex")
+
+            def time_reader(tindex=tindex):
+                if tindex is None or not tindex.get("size"):
+                    return b""
+                src = self._source(tindex["name"], int(tindex["size"]))
+                return src.read(0, src.size)
             out.append(RemoteSegment(int(m.group(1)), self._url_of(path),
                                      lambda p=path, s=size: self._source(p, s), index_reader,
-                                     object_size=size))
+                                     object_size=size, read_time_index=time_reader))
         return out
 
     def _tiered(self, listing: dict) -> list[RemoteSegment]:
@@ -274,8 +283,13 @@ class RemoteLog:
                 return b""
             raw = self._source(idx_info["name"], int(idx_info["size"]))
             return tiered.read_index(raw, manifest, detransform(), "offset")
+        def time_reader():
+            if idx_info is None:
+                return b""
+            raw = self._source(idx_info["name"], int(idx_info["size"]))
+            return tiered.read_index(raw, manifest, detransform(), "timestamp")
         seg = RemoteSegment(start, self._url_of(base + ".log"), open_source, index_reader,
-                            manifest.end_offset, log_size, manifest_raw)
+                            manifest.end_offset, log_size, manifest_raw, time_reader)
         return seg, manifest
 
     # --- reads -----------------------------------------------------------
@@ -292,7 +306,43 @@ class RemoteLog:
             picked.append(i)
         return picked
 
+    def offset_for_timestamp(self, timestamp, **options) -> int | None:
+        """The earliest offset whose record timestamp is >= ``timestamp``
+        (Kafka's offsets-for-times), None when no record is that recent.
+
+        Per segment in order: its time index (one GET) names the last entry
+        whose timestamp is below ``timestamp`` (every record up to that
+        entry's offset is older), the scan starts at the batch the offset
+        index names for it and stops at the first record that is recent
+        enough."""
+        timestamp = to_millis(timestamp, "timestamp")
+        check_options("RemoteLog.offset_for_timestamp", options)
+        opts = DecodeOptions(**options)
+        for seg in self.segments:
+            lo = seg.base_offset
+            raw = seg.read_time_index() if seg.read_time_index is not None else b""
+            n = len(raw) // TIME_ENTRY.itemsize
+            if n:
+                entries = np.frombuffer(raw, TIME_ENTRY, count=n)
+                ts = entries["timestamp"].astype(np.int64)
+                rel = entries["relative_offset"].astype(np.int64)
+                live = np.flatnonzero((ts == 0) & (rel == 0))
+                live = live[live > 0]
+                if len(live):
+                    ts, rel = ts[:live[0]], rel[:live[0]]
+                if len(ts) and np.all(np.diff(rel) >= 0) and rel[0] >= 0:
+                    below = np.flatnonzero(ts < timestamp)
+                    if len(below):
+                        lo = seg.base_offset + int(rel[below[-1]])
+            for chunk in self._segment_chunks(seg, lo, (1 << 63) - 1, opts, 1 << 16,
+                                              32 << 20):
+                hits = np.flatnonzero(chunk.timestamp >= timestamp)
+                if len(hits):
+                    return int(chunk.offset[hits[0]])
+        return None
+
     def iter(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             start_timestamp=None, end_timestamp=None,
              chunk_records: int = 1 << 18, chunk_bytes: int = 32 << 20,
              isolation: str = "read_uncommitted", **options) -> Iterator[Records]:
         """Records with offsets in ``[start_offset, end_offset)``, chunk by
@@ -305,6 +355,14 @@ class RemoteLog:
         opts = DecodeOptions(**options)
         lo = 0 if start_offset is None else int(start_offset)
         hi = (1 << 63) - 1 if end_offset is None else int(end_offset)
+        if start_timestamp is not None:
+            found = self.offset_for_timestamp(start_timestamp, **options)
+            lo = hi if found is None else max(lo, found)
+        if end_timestamp is not None:
+            found = self.offset_for_timestamp(end_timestamp, **options)
+            hi = hi if found is None else min(hi, found)
+        if lo >= hi:
+            return
         if isolation == "read_committed":
             whole = Records.concat(list(self._iter(0, (1 << 63) - 1, opts, _WHOLE, 1 << 30)))
             yield apply_isolation(whole, "read_committed").select_offsets(lo, hi)
@@ -358,10 +416,11 @@ class RemoteLog:
             gen.close()    # the index entry is wrong: read the segment from its start
         yield from scan(src, opts, chunk_records=chunk_records, chunk_bytes=chunk_bytes)
 
-    def read(self, start_offset: int | None = None, end_offset: int | None = None,
-             **options) -> Records:
+    def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             start_timestamp=None, end_timestamp=None, **options) -> Records:
         """Everything ``iter`` returns, as one ``Records``."""
-        parts = list(self.iter(start_offset, end_offset, chunk_records=_WHOLE,
+        parts = list(self.iter(start_offset, end_offset, start_timestamp=start_timestamp,
+                               end_timestamp=end_timestamp, chunk_records=_WHOLE,
                                chunk_bytes=1 << 30, **options))
         return Records.concat(parts) if parts else Records.empty()
 

@@ -122,13 +122,13 @@ def scan(source, opts: DecodeOptions, *, start: int = 0, stop: int | None = None
                 return
             if cut:
                 ended = None
-                for chunk in _decode(buf[:cut], base, url, opts, chunk_records,
+                for chunk in _decode(memoryview(buf)[:cut], base, url, opts, chunk_records,
                                      chunk_bytes, False, stop):
                     ended = chunk.end
                     yield chunk
                 if ended is not None:    # on_corrupt="stop" ended the data here
                     return
-            carry, carry_pos = buf[cut:], base + cut
+            carry, carry_pos = bytes(buf[cut:]), base + cut     # at most one batch
             del buf, data
     finally:
         blocks.close()

@@ -237,3 +237,25 @@ def test_remote_log_metadata_picks_finished_copies(s3, buckets):
     remote = RemoteLog(url, layout="tiered", storage_options=s3.options(),
                        remote_log_metadata=gone)
     assert int(remote.read().offset[0]) == sorted(lasts)[1]
+
+
+def test_timestamp_seek_and_spark_slices(s3, buckets, keys):
+    url = f"s3://{BUCKET}/tiered-both/orders-{TOPIC_ID}/0"
+    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(), private_key=keys[0])
+    local = kbatch.open_log(buckets)
+    base = 1_700_000_000_000
+    for ts in (base - 1, base + 2222, base + 4999, base + 5000):
+        assert remote.offset_for_timestamp(ts) == local.offset_for_timestamp(ts)
+    pytest.importorskip("pyspark")
+    import pickle
+
+    from kbatch.lib.segment import DecodeOptions
+    from kbatch.spark import remote as spark_remote
+    slices = spark_remote.plan_remote(
+        f"s3://{BUCKET}/tiered-both", layout="tiered", storage=s3.options(),
+        private_key=keys[0].decode(), offset_range=lambda t, p: (321, 4500),
+        max_bytes=32 << 10, isolation="read_uncommitted")
+    slices = pickle.loads(pickle.dumps(slices))       # as they travel to executors
+    parts = [r for piece in slices
+             for r in spark_remote.read_remote_slice(piece, DecodeOptions(), 500)]
+    same(kbatch.Records.concat(parts), local.read(321, 4500), end=False)

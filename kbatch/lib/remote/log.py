@@ -289,7 +289,8 @@ class RemoteLog:
             raw = self._source(idx_info["name"], int(idx_info["size"]))
             return tiered.read_index(raw, manifest, detransform(), "timestamp")
         seg = RemoteSegment(start, self._url_of(base + ".log"), open_source, index_reader,
-                            manifest.end_offset, log_size, manifest_raw, time_reader)
+                            end_offset=manifest.end_offset, object_size=log_size,
+                            manifest_raw=manifest_raw, read_time_index=time_reader)
         return seg, manifest
 
     # --- reads -----------------------------------------------------------

@@ -76,7 +76,8 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.lib.log import (LogDir, PartitionLog, Segment, _batch_at, check_segment_end,
+from kbatch.lib.decoder import batch_at
+from kbatch.lib.log import (LogDir, PartitionLog, Segment, check_segment_end,
                         parse_partition_dir)
 from kbatch.lib.paths import PathKind, resolve
 from kbatch.lib.records import Records
@@ -307,7 +308,7 @@ def _split(seg: Segment, start: int, stop: int | None, max_bytes: int,
     if use_index:
         with open_source(seg.path) as (view, _):
             for pos in np.unique(seg.offset_index.positions).tolist():
-                if target <= pos < end and _batch_at(view, pos) is not None:
+                if target <= pos < end and batch_at(view, pos) is not None:
                     cuts.append(pos)
                     target = pos + max_bytes
     else:

@@ -424,6 +424,10 @@ class KbatchDataSource(DataSource):
         cls = KbatchPushdownReader if self.pushdown else KbatchReader
         return cls(self.options, schema)
 
+    def streamReader(self, schema: StructType):
+        from kbatch.spark_stream import KbatchStreamReader
+        return KbatchStreamReader(self.options, schema)
+
 
 def register(spark) -> None:
     """Make ``format("kbatch")`` available in ``spark``.

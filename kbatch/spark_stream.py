@@ -93,6 +93,31 @@ def log_range(plog: PartitionLog) -> tuple[int, int] | None:
     return earliest, max(end, last.base_offset)
 
 
+def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog]) -> dict[TP, tuple[int, int]]:
+    """The offsets ``[start, end)`` a batch query reads of each chosen
+    partition (``logs``: after assign/subscribe/subscribePattern), with
+    Spark's meaning of the starting and ending options; partitions without
+    segments and empty ranges are left out. Raises ``OptionError`` when a
+    JSON option does not name exactly these partitions or a start lies after
+    its end, ``DataLossError`` for a start below the earliest offset on disk
+    (failOnDataLoss=true)."""
+    o.check_cover(sorted(tp for tp in logs if tp[0] is not None))
+    out = {}
+    for tp, plog in logs.items():
+        bounds = log_range(plog)
+        if bounds is None:
+            continue
+        earliest, latest = bounds
+        lo = o.resolve_start(tp[0], tp[1], earliest, latest, plog.offset_for_timestamp)
+        hi = o.resolve_end(tp[0], tp[1], earliest, latest, plog.offset_for_timestamp)
+        if lo > hi and o.start_spec(*tp)[0] == "offset" and o.end_spec(*tp)[0] == "offset":
+            raise OptionError("startingOffsets", str(lo), f"{tp[0]}-{tp[1]} would start after "
+                              f"its ending offset {hi}")
+        if lo < hi:
+            out[tp] = (lo, hi)
+    return out
+
+
 class Snapshot:
     """The partitions of the query at one moment: their logs, earliest
     offsets and available ends (LSO for read_committed)."""
@@ -367,4 +392,4 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to release."""
 
 
-__all__ = ["KbatchStreamReader", "discover", "log_range", "rate_limit"]
+__all__ = ["KbatchStreamReader", "batch_ranges", "discover", "log_range", "rate_limit"]

@@ -288,3 +288,38 @@ def test_columns_and_headers_in_the_stream(tmp_path, writer):
                             arrow_schema(COLUMNS))
     rows, _ = drain(rd, rd.initialOffset())
     assert [r["headers"] for r in rows] == [None] * 3 and rows[0]["key"] is None
+
+
+def test_batch_ranges_with_spark_meaning(tmp_path, writer):
+    from kbatch.log import PartitionLog
+    from kbatch.spark_options import parse_options
+    from kbatch.spark_stream import batch_ranges
+    writer.append(0, 300)
+    writer.append(1, 20)
+    writer.close()
+    logs = {("orders", p): PartitionLog(tmp_path / f"orders-{p}") for p in range(2)}
+
+    def ranges(**kw):
+        return batch_ranges(parse_options({"path": str(tmp_path), **kw}), logs)
+
+    assert ranges() == {("orders", 0): (0, 300), ("orders", 1): (0, 20)}
+    assert ranges(startingOffsets='{"orders": {"0": 10, "1": -2}}',
+                  endingOffsets='{"orders": {"0": -1, "1": 5}}') == \
+        {("orders", 0): (10, 300), ("orders", 1): (0, 5)}
+    # Spark-Kafka's -1 ending offset means latest (it gave 0 rows before)
+    assert ranges(endingOffsets='{"orders": {"0": -1, "1": -1}}') == \
+        {("orders", 0): (0, 300), ("orders", 1): (0, 20)}
+    assert ranges(startingOffsets="15") == {("orders", 0): (15, 300), ("orders", 1): (15, 20)}
+    assert ranges(startingOffsets="25", endingOffsets="latest") == {("orders", 0): (25, 300)}
+    with pytest.raises(ValueError, match="would start after its ending offset 5"):
+        ranges(startingOffsets='{"orders": {"0": 10, "1": 9}}',
+               endingOffsets='{"orders": {"0": -1, "1": 5}}')
+    oldest = _delete_oldest(tmp_path / "orders-0")
+    logs[("orders", 0)] = PartitionLog(tmp_path / "orders-0")
+    second = int(sorted((tmp_path / "orders-0").glob("*.log"))[0].stem)
+    assert oldest == 0 and second > 0
+    with pytest.raises(DataLossError, match=f"log starts at {second}"):
+        ranges(startingOffsets='{"orders": {"0": 0, "1": -2}}')
+    assert ranges(startingOffsets='{"orders": {"0": 0, "1": -2}}', failOnDataLoss="false") == \
+        {("orders", 0): (second, 300), ("orders", 1): (0, 20)}
+    assert ranges()[("orders", 0)] == (second, 300)   # earliest is what is on disk

@@ -25,7 +25,7 @@ def arrow_schema(columns) -> pa.Schema:
     return pa.schema([(c, ARROW_TYPES[c]) for c in columns])
 
 
-def _topic(topic: str | None, n: int) -> pa.Array:
+def topic_array(topic: str | None, n: int) -> pa.Array:
     if topic is None:
         return pa.nulls(n, pa.string())
     raw = topic.encode()
@@ -77,7 +77,7 @@ def to_record_batch(records: Records, topic: str | None, partition: int | None,
         elif name == "value":
             arrays.append(records.value.to_arrow())
         elif name == "topic":
-            arrays.append(_topic(topic, n))
+            arrays.append(topic_array(topic, n))
         elif name == "partition":
             arrays.append(pa.nulls(n, pa.int32()) if partition is None
                           else pa.array(np.full(n, partition, np.int32)))
@@ -94,4 +94,4 @@ def to_record_batch(records: Records, topic: str | None, partition: int | None,
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-__all__ = ["ARROW_TYPES", "arrow_schema", "to_record_batch"]
+__all__ = ["ARROW_TYPES", "arrow_schema", "to_record_batch", "topic_array"]

@@ -43,20 +43,11 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from kbatch.log import PartitionLog
 from kbatch.paths import PathKind, partition_dirs, resolve
-from kbatch.segment import DecodeOptions, decode_chunks, open_source
-from kbatch.spark_arrow import to_record_batch
+from kbatch.spark_read import read_slice
 from kbatch.spark_options import KafkaOptions, OptionError, parse_options
 
 log = logging.getLogger("kbatch.spark")
 TP = tuple  # (topic, partition)
-
-
-def decode_options(o: KafkaOptions) -> DecodeOptions:
-    extra = {}
-    if o.max_decompressed_bytes is not None:
-        extra["max_decompressed_bytes"] = o.max_decompressed_bytes
-    on_corrupt = {"fail": "raise", "stop": "stop", "skip": "skip"}[o.on_corrupt]
-    return DecodeOptions(validate_crc=o.validate_crc, on_corrupt=on_corrupt, **extra)
 
 
 def discover(o: KafkaOptions) -> dict[TP, Path]:
@@ -360,30 +351,11 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return (batch for piece in partition.slices for batch in self._read_slice(piece))
 
     def _read_slice(self, piece: StreamSlice):
-        o = self.options
-        opts = decode_options(o)
         try:
-            source = open_source(piece.path)
-            view, path = source.__enter__()
+            yield from read_slice(piece, self.options, self.arrow_schema)
         except FileNotFoundError:
-            o.data_loss(f"{piece.topic}-{piece.partition}: segment {piece.path} was deleted "
-                        f"before offsets [{piece.lo}, {piece.hi}) were read")
-            return
-        try:
-            for chunk in decode_chunks(view, path, opts, start=piece.start, stop=piece.stop,
-                                       chunk_records=o.chunk_records, chunk_bytes=64 << 20,
-                                       drop_positions=piece.drop_positions):
-                if chunk.end is not None and chunk.end.reason == "corrupt":
-                    log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
-                                "ends there): %s", path, chunk.end.valid_bytes, chunk.end.error)
-                chunk = chunk.select_offsets(piece.lo, piece.hi)
-                if piece.txn_state is not None:
-                    chunk = piece.txn_state.filter(chunk)
-                if len(chunk):
-                    yield to_record_batch(chunk, piece.topic, piece.partition,
-                                          self.arrow_schema)
-        finally:
-            source.__exit__(None, None, None)
+            self.options.data_loss(f"{piece.topic}-{piece.partition}: segment {piece.path} was "
+                                   f"deleted before offsets [{piece.lo}, {piece.hi}) were read")
 
     def commit(self, end: dict) -> None:
         """Nothing to release: offsets live in Spark's checkpoint."""

@@ -2,6 +2,7 @@
 a Spark session: latestOffset -> partitions -> read (pickled, as on an
 executor). Expected rows are what the test wrote, never what kbatch reads."""
 
+import json
 import logging
 import pickle
 
@@ -323,3 +324,47 @@ def test_batch_ranges_with_spark_meaning(tmp_path, writer):
     assert ranges(startingOffsets='{"orders": {"0": 0, "1": -2}}', failOnDataLoss="false") == \
         {("orders", 0): (second, 300), ("orders", 1): (0, 20)}
     assert ranges()[("orders", 0)] == (second, 300)   # earliest is what is on disk
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_counts_from_batch_headers(tmp_path, writer, isolation, monkeypatch):
+    """columns=partition counts from batch headers: equal to the writer's
+    truth, with offset bounds cutting batches in the middle."""
+    import kbatch.spark_read as spark_read
+    writer.append(0, 40)
+    writer.append(0, 30, txn=True)
+    writer.end_txn(0, commit=False)
+    writer.append(0, 25, txn=True)
+    writer.end_txn(0, commit=True)
+    writer.append(0, 50)
+    writer.append(0, 9, txn=True)          # open: held back by read_committed
+    writer.append(1, 13)
+    opts = {"path": str(tmp_path), "isolation": isolation,
+            "startingOffsets": '{"orders": {"0": 3, "1": -2}}', "columns": "partition"}
+    rd = KbatchStreamReader(opts, arrow_schema(("partition",)))
+    start = rd.initialOffset()
+    decoded = []
+    monkeypatch.setattr(spark_read, "_decoded", lambda *a: decoded.append(a) or iter(()))
+    rows, end = drain(rd, start)
+    assert not decoded                      # no slice took the decoding path
+    monkeypatch.undo()
+    per = {p: sum(r["partition"] == p for r in rows) for p in (0, 1)}
+    # the truth, from what was written: offsets 0..39 plain, 40..69 aborted,
+    # 70 marker, 71..95 committed, 96 marker, 97..146 plain, 147..155 open
+    if isolation == "read_committed":
+        assert per == {0: (40 - 3) + 25 + 50, 1: 13}
+    else:
+        assert per == {0: (40 - 3) + 30 + 25 + 50 + 9, 1: 13}
+    # the same through the decoder (value column), bounds in mid-batch
+    for lo, hi in ((3, 100), (41, 72), (0, 156), (96, 97)):
+        bounds = {"orders": {"0": lo}}
+        ends = {"orders": {"0": hi}}
+        count_rd = KbatchStreamReader({**opts, "assign": '{"orders": [0]}',
+                                       "startingOffsets": json.dumps(bounds)},
+                                      arrow_schema(("partition",)))
+        full_rd = KbatchStreamReader({**opts, "assign": '{"orders": [0]}', "columns": "value",
+                                      "startingOffsets": json.dumps(bounds)},
+                                     arrow_schema(("value",)))
+        counted = len(run(count_rd, bounds, ends))
+        full = run(full_rd, bounds, ends)
+        assert counted == len(full), (lo, hi)

@@ -596,6 +596,27 @@ def _show(spec: OffsetSpec) -> str:
     return str(spec.each) if spec.kind == "each" else spec.kind
 
 
+def output_columns(options) -> tuple[str, ...]:
+    """The schema's columns for these options (``DataSource.schema()`` runs
+    before the query type is known: only ``columns`` and ``includeHeaders``
+    are read here; everything else is checked by ``parse_options``)."""
+    out = KafkaOptions()
+    given = set()
+    for key, raw in dict(options).items():
+        opt = _BY_NAME.get(str(key).lower())
+        if opt is not None and opt.attr in ("columns", "include_headers"):
+            try:
+                setattr(out, opt.attr, opt.parse(str(raw)))
+            except _Bad as bad:
+                raise OptionError(opt.name, str(raw), bad.accepted) from None
+            given.add(opt.name)
+    out.given = frozenset(given)
+    if "columns" in given and "headers" in out.columns and not out.include_headers:
+        raise OptionError("columns", ",".join(out.columns),
+                          "the headers column needs includeHeaders=true")
+    return out.output_columns
+
+
 def schema_ddl(columns: tuple[str, ...]) -> str:
     """The Spark DDL schema of ``columns`` (Spark's Kafka source types)."""
     types = {"key": "binary", "value": "binary", "topic": "string", "partition": "int",
@@ -628,4 +649,4 @@ def _default_text(value) -> str:
 
 
 __all__ = ["DataLossError", "KafkaOptions", "OPTIONS", "OffsetSpec", "OptionError",
-           "parse_options", "parity_table", "schema_ddl"]
+           "output_columns", "parse_options", "parity_table", "schema_ddl"]

@@ -9,7 +9,7 @@ import pytest
 
 from kbatch.errors import KbatchError
 from kbatch.spark_options import (COLUMNS, OPTIONS, DataLossError, OffsetSpec, OptionError,
-                                  parity_table, parse_options, schema_ddl)
+                                  output_columns, parity_table, parse_options, schema_ddl)
 
 P = {"path": "/data"}
 
@@ -226,3 +226,13 @@ def test_every_option_parses_its_documented_default_kind():
             assert f"`{o.name}`" in table
     assert isinstance(opts().ending_offsets, OffsetSpec)
     json.dumps(parity_table())
+
+
+def test_output_columns_before_the_query_type_is_known():
+    assert output_columns({"path": "/x", "maxOffsetsPerTrigger": "5"}) == COLUMNS[:-1]
+    assert output_columns({"INCLUDEHEADERS": "true"}) == COLUMNS
+    assert output_columns({"columns": "offset,partition"}) == ("partition", "offset")
+    with pytest.raises(OptionError, match="includeHeaders=true"):
+        output_columns({"columns": "headers"})
+    with pytest.raises(OptionError, match="true or false"):
+        output_columns({"includeHeaders": "si"})

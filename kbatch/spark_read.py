@@ -45,15 +45,26 @@ def decode_options(o: KafkaOptions) -> DecodeOptions:
 
 
 def read_slice(piece, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Arrow batches (``schema``'s columns) of one slice; the caller opens
-    nothing. Raises FileNotFoundError when the segment is gone."""
+    """Arrow batches (``schema``'s columns) of one slice. Raises
+    FileNotFoundError when the segment is gone."""
+    counted = header_count_batches(piece, o, schema)
+    if counted is not None:
+        yield from counted
+        return
     with open_source(piece.path) as (view, path):
-        if set(schema.names) <= HEADER_COLUMNS and o.on_corrupt == "fail":
-            counted = _count_from_headers(view, path, piece, o)
-            if counted is not None:
-                yield from _constant_batches(counted, piece, schema, o.chunk_records)
-                return
         yield from _decoded(view, path, piece, o, schema)
+
+
+def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
+    """The slice's batches from its batch headers when ``schema`` holds only
+    topic/partition (and ``onCorrupt=fail``), else None: decode instead."""
+    if not set(schema.names) <= HEADER_COLUMNS or o.on_corrupt != "fail":
+        return None
+    with open_source(piece.path) as (view, path):
+        counted = _count_from_headers(view, path, piece, o)
+    if counted is None:
+        return None
+    return _constant_batches(counted, piece, schema, o.chunk_records)
 
 
 def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema):
@@ -118,4 +129,4 @@ def _constant_batches(n: int, piece, schema: pa.Schema, chunk: int):
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-__all__ = ["decode_options", "read_slice"]
+__all__ = ["decode_options", "header_count_batches", "read_slice"]

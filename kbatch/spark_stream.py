@@ -29,6 +29,7 @@ task keeps one chunk of records.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -44,10 +45,11 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 from kbatch.log import PartitionLog
 from kbatch.paths import PathKind, partition_dirs, resolve
 from kbatch.spark_read import read_slice
-from kbatch.spark_options import KafkaOptions, OptionError, parse_options
+from kbatch.spark_options import KafkaOptions, OffsetSpec, OptionError, parse_options
 
 log = logging.getLogger("kbatch.spark")
 TP = tuple  # (topic, partition)
+WHOLE = 1 << 62
 
 
 def discover(o: KafkaOptions) -> dict[TP, Path]:
@@ -84,14 +86,16 @@ def log_range(plog: PartitionLog) -> tuple[int, int] | None:
     return earliest, max(end, last.base_offset)
 
 
-def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog]) -> dict[TP, tuple[int, int]]:
+def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
+                 log_options: dict | None = None) -> dict[TP, tuple[int, int]]:
     """The offsets ``[start, end)`` a batch query reads of each chosen
     partition (``logs``: after assign/subscribe/subscribePattern), with
     Spark's meaning of the starting and ending options; partitions without
     segments and empty ranges are left out. Raises ``OptionError`` when a
     JSON option does not name exactly these partitions or a start lies after
     its end, ``DataLossError`` for a start below the earliest offset on disk
-    (failOnDataLoss=true)."""
+    (failOnDataLoss=true). ``log_options``: decode options of the timestamp
+    searches."""
     o.check_cover(sorted(tp for tp in logs if tp[0] is not None))
     out = {}
     for tp, plog in logs.items():
@@ -99,14 +103,35 @@ def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog]) -> dict[TP, tupl
         if bounds is None:
             continue
         earliest, latest = bounds
-        lo = o.resolve_start(tp[0], tp[1], earliest, latest, plog.offset_for_timestamp)
-        hi = o.resolve_end(tp[0], tp[1], earliest, latest, plog.offset_for_timestamp)
+        search = functools.partial(plog.offset_for_timestamp, **(log_options or {}))
+        lo = o.resolve_start(tp[0], tp[1], earliest, latest, search)
+        hi = o.resolve_end(tp[0], tp[1], earliest, latest, search)
         if lo > hi and o.start_spec(*tp)[0] == "offset" and o.end_spec(*tp)[0] == "offset":
             raise OptionError("startingOffsets", str(lo), f"{tp[0]}-{tp[1]} would start after "
                               f"its ending offset {hi}")
         if lo < hi:
             out[tp] = (lo, hi)
     return out
+
+
+def file_range(o: KafkaOptions, topic: str | None, partition: int | None) -> tuple[int, int]:
+    """Offsets ``[start, end)`` of a batch read of one segment file (no
+    partition log: earliest/latest are the file's own ends, timestamps
+    cannot be searched)."""
+    for name in ("startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp",
+                 "endingOffsetsByTimestamp"):
+        if name in o.given:
+            raise OptionError(name, "...", "a single segment file has no partition log to "
+                              "search by time; load its partition directory")
+    if topic is not None:
+        o.check_cover([(topic, partition)])
+    elif any(isinstance(s, OffsetSpec) and s.kind == "json"
+             for s in (o.starting_offsets, o.ending_offsets)):
+        raise OptionError("startingOffsets", "...", "JSON offsets name topic-partitions, and "
+                          "this segment file is not inside a <topic>-<partition> directory")
+    start, end = o.start_spec(topic, partition), o.end_spec(topic, partition)
+    return (start[1] if start[0] == "offset" else 0,
+            end[1] if end[0] == "offset" else WHOLE)
 
 
 class Snapshot:
@@ -364,4 +389,5 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to release."""
 
 
-__all__ = ["KbatchStreamReader", "batch_ranges", "discover", "log_range", "rate_limit"]
+__all__ = ["KbatchStreamReader", "batch_ranges", "discover", "file_range", "log_range",
+           "rate_limit"]

@@ -368,3 +368,21 @@ def test_counts_from_batch_headers(tmp_path, writer, isolation, monkeypatch):
         counted = len(run(count_rd, bounds, ends))
         full = run(full_rd, bounds, ends)
         assert counted == len(full), (lo, hi)
+
+
+def test_file_range_of_a_single_segment():
+    from kbatch.spark_options import OptionError, parse_options
+    from kbatch.spark_stream import WHOLE, file_range
+
+    def rng(topic="t", part=0, **kw):
+        return file_range(parse_options({"path": "/x/t-0/0.log", **kw}), topic, part)
+
+    assert rng() == (0, WHOLE)
+    assert rng(startingOffsets="5", endingOffsets="9") == (5, 9)
+    assert rng(startingOffsets='{"t": {"0": 3}}', endingOffsets='{"t": {"0": -1}}') == (3, WHOLE)
+    with pytest.raises(OptionError, match="search by time"):
+        rng(startingTimestamp="5")
+    with pytest.raises(OptionError, match="not inside a <topic>-<partition>"):
+        rng(None, None, startingOffsets='{"t": {"0": 3}}')
+    with pytest.raises(OptionError, match="names partitions the query does not read: u-0"):
+        rng(startingOffsets='{"t": {"0": 3}, "u": {"0": 1}}')

@@ -63,15 +63,15 @@ class Producer(threading.Thread):
     """Appends to two partitions like a broker (segments roll): plain
     records and transactions, some aborted; remembers what is committed."""
 
-    def __init__(self, root, seed):
+    def __init__(self, root, seed, steps=300, pause=0.2):
         super().__init__(daemon=True)
+        self.steps, self.pause = steps, pause
         self.logs = [LogWriter(root / f"events-{p}", segment_bytes=16_000, batch_records=20)
                      for p in range(2)]
         self.rng = random.Random(seed)
         self.committed: list[bytes] = []
         self.halt = threading.Event()
         self.n = 0
-        self.lock = threading.Lock()
 
     def _append(self, p, count, txn):
         values = [b"e%d-%d" % (p, self.n + i) for i in range(count)]
@@ -83,21 +83,22 @@ class Producer(threading.Thread):
     def step(self):
         p = self.rng.randrange(2)
         if self.rng.random() < 0.3:
-            values = self._append(p, self.rng.randint(1, 40), True)
-            values += self._append(p, self.rng.randint(1, 40), True)
+            values = self._append(p, self.rng.randint(1, 20), True)
+            values += self._append(p, self.rng.randint(1, 20), True)
             commit = self.rng.random() < 0.7
             self.logs[p].end_transaction(7 + p, commit=commit)
             if commit:
                 self.committed.extend(values)
         else:
-            self.committed.extend(self._append(p, self.rng.randint(1, 60), False))
+            self.committed.extend(self._append(p, self.rng.randint(1, 40), False))
         self.logs[p]._segment._file.flush()
 
     def run(self):
-        while not self.halt.is_set():
-            with self.lock:
-                self.step()
-            time.sleep(0.01)
+        for _ in range(self.steps):
+            if self.halt.is_set():
+                return
+            self.step()
+            time.sleep(self.pause)
 
     def finish(self):
         self.halt.set()
@@ -128,7 +129,7 @@ def test_kill_and_restart_twenty_times_exactly_once(spark, tmp_path):
     try:
         for _ in range(20):
             q = start_query(spark, root, out, ck, {"processingTime": "0 seconds"},
-                            isolation="read_committed", maxOffsetsPerTrigger=400)
+                            isolation="read_committed", maxOffsetsPerTrigger=1500)
             # stop at a random point: before the first micro-batch, inside one, between
             deadline = time.monotonic() + 30
             wanted = rng.choice([0, 1, 1, 2])
@@ -142,7 +143,7 @@ def test_kill_and_restart_twenty_times_exactly_once(spark, tmp_path):
         producer.finish()
     assert batches >= 8, "too few micro-batches ran before the kills"
     q = start_query(spark, root, out, ck, {"availableNow": True}, isolation="read_committed",
-                    maxOffsetsPerTrigger=400)
+                    maxOffsetsPerTrigger=1500)
     q.awaitTermination()
     got = sink_values(out)
     assert len(producer.committed) > 3000

@@ -300,8 +300,8 @@ OPTIONS: tuple[Opt, ...] = (
         "or after the LSO", aliases=("kafka.isolation.level",)),
     Opt("validateCrc", "validate_crc", _bool, True, "check every batch's CRC"),
     Opt("onCorrupt", "on_corrupt", _choice("fail", "stop", "skip"), "fail",
-        "a corrupt batch: fail, stop the segment at the last good batch, or skip it "
-        "(both with a warning in the executor log)"),
+        "damaged data: fail; stop each partition at its first damage; or skip to the next "
+        "valid batch after each damaged range (both with a warning)"),
     Opt("maxDecompressedBytes", "max_decompressed_bytes", _int(1, "a positive byte count"),
         None, "refuse batches that decompress to more"),
     Opt("useIndex", "use_index", _bool, False,

@@ -271,7 +271,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = from_json(start)
         end = dict(snap.end)             # a vanished partition drops out: partitions() reports it
         if self._target is not None:     # Trigger.AvailableNow: nothing added later
-            end = {tp: min(n, self._target.get(tp, begin.get(tp, n))) for tp, n in end.items()}
+            end = {tp: min(n, self._target[tp]) for tp, n in end.items() if tp in self._target}
         # the backlog of a new partition counts from its earliest offset
         base = {tp: begin.get(tp, snap.earliest.get(tp, end[tp])) for tp in end}
         if limit is None or isinstance(limit, ReadAllAvailable):

@@ -219,6 +219,9 @@ def test_trigger_available_now_stops_at_what_existed(tmp_path, writer):
     first = rd.latestOffset(start, rd.getDefaultReadLimit())
     writer.append(0, 30)                   # added after the query started
     writer.append(1, 5)
+    late = LogWriter(tmp_path / "orders-7", batch_records=7)      # a partition, too
+    late.append({"value": [b"late"] * 4})
+    late.close()
     rows = run(rd, start, first)
     more, end = drain(rd, first, rd.getDefaultReadLimit())
     assert values(rows + more) == writer.committed[:20]

@@ -18,7 +18,7 @@ $(PY):
 	$(BIN)/pip install -q --upgrade pip
 
 $(STAMP): pyproject.toml setup.py | $(PY)
-	$(BIN)/pip install -q "setuptools>=64" wheel "Cython>=3.1,<4" "numpy>=2"
+	$(BIN)/pip install -q "setuptools>=70.1,<77" "Cython>=3.1,<4" "numpy>=2"
 	$(BIN)/pip install -q --no-build-isolation --config-settings editable_mode=compat \
 		-e ".[test,bench,spark]"
 	rm -f $(VENV)/.installed-* && touch $@

@@ -11,16 +11,18 @@
 
 from kbatch._columns import memory_pool_bytes, set_memory_pool
 from kbatch.columns import BinaryColumn, HeadersColumn
-from kbatch.errors import (CorruptRecordError, DecompressionLimitError, KbatchError,
-                           LimitExceededError)
+from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
+                           KbatchError, LimitExceededError)
 from kbatch.log import LogDir, PartitionLog, open_log, open_log_dir
-from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
+from kbatch.paths import PathError
+from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.segment import iter_segment, read_segment
 from kbatch.txn import transactions
 from kbatch.verify import verify
 from kbatch.writer import LogWriter, SegmentWriter, write_log, write_segment
 
 __all__ = [
+    "ArgumentError", "PathError", "SkippedRange",
     "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
     "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
     "LogWriter", "PartitionLog", "Records", "SegmentEnd", "SegmentWriter", "iter_segment",

@@ -13,6 +13,7 @@ cdef class BatchDecoder:
     cdef const uint8_t *_buf
     cdef Py_ssize_t _pos
     cdef Py_ssize_t _end
+    cdef Py_ssize_t _zeros_from
     cdef RecordColumns _data
     cdef RecordColumns _ctrl
     cdef GrowBuf _batches

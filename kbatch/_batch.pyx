@@ -32,7 +32,7 @@ reachable, so several threads decode them in parallel. Errors leave the nogil
 code as an ``ErrorInfo`` and become exceptions in ``_make_error``.
 """
 
-from libc.stdint cimport INT32_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport INT32_MAX, INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
 import numpy as np
@@ -40,7 +40,8 @@ import numpy as np
 from kbatch._checksums cimport crc32c
 from kbatch._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
                               binary_append_unchecked, binary_reserve, columns_free,
-                              columns_init, columns_mark, columns_payload_bytes,
+                              columns_held_bytes, columns_init, columns_mark,
+                              columns_payload_bytes,
                               columns_reserve_rows, columns_rollback, columns_take,
                               growbuf_free, growbuf_reserve, growbuf_take)
 from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
@@ -51,7 +52,7 @@ from kbatch._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_f
 from kbatch._records cimport decode_records, parse_control
 from kbatch._types cimport *
 
-from kbatch.errors import CorruptRecordError, LimitExceededError
+from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededError
 
 
 cdef enum:
@@ -150,6 +151,8 @@ _MESSAGES = {
     E_LIMIT_BATCH_BYTES: "batch of {a} bytes is larger than max_batch_bytes={b}",
     E_LIMIT_RECORDS: "batch of {a} records is more than max_records_per_batch={b}",
     E_LIMIT_HEADERS: "record with {a} headers is more than max_headers_per_record={b}",
+    E_LIMIT_READ_BYTES: ("decoded data exceeds max_read_bytes={b} (a batch of {a} records "
+                         "does not fit; read in chunks with iter_segment / log.iter)"),
     E_LEGACY_LENGTH: "legacy message size {a} is below the minimum {b}",
     E_LEGACY_NESTED: "compressed legacy message nested inside another",
     E_LEGACY_ATTRIBUTES: "legacy message with unknown codec {a}",
@@ -157,6 +160,8 @@ _MESSAGES = {
     E_LEGACY_EMPTY: "compressed legacy message holds no messages",
     E_LEGACY_OFFSETS: "wrapper offset {a} is below its last inner offset {b}",
     E_LEGACY_NULL_WRAPPER: "compressed legacy message has a null value",
+    E_RECORD_OFFSET: "record offset delta {a} is outside the batch header's 0..{b} "
+                     "(lastOffsetDelta)",
 }
 
 
@@ -167,7 +172,7 @@ cdef object _make_error(const ErrorInfo *err, object path):
     if err.inner >= 0:
         text += f" (byte {err.inner} of the decompressed records)"
     cls = (LimitExceededError if err.code in (E_LIMIT_BATCH_BYTES, E_LIMIT_RECORDS,
-                                              E_LIMIT_HEADERS)
+                                              E_LIMIT_HEADERS, E_LIMIT_READ_BYTES)
            else CorruptRecordError)
     return cls(
         text, path=path, position=err.position,
@@ -179,6 +184,7 @@ cdef struct TailCheck:
     const uint8_t *buf
     Py_ssize_t position
     Py_ssize_t end
+    Py_ssize_t zeros_from
     bint result
 
 
@@ -189,7 +195,7 @@ cdef int _torn_tail_entry(void *arg) noexcept nogil:
     if length < 0 or length > c.end - c.position - LOG_OVERHEAD:
         return 0
     batch_end = c.position + LOG_OVERHEAD + length
-    c.result = batch_end < c.end and all_zero(c.buf, batch_end, c.end)
+    c.result = batch_end < c.end and all_zero(c.buf, batch_end, c.zeros_from)
     return 0
 
 
@@ -253,7 +259,8 @@ cdef class BatchDecoder:
                  Py_ssize_t max_records_per_batch=INT32_MAX,
                  Py_ssize_t max_headers_per_record=INT32_MAX,
                  const int64_t[::1] drop_positions=None,
-                 Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True):
+                 Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
+                 Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -265,6 +272,9 @@ cdef class BatchDecoder:
         self._buf = &view[0] if size > 0 else NULL
         self._pos = start
         self._end = stop
+        # a trailing hole of the file (kbatch.files.data_end): known zeros, so
+        # a zero-padded tail is not scanned (nor its pages faulted in)
+        self._zeros_from = zeros_from if 0 <= zeros_from < stop else stop
         self.path = path
         if validate_crc == "report":
             self._crc_mode = CRC_REPORT
@@ -281,6 +291,10 @@ cdef class BatchDecoder:
         self._limits.max_batch_bytes = max_batch_bytes
         self._limits.max_records_per_batch = max_records_per_batch
         self._limits.max_headers_per_record = max_headers_per_record
+        # max_read_bytes: what one chunk's columns may hold, fixed per-record
+        # bytes included, checked before a batch's rows are reserved
+        self._limits.max_read_bytes = max_read_bytes if max_read_bytes >= 0 else INT64_MAX
+        self._limits.read_budget = self._limits.max_read_bytes
         self._err.code = E_NONE
         self._end_reason = END_NONE
         self._valid_end = start
@@ -354,9 +368,15 @@ cdef class BatchDecoder:
         return 0
 
     cdef bint _chunk_full(self) noexcept nogil:
+        # bytes: keys, values and headers plus ROW_FIXED_BYTES per record
         return self._batches.len > 0 and (
             self._data.n >= self._chunk_records
-            or columns_payload_bytes(&self._data) >= self._chunk_bytes)
+            or columns_held_bytes(&self._data) >= self._chunk_bytes)
+
+    def set_read_budget(self, Py_ssize_t budget):
+        """Bytes the chunk being built may still hold under max_read_bytes
+        (a whole read spends one budget over all its chunks)."""
+        self._limits.read_budget = max(budget, 0)
 
     cdef int _fail(self, int code, int64_t position, int64_t a, int64_t b) noexcept nogil:
         """A batch-level error at the batch starting at the cursor."""
@@ -470,13 +490,13 @@ cdef class BatchDecoder:
                 self._end_reason = END_NONE
                 return ST_END
             if rem < HEADER_UP_TO_MAGIC:
-                self._end_reason = (END_ZERO_PADDING if all_zero(buf, pos, self._end)
+                self._end_reason = (END_ZERO_PADDING if all_zero(buf, pos, self._zeros_from)
                                     else END_TRUNCATED)
                 return ST_END
             length = <int32_t>load_be32(buf + pos + 8)
             magic = <int8_t>buf[pos + 16]
             if length < MIN_LENGTH_ANY:
-                if all_zero(buf, pos, self._end):
+                if all_zero(buf, pos, self._zeros_from):
                     self._end_reason = END_ZERO_PADDING
                     return ST_END
                 return self._fail(E_BATCH_LENGTH, pos + 8, length, MIN_LENGTH_ANY)
@@ -591,6 +611,7 @@ cdef class BatchDecoder:
         check.buf = self._buf
         check.position = position
         check.end = self._end
+        check.zeros_from = self._zeros_from
         check.result = False
         with nogil:
             if kb_guarded_call(_torn_tail_entry, &check) == KB_FAULTED:
@@ -600,7 +621,7 @@ cdef class BatchDecoder:
     def _file_changed(self):
         """A page of the mapped source vanished (SIGBUS) while it was read."""
         self._done = True
-        raise CorruptRecordError(
+        raise FileChangedError(
             "the file was truncated or replaced while it was being read",
             path=self.path, position=self._pos, base_offset=None,
             batch_position=self._pos)
@@ -697,3 +718,30 @@ cdef class BatchDecoder:
 STATUS_CHUNK_FULL = ST_CHUNK_FULL
 STATUS_END = ST_END
 STATUS_COMPRESSED = ST_COMPRESSED
+
+
+def read_mapped(const uint8_t[::1] view not None, Py_ssize_t position, Py_ssize_t n,
+                object path=None):
+    """A copy of ``view[position:position + n]`` (clipped to the view), read
+    under the SIGBUS guard: the one way Python code reads bytes of a mapped
+    file. A file truncated under the mapping raises ``CorruptRecordError``."""
+    cdef Py_ssize_t size = view.shape[0]
+    cdef bytearray out
+    cdef char *dst
+    cdef int st
+    if position < 0 or n < 0:
+        raise ValueError("position and n must not be negative")
+    if position > size:
+        position = size
+    if n > size - position:
+        n = size - position
+    out = bytearray(n)
+    if n:
+        dst = out
+        with nogil:
+            st = kb_guarded_copy(dst, &view[position], <size_t>n)
+        if st == KB_FAULTED:
+            raise FileChangedError(
+                "the file was truncated or replaced while it was being read",
+                path=path, position=position, base_offset=None, batch_position=None)
+    return bytes(out)

@@ -37,6 +37,13 @@ cdef struct BinaryBuilder:
     Py_ssize_t null_count
 
 
+# Bytes every record takes whatever its size: offset 8, timestamp 8,
+# timestamp type 1, batch index 4, key/value/header offsets 4 + 4 + 4, and
+# the key and value validity bits (counted as a byte)
+cdef enum:
+    ROW_FIXED_BYTES = 34
+
+
 cdef struct RecordColumns:
     Py_ssize_t n
     GrowBuf offset       # int64
@@ -65,6 +72,7 @@ cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil
 cdef ColumnsMark columns_mark(const RecordColumns *c) noexcept nogil
 cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m) noexcept nogil
 cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil
+cdef Py_ssize_t columns_held_bytes(const RecordColumns *c) noexcept nogil
 cdef dict columns_take(RecordColumns *c)
 cdef object growbuf_take(GrowBuf *b, object dtype)
 

@@ -196,6 +196,11 @@ cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil:
     return c.key.data.len + c.value.data.len + c.hkey.data.len + c.hvalue.data.len
 
 
+cdef Py_ssize_t columns_held_bytes(const RecordColumns *c) noexcept nogil:
+    """Bytes the columns hold: the payload plus ROW_FIXED_BYTES per record."""
+    return columns_payload_bytes(c) + c.n * ROW_FIXED_BYTES
+
+
 cdef object growbuf_take(GrowBuf *b, object dtype):
     """Hand the buffer to numpy (no copy) and leave ``b`` empty."""
     cdef OwnedBuffer owner

@@ -21,7 +21,12 @@
 
 typedef int (*kb_guarded_fn)(void *arg);
 
-static __thread sigjmp_buf *kb_guard_jump = NULL;
+/* volatile, and fenced by compiler barriers around fn(arg): when fn is
+   inlined (kb_guarded_copy's memcpy), the compiler would otherwise see the
+   store of the jump buffer as dead (overwritten right after the copy) and
+   drop it, and the SIGBUS would find no guard armed. */
+static __thread sigjmp_buf *volatile kb_guard_jump = NULL;
+#define KB_BARRIER() __asm__ __volatile__("" ::: "memory")
 
 static void kb_bus_handler(int sig, siginfo_t *info, void *context) {
     (void)info;
@@ -60,7 +65,9 @@ static int kb_guarded_call(kb_guarded_fn fn, void *arg) {
         return KB_FAULTED;
     }
     kb_guard_jump = &jump;
+    KB_BARRIER();
     int result = fn(arg);
+    KB_BARRIER();
     kb_guard_jump = saved;
     return result;
 }

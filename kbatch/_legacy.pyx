@@ -248,6 +248,10 @@ cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
     if count == 0:
         _fail(err, E_LEGACY_EMPTY, 0, 0, 0)
         return _inner_error(err, row)
+    if row.magic == 0 and last_inner > row.last_offset:
+        # magic 0 inner offsets are absolute: the wrapper names the last one
+        _fail(err, E_LEGACY_OFFSETS, 0, row.last_offset, last_inner)
+        return _inner_error(err, row)
     if row.magic == 1 and row.last_offset != 0:
         if row.last_offset < last_inner:
             _fail(err, E_LEGACY_OFFSETS, 0, row.last_offset, last_inner)

@@ -22,8 +22,8 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
 from kbatch._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
-                              binary_reserve, columns_reserve_rows, growbuf_reserve,
-                              kb_copy)
+                              binary_reserve, columns_held_bytes, columns_reserve_rows,
+                              growbuf_reserve, kb_copy, ROW_FIXED_BYTES)
 from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
                              likely, load_be16, load_be32, read_u8, read_varint,
                              read_varlong, unlikely)
@@ -139,6 +139,9 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     cdef uint8_t attr
     cdef int8_t tt = row.timestamp_type
     cdef int64_t base_offset = row.base_offset
+    # the header's lastOffsetDelta: every record's delta lies in 0..last_delta
+    # (else the header and the records disagree: corrupt, see SPEC decisions)
+    cdef int64_t last_delta = row.last_offset - row.base_offset
     cdef int64_t base_ts = row.base_timestamp
     cdef bint log_append = tt == 1
     # position of errors: file bytes for plain batches, the batch otherwise
@@ -151,6 +154,10 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     if count > limits.max_records_per_batch:
         return set_error(err, E_LIMIT_RECORDS, start, -1, count,
                           limits.max_records_per_batch)
+    # max_read_bytes holds before the rows are reserved: a small batch of
+    # many empty records must not take count * ROW_FIXED_BYTES first
+    if count * <Py_ssize_t>ROW_FIXED_BYTES > limits.read_budget - columns_held_bytes(cols):
+        return set_error(err, E_LIMIT_READ_BYTES, start, -1, count, limits.max_read_bytes)
     if (columns_reserve_rows(cols, count) != 0
             or binary_reserve(&cols.key, 0, region) != 0
             or binary_reserve(&cols.value, 0, region) != 0
@@ -202,6 +209,8 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
         if unlikely(st != CUR_OK):
             return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
                               rec_start, -1, 0, 0)
+        if unlikely(off_delta < 0 or off_delta > last_delta):
+            return set_error(err, E_RECORD_OFFSET, rec_start, -1, off_delta, last_delta)
         row_i = n + i
         if klen >= 0:
             if unlikely(klen > rec.end - rec.pos):

@@ -51,6 +51,8 @@ cdef enum ErrorCode:
     E_LEGACY_EMPTY
     E_LEGACY_OFFSETS
     E_LEGACY_NULL_WRAPPER
+    E_LIMIT_READ_BYTES
+    E_RECORD_OFFSET
 
 
 cdef struct ErrorInfo:
@@ -101,6 +103,8 @@ cdef struct Limits:
     Py_ssize_t max_batch_bytes
     Py_ssize_t max_records_per_batch
     Py_ssize_t max_headers_per_record
+    Py_ssize_t max_read_bytes   # the limit in force (for messages)
+    Py_ssize_t read_budget      # bytes the current chunk may still hold
 
 
 cdef inline int set_error(ErrorInfo *err, int code, int64_t position,

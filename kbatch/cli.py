@@ -23,17 +23,90 @@ from pathlib import Path
 from kbatch.errors import KbatchError
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+INT64_MAX = (1 << 63) - 1
 
 
 class UsageError(Exception):
-    pass
+    """Bad arguments or a path of the wrong kind: exit 2."""
 
 
-def _existing(path: str) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise UsageError(f"no such file or directory: {path}")
-    return p
+class NothingToRead(Exception):
+    """The path exists but holds no Kafka data: exit 1."""
+
+
+# --- argument types (argparse turns ArgumentTypeError into a usage error) --
+
+def _integer(text: str, low: int, high: int, what: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: {what}")
+    return value
+
+
+def non_negative_int64(text: str) -> int:
+    return _integer(text, 0, INT64_MAX, f"expected 0..{INT64_MAX}")
+
+
+MAX_SAMPLE_RECORDS = 200_000_000
+
+
+def sample_records(text: str) -> int:
+    return _integer(text, 1, MAX_SAMPLE_RECORDS, f"expected 1..{MAX_SAMPLE_RECORDS}")
+
+
+def segment_bytes(text: str) -> int:
+    return _integer(text, 1024, (1 << 31) - 1, "expected 1024..2147483647")
+
+
+def seed_value(text: str) -> int:
+    return _integer(text, 0, (1 << 32) - 1, "expected 0..4294967295")
+
+
+# --- paths -----------------------------------------------------------------
+
+def _resolve(name: str, *kinds, what: str = "", check: bool = True):
+    """``kbatch.paths.resolve`` of a command-line path, its errors mapped to
+    exit codes: a missing path or one of the wrong kind (a device, a FIFO, a
+    directory where a file is needed) is a usage error (2); a directory with
+    nothing Kafka in it is "nothing to read" (1)."""
+    from kbatch.paths import PathError, PathKind, resolve
+    if not name:
+        raise UsageError("an empty path")
+    path = Path(name)
+    try:
+        found = resolve(path)
+    except PathError as exc:
+        if os.path.isdir(path):          # (False on any OSError, ENAMETOOLONG too)
+            raise NothingToRead(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
+    if kinds and found.kind not in kinds:
+        raise UsageError(f"{path}: is a {found.kind.value}; {what}")
+    if check and found.kind is PathKind.SEGMENT:
+        _check_segment(found.path)
+    return found
+
+
+def _check_segment(path: Path) -> None:
+    """A regular file given as a segment must start with a whole batch (or be
+    empty, or zero padding as a preallocated segment is): a text file, an
+    archive or a truncated copy cut inside its first batch has nothing to read."""
+    from kbatch.segment import iter_segment
+    try:
+        size = path.stat().st_size
+        if size == 0:
+            return
+        first = next(iter(iter_segment(path, chunk_records=1, validate_crc=False)), None)
+    except KbatchError:
+        return          # a damaged batch: the command itself reports it in full
+    if first is not None and len(first.batches) == 0 and first.end is not None \
+            and first.end.valid_bytes == 0 and first.end.reason == "truncated":
+        raise NothingToRead(f"{path}: not a Kafka log segment (or one cut inside its first "
+                            f"batch): no whole record batch in its "
+                            f"{size} bytes (expected a .log/.records/.checkpoint file, a "
+                            f"<topic>-<partition> directory or a broker data directory)")
 
 
 def _when(ms: int | None) -> str:
@@ -48,20 +121,25 @@ def _when(ms: int | None) -> str:
 
 # --- dump ---------------------------------------------------------------
 
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
 def cmd_dump(args) -> int:
     from kbatch.dump import dump_file
-    if args.max_bytes is not None and args.max_bytes < 0:
-        raise UsageError("--max-bytes must not be negative")
+    from kbatch.paths import PathKind
     status = EXIT_OK
     for name in args.files:
-        path = _existing(name)
-        if path.is_dir():
-            raise UsageError(f"{name} is a directory: dump takes segment or index files")
         try:
+            if Path(name).suffix in INDEX_SUFFIXES:
+                path = _resolve(name, PathKind.SEGMENT, check=False,
+                                what="dump takes segment or index files").path
+            else:
+                path = _resolve(name, PathKind.SEGMENT,
+                                what="dump takes segment or index files").path
             dump_file(path, sys.stdout, fmt=args.format, decode=args.decode,
                       max_bytes=args.max_bytes, print_data=not args.no_data,
                       validate_crc=not args.no_crc)
-        except KbatchError as exc:
+        except (KbatchError, NothingToRead) as exc:
             sys.stdout.flush()
             print(f"kbatch dump: {exc}", file=sys.stderr)
             status = EXIT_PROBLEMS
@@ -70,19 +148,33 @@ def cmd_dump(args) -> int:
 
 # --- stats --------------------------------------------------------------
 
+def _range(first, last) -> str:
+    return "-" if first is None else f"{first}..{last}"
+
+
+def _stats_json(stats) -> dict:
+    """A segment's statistics under the names ``dump --format json`` uses
+    (``file``, codec names)."""
+    d = stats.as_dict()
+    d["file"] = d.pop("path")
+    return d
+
+
 def cmd_stats(args) -> int:
     from kbatch.progress import Progress
     from kbatch.stats import segment_files, segment_stats, summarize
 
-    files = segment_files(_existing(args.path))
+    files = segment_files(_resolve(args.path).path)
     rows = []
     status = EXIT_OK
     with Progress(len(files), "stats") as bar:
         for topic, partition, path in files:
             try:
-                rows.append((topic, partition, segment_stats(path, validate_crc=not args.no_crc)))
+                rows.append((topic, partition, segment_stats(path, validate_crc=not args.no_crc,
+                                                            on_corrupt=args.on_corrupt)))
             except KbatchError as exc:
-                print(f"\nkbatch stats: {exc}", file=sys.stderr)
+                bar.close()
+                print(f"kbatch stats: {exc}", file=sys.stderr)
                 status = EXIT_PROBLEMS
             bar.update(1, path.name)
     by_partition: dict = {}
@@ -91,20 +183,21 @@ def cmd_stats(args) -> int:
     if args.format == "json":
         for (topic, partition), stats in by_partition.items():
             print(json.dumps({"topic": topic, "partition": partition, **summarize(stats),
-                              "segments": [s.as_dict() for s in stats]}))
+                              "segments": [_stats_json(s) for s in stats]}))
         print(json.dumps({"total": summarize([s for _, _, s in rows])}))
         return status
     for (topic, partition), stats in by_partition.items():
         tot = summarize(stats)
         name = f"{topic}-{partition}" if topic is not None else str(Path(stats[0].path).parent)
         print(f"{name}: {tot['records']} records in {tot['batches']} batches, "
-              f"{tot['control_records']} control, offsets {tot['first_offset']}..{tot['last_offset']}, "
+              f"{tot['control_records']} control, offsets "
+              f"{_range(tot['first_offset'], tot['last_offset'])}, "
               f"{_when(tot['min_timestamp'])} .. {_when(tot['max_timestamp'])}, "
               f"{tot['bytes']} bytes, codecs {','.join(tot['codecs']) or '-'}, "
               f"{tot['producers']} producers")
         for s in stats:
             print(f"  {Path(s.path).name}: {s.records} records, {s.batches} batches, "
-                  f"{s.control_records} control, offsets {s.first_offset}..{s.last_offset}, "
+                  f"{s.control_records} control, offsets {_range(s.first_offset, s.last_offset)}, "
                   f"{_when(s.min_timestamp)} .. {_when(s.max_timestamp)}, {s.bytes} bytes, "
                   f"codecs {','.join(s.codecs) or '-'}, magic {','.join(map(str, s.magics)) or '-'}, "
                   f"{len(s.producers)} producers, {s.transactional_batches} transactional batches"
@@ -123,7 +216,7 @@ def cmd_verify(args) -> int:
     from kbatch.stats import segment_files
     from kbatch.verify import verify
 
-    path = _existing(args.path)
+    path = _resolve(args.path).path
     with Progress(len(segment_files(path)), "verify") as bar:
         report = verify(path, on_segment=lambda seg: bar.update(1, Path(seg).name))
     if args.format == "json":
@@ -152,7 +245,7 @@ def cmd_verify(args) -> int:
 def cmd_txn(args) -> int:
     from kbatch.txn import transactions
 
-    reports = transactions(_existing(args.path), validate_crc=not args.no_crc)
+    reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
     hanging = 0
     for rep in reports:
         if args.format == "json":
@@ -184,6 +277,8 @@ def cmd_sample(args) -> int:
     from kbatch.sample import write_sample
 
     target = Path(args.directory)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"{target}: exists and is not a directory")
     if target.exists() and any(target.iterdir()) and not args.force:
         raise UsageError(f"{target} is not empty (use --force to write into it)")
     start = time.perf_counter()
@@ -196,18 +291,47 @@ def cmd_sample(args) -> int:
 
 
 def cmd_main(args) -> int:
-    from kbatch.pipeline import run
+    from kbatch.paths import PathKind
+    from kbatch.pipeline import require_spark, run
+    # before anything is written or Spark starts
+    if args.log_dir is not None:
+        _resolve(args.log_dir, PathKind.DATA_DIR,
+                 what="main reads a broker data directory (--log-dir / LOG_DIR)")
+    for name, flag in ((args.out, "--out"), (args.sample_dir, "--sample-dir")):
+        if Path(name).exists() and not Path(name).is_dir():
+            raise UsageError(f"{name}: exists and is not a directory ({flag})")
+    require_spark()
     return run(args.log_dir, out_dir=args.out, sample_dir=args.sample_dir,
                sample_records=args.sample_records)
 
 
 # --- parser -------------------------------------------------------------
 
+class Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (``kbatch dump: error: ...``,
+    then where to find help) instead of the whole usage text."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+        return version("kbatch")
+    except Exception:               # not installed (a source checkout on PYTHONPATH)
+        from kbatch import __version__
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="kbatch", description="Read Apache Kafka log segments at rest.",
-        epilog="Exit status: 0 ok, 1 problems found, 2 usage error.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+        epilog="Exit status: 0 ok, 1 problems found or nothing to read, 2 usage error.")
+    parser.add_argument("--version", action="version", version=f"kbatch {_version()}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
 
     p = sub.add_parser("dump", help="print batches and records of segment or index files",
@@ -218,7 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--decode", choices=["utf8"], default=None,
                    help="JSON: keys/values as UTF-8 text instead of base64")
-    p.add_argument("--max-bytes", type=int, default=None,
+    p.add_argument("--max-bytes", type=non_negative_int64, default=None,
                    help="read at most this many bytes of each file")
     p.add_argument("--no-data", action="store_true", help="omit keys and payloads")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
@@ -230,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.add_argument("--on-corrupt", choices=["raise", "stop", "skip"], default="raise",
+                   help="damaged data: report the segment as failed (raise), count up to it "
+                        "(stop), or count past it, listing the skipped bytes (skip)")
     p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes without changing files",
@@ -252,9 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "partitions, mixed codecs, headers, an idempotent producer, "
                                    "committed and aborted transactions, rolled segments.")
     p.add_argument("directory")
-    p.add_argument("--records", type=int, default=1_500_000)
-    p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--segment-bytes", type=int, default=1 << 20)
+    p.add_argument("--records", type=sample_records, default=1_500_000,
+                   help=f"how many records (1..{MAX_SAMPLE_RECORDS:,})")
+    p.add_argument("--seed", type=seed_value, default=7)
+    p.add_argument("--segment-bytes", type=segment_bytes, default=1 << 20,
+                   help="roll segments at this size (1024..2147483647)")
     p.add_argument("--force", action="store_true", help="write into a non-empty directory")
     p.set_defaults(func=cmd_sample)
 
@@ -266,25 +395,59 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a broker data directory (default: $LOG_DIR, else the sample)")
     p.add_argument("--out", default="out", help="output directory (default ./out)")
     p.add_argument("--sample-dir", default="sample", help="where the sample lives (./sample)")
-    p.add_argument("--sample-records", type=int, default=1_500_000)
+    p.add_argument("--sample-records", type=sample_records, default=1_500_000)
     p.set_defaults(func=cmd_main)
     return parser
 
 
+def _error(args, message: str, code: int) -> int:
+    command = getattr(args, "command", None)
+    print(f"kbatch{' ' + command if command else ''}: {message}", file=sys.stderr)
+    return code
+
+
 def main(argv=None) -> int:
+    """Every error reaches the user as one line ``kbatch COMMAND: message``
+    (exit 1 for data problems or nothing to read, 2 for usage); ``--debug``
+    lets the traceback through instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except UsageError as exc:
-        print(f"kbatch {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
     except BrokenPipeError:
-        sys.stderr.close()
+        try:
+            sys.stdout = None           # nothing more to write; no flush error at exit
+            sys.stderr.close()
+        except Exception:
+            pass
         return EXIT_OK
-    except KbatchError as exc:
-        print(f"kbatch {args.command}: {exc}", file=sys.stderr)
-        return EXIT_PROBLEMS
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        return _error(args, "interrupted", 130)
+    except UsageError as exc:
+        if args.debug:
+            raise
+        return _error(args, str(exc), EXIT_USAGE)
+    except (NothingToRead, KbatchError) as exc:
+        if args.debug:
+            raise
+        return _error(args, str(exc), EXIT_PROBLEMS)
+    except OSError as exc:
+        if args.debug:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _error(args, f"{where}{exc.strerror or exc}", EXIT_PROBLEMS)
+    except MemoryError:
+        if args.debug:
+            raise
+        return _error(args, "out of memory", EXIT_PROBLEMS)
+    except Exception as exc:            # a bug: still one line, the traceback under --debug
+        if args.debug:
+            raise
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        return _error(args, f"internal error: {type(exc).__name__}: {text} "
+                            f"(run with --debug for the traceback)", EXIT_PROBLEMS)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -57,19 +58,87 @@ def as_contiguous_range(idx: np.ndarray) -> tuple[int, int] | None:
     return None
 
 
-class BinaryColumn:
-    """Variable-length binary values (``bytes`` or ``None``) in Arrow layout."""
+def _check_array(name: str, arr, kinds: str) -> None:
+    """O(1) checks of a buffer handed to a column: a 1-D numpy array of the
+    right kind of dtype (TypeError when not an array, ValueError otherwise)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"{name} must be a numpy array, not {type(arr).__name__}")
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, not {arr.ndim}-D")
+    if arr.dtype.kind not in kinds or (kinds == "u" and arr.dtype.itemsize != 1):
+        want = "uint8" if kinds == "u" else "an integer dtype"
+        raise ValueError(f"{name} must have {want}, not {arr.dtype}")
 
-    __slots__ = ("offsets", "data", "validity", "null_count", "utf8")
+
+def check_offsets(name: str, offsets: np.ndarray, size: int) -> None:
+    """O(n): Arrow offsets start at 0 or more, never decrease and end inside
+    a buffer of ``size`` values (ValueError otherwise)."""
+    if len(offsets) == 0:
+        raise ValueError(f"{name} needs at least one entry (n + 1 offsets)")
+    if offsets.dtype.kind == "u" and offsets.dtype.itemsize == 8 and offsets.max() > (1 << 63) - 1:
+        raise ValueError(f"{name} past the int64 range")
+    first, last = int(offsets[0]), int(offsets[-1])
+    if first < 0:
+        raise ValueError(f"{name} start at {first}, below 0")
+    if len(offsets) > 1 and np.any(offsets[1:] < offsets[:-1]):
+        i = int(np.flatnonzero(offsets[1:] < offsets[:-1])[0])
+        raise ValueError(f"{name} decrease at {i + 1} ({int(offsets[i])} -> {int(offsets[i + 1])})")
+    if last > size:
+        raise ValueError(f"{name} run past the data: {last} > {size} bytes")
+
+
+class BinaryColumn:
+    """Variable-length binary values (``bytes`` or ``None``) in Arrow layout.
+
+    The constructor checks the buffers' types, dtypes and shapes (O(1));
+    ``validate()`` checks their contents (O(n), the writer calls it). The
+    offsets are checked once (then remembered) before compiled code or
+    pyarrow reads through them: ``take`` and ``to_arrow``.
+    """
+
+    __slots__ = ("offsets", "data", "validity", "null_count", "utf8", "_checked")
 
     def __init__(self, offsets: np.ndarray, data: np.ndarray,
                  validity: np.ndarray | None = None, null_count: int = 0,
                  utf8: bool = False):
+        _check_array("offsets", offsets, "iu")
+        _check_array("data", data, "u")
+        if len(offsets) == 0:
+            raise ValueError("offsets need at least one entry (n + 1 offsets)")
+        null_count = operator.index(null_count)
+        if not 0 <= null_count <= len(offsets) - 1:
+            raise ValueError(f"null_count {null_count} outside [0, {len(offsets) - 1}]")
+        if null_count:
+            if validity is None:
+                raise ValueError(f"null_count {null_count} without a validity bitmap")
+            _check_array("validity", validity, "u")
+            if len(validity) * 8 < len(offsets) - 1:
+                raise ValueError(f"validity bitmap of {len(validity)} bytes too short "
+                                 f"for {len(offsets) - 1} values")
         self.offsets = offsets
         self.data = data
         self.validity = validity if null_count else None
-        self.null_count = int(null_count)
-        self.utf8 = utf8
+        self.null_count = null_count
+        self.utf8 = bool(utf8)
+        self._checked = False
+
+    def _checked_offsets(self) -> "BinaryColumn":
+        """The offsets checked against the data (once; ValueError)."""
+        if not self._checked:
+            check_offsets("offsets", self.offsets, len(self.data))
+            self._checked = True
+        return self
+
+    def validate(self) -> "BinaryColumn":
+        """Check the offsets against the data and the null count against the
+        bitmap; ValueError naming the problem. Returns the column."""
+        self._checked = False
+        self._checked_offsets()
+        if self.validity is not None:
+            nulls = len(self) - int(np.count_nonzero(self.is_valid()))
+            if nulls != self.null_count:
+                raise ValueError(f"null_count {self.null_count} but the bitmap has {nulls} nulls")
+        return self
 
     @classmethod
     def from_parts(cls, parts: dict, utf8: bool = False) -> "BinaryColumn":
@@ -88,7 +157,9 @@ class BinaryColumn:
         data = np.frombuffer(b"".join(v for v in enc if v is not None), dtype=np.uint8)
         valid = np.array([v is not None for v in enc], dtype=bool)
         nulls = int(len(enc) - valid.sum())
-        return cls(offsets, data, _pack_validity(valid) if nulls else None, nulls, utf8)
+        col = cls(offsets, data, _pack_validity(valid) if nulls else None, nulls, utf8)
+        col._checked = True
+        return col
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -154,6 +225,7 @@ class BinaryColumn:
         rng = as_contiguous_range(idx)
         if rng is not None:
             return self._slice(*rng)
+        self._checked_offsets()     # the kernel reads through them
         starts = self.offsets[idx].astype(np.int64)
         total = int((self.offsets[idx + 1] - starts).sum())
         out_offsets = np.empty(idx.size + 1, np.int32 if total <= _INT32_LIMIT else np.int64)
@@ -164,7 +236,9 @@ class BinaryColumn:
             valid = self.is_valid()[idx]
             nulls = int(idx.size - valid.sum())
             validity = _pack_validity(valid) if nulls else None
-        return BinaryColumn(out_offsets, out_data, validity, nulls, self.utf8)
+        out = BinaryColumn(out_offsets, out_data, validity, nulls, self.utf8)
+        out._checked = True
+        return out
 
     def _slice(self, start: int, stop: int) -> "BinaryColumn":
         """Rows [start, stop): data shared, offsets rebased (a small copy)."""
@@ -179,7 +253,9 @@ class BinaryColumn:
             valid = bits[start - lo * 8:stop - lo * 8].view(bool)
             nulls = int(valid.size - valid.sum())
             validity = _pack_validity(valid) if nulls else None
-        return BinaryColumn(offs, data, validity, nulls, self.utf8)
+        out = BinaryColumn(offs, data, validity, nulls, self.utf8)
+        out._checked = self._checked
+        return out
 
     @staticmethod
     def concat(columns: Sequence["BinaryColumn"]) -> "BinaryColumn":
@@ -208,12 +284,15 @@ class BinaryColumn:
         validity = None
         if nulls:
             validity = _pack_validity(np.concatenate([c.is_valid() for c in columns]))
-        return BinaryColumn(offsets, data, validity, nulls, utf8)
+        out = BinaryColumn(offsets, data, validity, nulls, utf8)
+        out._checked = all(c._checked for c in columns)
+        return out
 
     def to_arrow(self):
         """A ``pyarrow`` binary/string array over the same buffers."""
         import pyarrow as pa
 
+        self._checked_offsets()     # pyarrow trusts them
         large = self.offsets.dtype == np.int64
         if self.utf8:
             typ = pa.large_string() if large else pa.string()
@@ -229,15 +308,46 @@ class BinaryColumn:
 class HeadersColumn:
     """Per-record header lists: ``headers[i]`` is ``[(key, value | None), ...]``."""
 
-    __slots__ = ("offsets", "keys", "values")
+    __slots__ = ("offsets", "keys", "values", "_checked")
 
     def __init__(self, offsets: np.ndarray, keys: BinaryColumn, values: BinaryColumn):
+        _check_array("headers offsets", offsets, "iu")
+        if len(offsets) == 0:
+            raise ValueError("headers offsets need at least one entry (n + 1 offsets)")
+        for name, col in (("keys", keys), ("values", values)):
+            if not isinstance(col, BinaryColumn):
+                raise TypeError(f"headers {name} must be a BinaryColumn, not {type(col).__name__}")
         self.offsets = offsets
         self.keys = keys
         self.values = values
+        self._checked = False
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
+
+    def validate(self) -> "HeadersColumn":
+        """Check offsets, keys (UTF-8, never null) and values; ValueError
+        naming the problem. Returns the column."""
+        self.keys.validate()
+        self.values.validate()
+        check_offsets("headers offsets", self.offsets, min(len(self.keys), len(self.values)))
+        lo, hi = int(self.offsets[0]), int(self.offsets[-1])
+        if hi > lo:
+            if self.keys.validity is not None and not self.keys.is_valid()[lo:hi].all():
+                raise ValueError("a header key is null")
+            koffs = self.keys.offsets[lo:hi + 1]
+            blob = self.keys.data[int(koffs[0]):int(koffs[-1])]
+            try:
+                blob.tobytes().decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"header keys are not UTF-8: {e}") from None
+            # valid as a whole: a key boundary inside a character is the only
+            # way a key can still be invalid (it then starts on a continuation)
+            starts = koffs[:-1].astype(np.int64) - int(koffs[0])
+            inner = starts[(starts < len(blob)) & (np.diff(koffs) > 0)]
+            if inner.size and np.any((blob[inner] & 0xC0) == 0x80):
+                raise ValueError("a header key is not UTF-8 (it splits a character)")
+        return self
 
     def counts(self) -> np.ndarray:
         """Number of headers of every record."""
@@ -318,6 +428,9 @@ class HeadersColumn:
         """``list<struct<key: string, value: binary>>`` over the same buffers."""
         import pyarrow as pa
 
+        if not self._checked:   # pyarrow trusts them
+            check_offsets("headers offsets", self.offsets, min(len(self.keys), len(self.values)))
+            self._checked = True
         lo, hi = int(self.offsets[0]), int(self.offsets[-1])
         keys, values = self.keys, self.values
         if lo != 0 or hi != len(keys):

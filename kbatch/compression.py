@@ -94,8 +94,10 @@ def _snappy_length(block) -> int:
     raise CodecError("snappy: bad uncompressed-length header")
 
 
-def _snappy_block(block, limit: int) -> bytes:
-    if _snappy_length(block) > limit:
+def _snappy_block(block, room: int, limit: int) -> bytes:
+    """One snappy block of at most ``room`` bytes (what ``limit``, the
+    max_decompressed_bytes in force, leaves of the batch)."""
+    if _snappy_length(block) > room:
         raise _over(limit)
     try:
         return snappy.uncompress(block)
@@ -106,7 +108,7 @@ def _snappy_block(block, limit: int) -> bytes:
 def unsnappy(data, limit: int) -> bytes:
     view = memoryview(data)
     if len(view) < XERIAL_HEADER or view[:8] != XERIAL_MAGIC:
-        return _snappy_block(view, limit)
+        return _snappy_block(view, limit, limit)
     parts = []
     total = 0
     pos = XERIAL_HEADER
@@ -118,7 +120,7 @@ def unsnappy(data, limit: int) -> bytes:
         pos += 4
         if size < 0 or size > end - pos:
             raise CodecError(f"snappy: xerial block of {size} bytes runs past the data")
-        block = _snappy_block(view[pos:pos + size], limit - total)
+        block = _snappy_block(view[pos:pos + size], limit - total, limit)
         pos += size
         total += len(block)
         parts.append(block)

@@ -161,6 +161,7 @@ def dump_json(records_iter: Iterator[Records], out: TextIO, *, decode: str | Non
         for b, data_rows, ctrl_rows in _rows_in_order(chunk):
             row = chunk.batches[b]
             row.pop("source", None)
+            row["codec"] = CODEC_NAMES.get(row["codec"], str(row["codec"]))   # as stats names it
             out.write(json.dumps({"type": "batch", "file": source, **row}) + "\n")
             for i in data_rows:
                 out.write(json.dumps({

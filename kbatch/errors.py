@@ -60,6 +60,15 @@ class LimitExceededError(CorruptRecordError):
                               self.base_offset, self.batch_position))
 
 
+class FileChangedError(CorruptRecordError):
+    """The file was truncated or replaced while kbatch read its mapping (a
+    SIGBUS caught by the guard, or a size that changed while it was opened)."""
+
+    def __reduce__(self):
+        return (_rebuild_as, (type(self), self.reason, self.path, self.position,
+                              self.base_offset, self.batch_position))
+
+
 class DecompressionLimitError(LimitExceededError):
     """A batch decompresses to more than ``max_decompressed_bytes``."""
 
@@ -67,3 +76,8 @@ class DecompressionLimitError(LimitExceededError):
 def _rebuild_as(cls, reason, path, position, base_offset, batch_position):
     return cls(reason, path=path, position=position, base_offset=base_offset,
                batch_position=batch_position)
+
+
+class ArgumentError(KbatchError, ValueError):
+    """A call kbatch cannot make sense of: an unknown option, a timestamp it
+    cannot read, a topic the directory does not hold. ``ValueError`` too."""

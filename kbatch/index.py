@@ -7,13 +7,20 @@
                                   lastStableOffset int64
 
 All big-endian, offsets relative to the segment's file-name base offset.
-Offset and time indexes are preallocated (zero-filled) while a segment is
-active: entries end at the first entry after entry 0 whose relative offset is
-0 (OffsetIndex.java, TimeIndex.java). A trailing partial entry is ignored.
+Offset and time indexes are preallocated (zero-filled, usually sparse) while
+a segment is active: the live entries end at the first all-zero entry
+(OffsetIndex.java, TimeIndex.java; a broker never writes an entry for the
+first append of a segment, so an all-zero first entry is preallocation, not
+an entry at offset 0 or timestamp 0). A trailing partial entry is ignored.
 Entries are sparse hints (about one per 4 KiB of log): an offset index entry
 names a batch's last offset and the byte where that batch starts.
 
-Index files are small (10 MB by default at most); they are read whole.
+Reading costs what the live entries hold, not the file's size: side files
+must be regular files (a directory, FIFO, socket or device raises
+``NotRegularFileError``, never blocks), the entries in a trailing hole are
+never read, the file is read in bounded pieces that stop at the first
+all-zero entry, and at most ``max_entries`` are read (a segment passes how
+many batches its log can hold: more entries than that cannot be live).
 """
 
 from __future__ import annotations
@@ -23,30 +30,62 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kbatch.files import NotRegularFileError, data_end, open_regular, pread_exact  # noqa: F401
+
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
 TXN_ENTRY = np.dtype([("version", ">i2"), ("producer_id", ">i8"), ("first_offset", ">i8"),
                       ("last_offset", ">i8"), ("last_stable_offset", ">i8")])
 
 
-def _read_entries(path, dtype: np.dtype) -> np.ndarray:
-    if path is None or not os.path.exists(path):
-        return np.empty(0, dtype)
-    raw = np.fromfile(path, dtype=np.uint8)
-    usable = len(raw) - len(raw) % dtype.itemsize
-    return raw[:usable].view(dtype)
+CHUNK_BYTES = 1 << 19   # one pread of index entries
 
 
-def _live_length(relative: np.ndarray, other: np.ndarray) -> int:
-    """Entries before the preallocated zero tail (relative offset 0 after entry 0)."""
-    if len(relative) <= 1:
-        return len(relative)
-    tail = np.flatnonzero((relative[1:] == 0) & (other[1:] == 0))
-    if len(tail) == 0:
-        # a zero relative offset with a non-zero position/timestamp past entry 0
-        # is not preallocation: keep reading, verify() flags it
-        return len(relative)
-    return int(tail[0]) + 1
+def _first_zero_entry(chunk: np.ndarray) -> int | None:
+    """Index of the first all-zero entry of ``chunk``, None when there is none."""
+    raw = chunk.view(np.uint8).reshape(len(chunk), chunk.dtype.itemsize)
+    zero = np.flatnonzero(~raw.any(axis=1))
+    return int(zero[0]) if len(zero) else None
+
+
+def _read_entries(path, dtype: np.dtype, max_entries: int | None = None, *,
+                  zero_ends: bool = True) -> tuple[np.ndarray, int]:
+    """``(live entries, entries the file's size holds)`` of an index file.
+
+    Keeps in memory the live entries (at most ``max_entries``) and one
+    ``CHUNK_BYTES`` piece; entries in the file's trailing hole are not read.
+    ``zero_ends``: the first all-zero entry ends the live entries
+    (preallocated offset and time indexes).
+    """
+    fd = open_regular(path) if path is not None else None
+    if fd is None:
+        return np.empty(0, dtype), 0
+    item = dtype.itemsize
+    try:
+        size = os.fstat(fd).st_size
+        in_file = size // item
+        # entries wholly inside the trailing hole are zeros, never data
+        wanted = min(in_file, -(-data_end(fd, size) // item))
+        if max_entries is not None:
+            wanted = min(wanted, max(int(max_entries), 0))
+        step = max(CHUNK_BYTES // item, 1)
+        parts, got = [], 0
+        while got < wanted:
+            raw = pread_exact(fd, min(step, wanted - got) * item, got * item)
+            n = len(raw) // item
+            if n == 0:
+                break   # the file shrank while being read
+            chunk = np.frombuffer(raw, dtype, count=n)
+            zero = _first_zero_entry(chunk) if zero_ends else None
+            if zero is not None:
+                parts.append(chunk[:zero])
+                break
+            parts.append(chunk)
+            got += n
+    finally:
+        os.close(fd)
+    entries = np.concatenate(parts) if parts else np.empty(0, dtype)
+    return entries, in_file
 
 
 @dataclass(frozen=True)
@@ -56,15 +95,13 @@ class OffsetIndex:
     base_offset: int
     offsets: np.ndarray
     positions: np.ndarray
-    file_entries: int
+    file_entries: int   # entries the file's size holds, live or not
 
     @classmethod
-    def read(cls, path, base_offset: int) -> "OffsetIndex":
-        raw = _read_entries(path, OFFSET_ENTRY)
-        rel = raw["relative_offset"].astype(np.int64)
-        pos = raw["position"].astype(np.int64)
-        n = _live_length(rel, pos)
-        return cls(base_offset, rel[:n] + base_offset, pos[:n], len(raw))
+    def read(cls, path, base_offset: int, max_entries: int | None = None) -> "OffsetIndex":
+        raw, in_file = _read_entries(path, OFFSET_ENTRY, max_entries)
+        return cls(base_offset, raw["relative_offset"].astype(np.int64) + base_offset,
+                   raw["position"].astype(np.int64), in_file)
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -95,12 +132,10 @@ class TimeIndex:
     file_entries: int
 
     @classmethod
-    def read(cls, path, base_offset: int) -> "TimeIndex":
-        raw = _read_entries(path, TIME_ENTRY)
-        rel = raw["relative_offset"].astype(np.int64)
-        ts = raw["timestamp"].astype(np.int64)
-        n = _live_length(rel, ts)
-        return cls(base_offset, ts[:n], rel[:n] + base_offset, len(raw))
+    def read(cls, path, base_offset: int, max_entries: int | None = None) -> "TimeIndex":
+        raw, in_file = _read_entries(path, TIME_ENTRY, max_entries)
+        return cls(base_offset, raw["timestamp"].astype(np.int64),
+                   raw["relative_offset"].astype(np.int64) + base_offset, in_file)
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -127,8 +162,10 @@ class TxnIndex:
     version: np.ndarray
 
     @classmethod
-    def read(cls, path) -> "TxnIndex":
-        raw = _read_entries(path, TXN_ENTRY)
+    def read(cls, path, max_entries: int | None = None) -> "TxnIndex":
+        """The entries of a ``.txnindex`` (not preallocated: an all-zero
+        entry is read as written), at most ``max_entries``."""
+        raw, _ = _read_entries(path, TXN_ENTRY, max_entries, zero_ends=False)
         return cls(*(raw[name].astype(np.int64) for name in
                      ("producer_id", "first_offset", "last_offset", "last_stable_offset")),
                    raw["version"].astype(np.int16))

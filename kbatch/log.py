@@ -33,7 +33,17 @@ on index files you trust (a broker's own). ``verify`` reports wrong entries.
 Offset ranges are half-open, ``[start_offset, end_offset)``. Timestamps map
 to offsets as Kafka's offsets-for-times does: ``start_timestamp=t`` starts at
 the earliest offset whose timestamp is >= t, ``end_timestamp=t`` stops before
-the earliest offset whose timestamp is >= t.
+the earliest offset whose timestamp is >= t (``timestamp_mode="exact"``
+filters by each record's own timestamp instead).
+
+Damage: only the last (active) segment of a partition may end in a torn
+tail. Anything else (a corrupt batch anywhere, a truncated batch or zero
+padding at the end of an earlier segment) raises ``CorruptRecordError``;
+``on_corrupt="stop"`` ends the whole read before it (no later segment is
+read, ``Records.end`` says where and why) and ``on_corrupt="skip"`` resumes
+at the next valid batch, listing each damaged range in ``Records.skipped``.
+A batch whose records disagree with its header (offset deltas outside
+0..lastOffsetDelta) is corrupt, so header-based seeks never miss records.
 """
 
 from __future__ import annotations
@@ -48,37 +58,71 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch import _batch
-from kbatch.errors import LimitExceededError
+from kbatch.errors import ArgumentError, CorruptRecordError, FileChangedError, LimitExceededError
 from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
                           parse_partition_dir, partition_dirs, segment_base)
-from kbatch.records import BatchTable, ControlRecords, Records
+from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.paths import PathError, PathKind, expect
 from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
-    decode_chunks, open_source, transaction_state
+    check_options, decode_chunks, decode_options, open_source, transaction_state, zeros_from
+from kbatch.timestamps import to_millis
 from kbatch.txn import TxnState, check_isolation
 
 _WHOLE = 1 << 62
+TIMESTAMP_MODES = ("offsets", "exact")
 
+
+def _offset_arg(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"{name} must be an int offset, not {type(value).__name__}")
+    return int(value)
+
+
+def _only_transient(path: Path) -> bool:
+    """A directory holding transient partition directories (and no live one)."""
+    try:
+        return path.is_dir() and any(c.is_dir() and c.name.endswith(TRANSIENT_DIR_SUFFIXES)
+                                     for c in path.iterdir())
+    except OSError:
+        return False
+
+
+def _as_kwargs(opts: DecodeOptions) -> dict:
+    """``opts`` back as keyword arguments (for calls taking ``**options``)."""
+    return {name: getattr(opts, name) for name in DecodeOptions.__dataclass_fields__}
+
+
+MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
+MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
 
 BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
                          ("base_offset", np.int64), ("last_offset", np.int64),
                          ("max_timestamp", np.int64), ("magic", np.int8)])
 
 
-def _batch_at(view, position: int):
-    """Header row of a whole, CRC-valid batch at ``position``, or None."""
+def _batch_at(view, position: int, path=None):
+    """Header row of a whole, CRC-valid batch at ``position``, or None.
+
+    Every byte of the mapping is read under the SIGBUS guard (the compiled
+    decoder, ``read_mapped``); a file truncated meanwhile raises
+    ``CorruptRecordError``."""
     if position < 0 or position > len(view) - 12:
         return None
     # the size field (bytes 8-11, in every format) bounds the read to this batch
-    size = int.from_bytes(view[position + 8:position + 12], "big", signed=True)
+    size = int.from_bytes(_batch.read_mapped(view, position + 8, 4, path), "big", signed=True)
     if size < 14 or size > len(view) - position - 12:
         return None
-    dec = _batch.BatchDecoder(view, start=position, stop=position + 12 + size,
+    dec = _batch.BatchDecoder(view, start=position, stop=position + 12 + size, path=path,
                               validate_crc=True, headers_only=True, chunk_records=1)
     try:
         dec.run()
         rows = dec.take()["batches"]
-    except ValueError:
+    except LimitExceededError:
+        return None
+    except FileChangedError:
+        raise
+    except CorruptRecordError:
         return None
     finally:
         dec.release()
@@ -87,14 +131,49 @@ def _batch_at(view, position: int):
 
 def _header_walk(view, path, start: int = 0) -> np.ndarray:
     """Header rows of the batches from ``start`` on (records are not
-    decoded), ending quietly at the first corrupt header."""
+    decoded), ending at the first corrupt header: seeks use it only to find
+    where to start decoding, and the decode then meets the damage and
+    raises, stops or skips as the read's ``on_corrupt`` says."""
     dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True,
-                              path=path, stop_on_corrupt=True)
+                              path=path, stop_on_corrupt=True, zeros_from=zeros_from(view))
     try:
         dec.run()
         return dec.take()["batches"]
     finally:
         dec.release()
+
+
+def check_segment_end(chunk: Records, path, inner: bool, next_base: int | None,
+                      opts: DecodeOptions, seen: int | None) -> tuple[Records, bool]:
+    """The final chunk of a segment, checked: ``(chunk, stopped)``.
+
+    A segment that is not the last of its partition (``inner``; the next
+    one starts at ``next_base``) must end at a batch boundary (Kafka trims a
+    segment when it rolls): a truncated batch or zero padding there is
+    damage, raised, stopped at or skipped like a corrupt batch (``seen``:
+    the last offset read from the segment). ``stopped``: the read must end
+    here (``on_corrupt="stop"`` met damage)."""
+    end = chunk.end
+    if end.reason == "corrupt":
+        return chunk, True
+    if not inner or end.reason is None:
+        return chunk, False
+    what = ("its last batch runs past the end of the file" if end.reason == "truncated"
+            else "zero bytes follow its last batch")
+    error = CorruptRecordError(
+        f"{what} ({end.trailing_bytes} bytes not read), but it is not the last segment "
+        "of the partition (only the active segment can have a torn tail)",
+        path=path, position=end.valid_bytes, batch_position=end.valid_bytes,
+        base_offset=None)
+    if opts.on_corrupt == "raise":
+        raise error
+    if opts.on_corrupt == "stop":
+        return chunk.replace(end=SegmentEnd(end.valid_bytes, end.trailing_bytes,
+                                            "corrupt", error)), True
+    gap = SkippedRange(path, end.valid_bytes, end.valid_bytes + end.trailing_bytes,
+                       end.reason, seen, next_base, str(error))
+    return chunk.replace(end=SegmentEnd(end.valid_bytes + end.trailing_bytes, 0, None, None),
+                         skipped=chunk.skipped + (gap,)), False
 
 
 class Segment:
@@ -117,17 +196,31 @@ class Segment:
     def size(self) -> int:
         return self.path.stat().st_size
 
+    def _max_entries(self, smallest_batch: int) -> int | None:
+        """Entries an index of this segment can hold live: one per batch at
+        most (an append starts a batch), so the log's size bounds them."""
+        try:
+            return self.path.stat().st_size // smallest_batch + 1
+        except OSError:
+            return None
+
+    # index files are read with a bound (see kbatch.index): a directory, FIFO
+    # or device raises NotRegularFileError, a preallocated or sparse file costs
+    # its live entries
     @functools.cached_property
     def offset_index(self) -> OffsetIndex:
-        return OffsetIndex.read(self.index_path, self.base_offset)
+        return OffsetIndex.read(self.index_path, self.base_offset,
+                                self._max_entries(MIN_MESSAGE_BYTES))
 
     @functools.cached_property
     def time_index(self) -> TimeIndex:
-        return TimeIndex.read(self.timeindex_path, self.base_offset)
+        return TimeIndex.read(self.timeindex_path, self.base_offset,
+                              self._max_entries(MIN_MESSAGE_BYTES))
 
     @functools.cached_property
     def txn_index(self) -> TxnIndex:
-        return TxnIndex.read(self.txnindex_path)
+        # each entry is one aborted transaction: one control batch in the log
+        return TxnIndex.read(self.txnindex_path, self._max_entries(MIN_BATCH_V2_BYTES))
 
     def batch_bounds(self) -> np.ndarray:
         """Position, size, offsets and max timestamp of every batch, from one
@@ -176,12 +269,10 @@ class PartitionLog:
     """
 
     def __init__(self, path, *, use_index: bool = False):
-        self.path = Path(path)
+        found = expect(path, PathKind.PARTITION, what="open_log needs a partition directory")
+        self.path = found.path
         self.use_index = bool(use_index)
-        if not self.path.is_dir():
-            raise NotADirectoryError(f"not a partition directory: {self.path}")
-        parsed = parse_partition_dir(self.path.name)
-        self.topic, self.partition = parsed if parsed else (None, None)
+        self.topic, self.partition = found.topic, found.partition
         self.segments = sorted(
             (Segment(p) for p in self.path.iterdir()
              if segment_base(p.name) is not None and p.is_file()),
@@ -232,8 +323,8 @@ class PartitionLog:
         _, position = seg.offset_index.lookup(offset)
         if position == 0:
             return 0
-        with open_source(seg.path) as (view, _):
-            row = _batch_at(view, position)
+        with open_source(seg.path) as (view, path):
+            row = _batch_at(view, position, path)
         if row is None or int(row["base_offset"]) > offset:
             return None
         return position
@@ -258,10 +349,10 @@ class PartitionLog:
         records are trimmed) when none checks out."""
         idx = seg.offset_index
         first = int(np.searchsorted(idx.offsets, offset, side="left"))
-        with open_source(seg.path) as (view, _):
+        with open_source(seg.path) as (view, path):
             for k in range(first, min(first + 3, len(idx))):
                 position = int(idx.positions[k])
-                row = _batch_at(view, position)
+                row = _batch_at(view, position, path)
                 if row is None:
                     return None
                 if int(row["base_offset"]) >= offset:
@@ -281,14 +372,19 @@ class PartitionLog:
             plans.append(ReadPlan(seg, start, stop))
         return plans
 
-    def offset_for_timestamp(self, timestamp: int) -> int | None:
+    def offset_for_timestamp(self, timestamp, **options) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp``
         (Kafka's offsets-for-times), None when no record is that recent.
+        ``timestamp``: anything ``kbatch.timestamps.to_millis`` reads;
+        ``options``: those of the read (CRC check, limits, ``on_corrupt``)
+        apply to the batches decoded here too.
 
         The batch headers' max timestamps (cached per segment; with
         ``use_index`` only those after the ``.timeindex`` hint) say which
         batches can hold one; those are decoded in order until one does.
         """
+        timestamp = to_millis(timestamp, "timestamp")
+        opts = decode_options("offset_for_timestamp", options)
         for seg in self.segments:
             with open_source(seg.path) as (view, path):
                 if self.use_index:
@@ -299,7 +395,7 @@ class PartitionLog:
                 for i in candidates.tolist():
                     position = int(bounds["position"][i])
                     records = Records.concat(list(decode_chunks(
-                        view, path, DecodeOptions(), start=position,
+                        view, path, opts, start=position,
                         stop=position + int(bounds["size"][i]))))
                     hits = np.flatnonzero(records.timestamp >= timestamp)
                     if len(hits):
@@ -327,17 +423,32 @@ class PartitionLog:
                     return rows[hit[0]:]
         return _header_walk(view, path, 0)
 
-    def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp):
-        lo = 0 if start_offset is None else int(start_offset)
-        hi = _WHOLE if end_offset is None else int(end_offset)
-        if start_timestamp is not None:
-            found = self.offset_for_timestamp(int(start_timestamp))
+    def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp,
+                      opts: DecodeOptions, timestamp_mode: str = "offsets"):
+        """``(lo, hi, window)``: the offsets to read and, for
+        ``timestamp_mode="exact"``, the ``[start, end)`` milliseconds each
+        record's own timestamp must lie in (None otherwise)."""
+        if timestamp_mode not in TIMESTAMP_MODES:
+            raise ArgumentError(f"timestamp_mode must be one of {', '.join(TIMESTAMP_MODES)}, "
+                                f"not {timestamp_mode!r}")
+        start_ts = to_millis(start_timestamp, "start_timestamp")
+        end_ts = to_millis(end_timestamp, "end_timestamp")
+        lo = 0 if start_offset is None else _offset_arg(start_offset, "start_offset")
+        hi = _WHOLE if end_offset is None else _offset_arg(end_offset, "end_offset")
+        if start_ts is not None:
+            # exact or not, nothing before the first record stamped >= start
+            found = self.offset_for_timestamp(start_ts, **_as_kwargs(opts))
             lo = _WHOLE if found is None else max(lo, found)
-        if end_timestamp is not None:
-            found = self.offset_for_timestamp(int(end_timestamp))
+        window = None
+        if timestamp_mode == "exact":
+            if start_ts is not None or end_ts is not None:
+                window = (-(1 << 63) if start_ts is None else start_ts,
+                          _WHOLE if end_ts is None else end_ts)
+        elif end_ts is not None:
+            found = self.offset_for_timestamp(end_ts, **_as_kwargs(opts))
             if found is not None:
                 hi = min(hi, found)
-        return lo, hi
+        return lo, hi, window
 
     # --- transactions ----------------------------------------------------
 
@@ -346,7 +457,7 @@ class PartitionLog:
         header and control record (data records are not decoded), and every
         ``.txnindex`` entry. An abort marker may sit in a later segment than
         the data it aborts, so read_committed needs all of them."""
-        opts = DecodeOptions(**options)
+        opts = decode_options("transaction_tables", options)
         key = (tuple(sorted(options.items())),) + tuple(
             (s.path, *(lambda st: (st.st_size, st.st_mtime_ns))(s.path.stat()))
             for s in self.segments)
@@ -372,24 +483,40 @@ class PartitionLog:
     # --- reading ---------------------------------------------------------
 
     def iter(self, start_offset: int | None = None, end_offset: int | None = None, *,
-             start_timestamp: int | None = None, end_timestamp: int | None = None,
+             start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              chunk_records: int = DEFAULT_CHUNK_RECORDS,
              chunk_bytes: int = DEFAULT_CHUNK_BYTES, isolation: str = "read_uncommitted",
              **options) -> Iterator[Records]:
         """Records of the range, chunk by chunk (whole batches, trimmed to the range).
 
+        Timestamps: int milliseconds, ``datetime`` (naive: UTC),
+        ``numpy.datetime64``, ``pandas.Timestamp`` or an ISO 8601 string.
+        ``timestamp_mode="offsets"`` (default) maps them to offsets as
+        Kafka's offsets-for-times does (records after the first one stamped
+        at or after ``end_timestamp`` are left out, whatever their own
+        timestamps); ``"exact"`` returns exactly the records whose own
+        timestamp lies in ``[start_timestamp, end_timestamp)`` (records
+        without one are left out). "exact" reads from the first record
+        stamped at or after ``start_timestamp`` to the end of the offset
+        range, since a later record may carry an earlier timestamp.
+
         Keeps in memory one chunk and one decompressed batch (and, for
         read_committed, one row per batch of the partition). Yields every
-        chunk with records, control records or batches; the last chunk (the
-        end of the last segment read, maybe empty) carries ``end``.
+        chunk with records, control records, batches or skipped ranges; the
+        last chunk (the end of the last segment read, maybe empty) carries
+        ``end``.
         """
-        opts = DecodeOptions(**options)
+        check_isolation(isolation)
+        opts = decode_options("PartitionLog.iter", options)
+        if chunk_records < 1 or chunk_bytes < 1:
+            raise ArgumentError("chunk_records and chunk_bytes must be positive")
         state = drops = None
-        if check_isolation(isolation) == "read_committed":
+        if isolation == "read_committed":
             state = self.transaction_state(**options)
             drops = self.dropped_batches(state, options)
-        lo, hi = self._offset_range(start_offset, end_offset, start_timestamp, end_timestamp)
-        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops)
+        lo, hi, window = self._offset_range(start_offset, end_offset, start_timestamp,
+                                            end_timestamp, opts, timestamp_mode)
+        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, window)
 
     def dropped_batches(self, state: TxnState, options) -> dict[Path, np.ndarray]:
         """Per segment, the positions of the batches a read_committed read
@@ -405,42 +532,72 @@ class PartitionLog:
             out[seg.path] = np.sort(batches.position[rows]).astype(np.int64)
         return out
 
-    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None):
+    def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None,
+              window=None):
         plans = self.plan(lo, hi) if lo < hi else []
+        active = self.segments[-1] if self.segments else None
         for k, plan in enumerate(plans):
             last_plan = k == len(plans) - 1
+            # only the active (last) segment may end in a torn tail
+            inner = plan.segment is not active and plan.stop is None
             drop = None if drops is None else drops.get(plan.segment.path)
+            stopped, seen = False, None
             with open_source(plan.segment.path) as (view, path):
                 for chunk in decode_chunks(view, path, opts, start=plan.start,
                                            stop=plan.stop, chunk_records=chunk_records,
                                            chunk_bytes=chunk_bytes, drop_positions=drop):
+                    if len(chunk.batches):
+                        seen = int(chunk.batches.last_offset.max())
+                    if chunk.end is not None:
+                        chunk, stopped = self._segment_end(chunk, plan.segment, inner, opts,
+                                                           path, seen)
                     chunk = chunk.select_offsets(lo, hi)
+                    if window is not None:
+                        ts = chunk.timestamp
+                        inside = (ts >= window[0]) & (ts < window[1]) & (ts != -1)
+                        if not inside.all():
+                            chunk = chunk.take(inside)
                     if state is not None:
                         chunk = state.filter(chunk)
-                    # every chunk with content; the last segment's final chunk
-                    # (which carries ``end``) even when empty
-                    if _has_content(chunk) or (last_plan and chunk.end is not None):
+                    # every chunk with content or skipped ranges; the final
+                    # chunk (which carries ``end``) even when empty
+                    if (_has_content(chunk) or chunk.skipped
+                            or ((last_plan or stopped) and chunk.end is not None)):
                         yield chunk
                     del chunk
+            if stopped:
+                return   # on_corrupt="stop": nothing after the first damage
         if not plans:
             empty = Records.empty()
             yield empty if state is None else state.filter(empty)
 
+    def _segment_end(self, chunk: Records, seg: Segment, inner: bool, opts: DecodeOptions,
+                     path, seen: int | None) -> tuple[Records, bool]:
+        following = [s.base_offset for s in self.segments if s.base_offset > seg.base_offset]
+        return check_segment_end(chunk, path, inner, min(following) if following else None,
+                                 opts, seen)
+
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
-             start_timestamp: int | None = None, end_timestamp: int | None = None,
+             start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              **options) -> Records:
         """Records with offsets in ``[start_offset, end_offset)`` (and the
-        timestamp bounds), exactly as a full read filtered to that range.
+        timestamp bounds, see ``iter``), exactly as a full read filtered to
+        that range.
 
         Options: those of ``read_segment``, and ``isolation``
         ("read_committed" resolves transactions over the whole partition).
+        Damage in a segment that is not the last one (a torn tail can only
+        be in the last) raises; ``on_corrupt="stop"`` ends the whole read
+        there, ``"skip"`` lists it in ``Records.skipped``.
         Keeps in memory the result and one decompressed batch.
         """
-        limit = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"}).max_read_bytes
+        check_options("PartitionLog.read", options, ("isolation",))
+        limit = DecodeOptions(**{k: v for k, v in options.items()
+                                 if k != "isolation"}).max_read_bytes
         parts, held = [], 0
         for chunk in self.iter(start_offset, end_offset, start_timestamp=start_timestamp,
-                               end_timestamp=end_timestamp, chunk_records=_WHOLE,
-                               chunk_bytes=1 << 30, **options):
+                               end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
+                               chunk_records=_WHOLE, chunk_bytes=1 << 30, **options):
             held += chunk.nbytes
             if held > limit:
                 raise LimitExceededError(
@@ -469,9 +626,15 @@ class LogDir:
     (``use_index``: see ``PartitionLog``)."""
 
     def __init__(self, path, *, use_index: bool = False):
-        self.path = Path(path)
-        if not self.path.is_dir():
-            raise NotADirectoryError(f"not a directory: {self.path}")
+        try:
+            self.path = expect(path, PathKind.DATA_DIR,
+                               what="open_log_dir needs a broker data directory").path
+        except PathError:
+            # a data directory whose partitions are all being deleted or
+            # moved (``-delete``, ``-future``, ``-stray``) holds nothing live
+            if not _only_transient(Path(path)):
+                raise
+            self.path = Path(path)
         self.partitions = [PartitionLog(child, use_index=use_index)
                            for _, _, child in partition_dirs(self.path)]
 
@@ -488,25 +651,73 @@ class LogDir:
                 return p
         raise KeyError(f"{topic}-{partition}")
 
-    def select(self, topics: Sequence[str] | None = None) -> list[PartitionLog]:
+    def select(self, topics: str | Sequence[str] | None = None) -> list[PartitionLog]:
+        """The partitions of ``topics`` (a topic name, or several; None: all).
+        A name the directory does not hold raises ``ArgumentError``."""
         if topics is None:
             return list(self.partitions)
-        wanted = set(topics)
-        return [p for p in self.partitions if p.topic in wanted]
+        if isinstance(topics, (str, bytes)):
+            topics = [topics.decode() if isinstance(topics, bytes) else topics]
+        wanted = list(topics)
+        if not all(isinstance(t, str) for t in wanted):
+            raise ArgumentError("topics must be a topic name or a list of topic names")
+        known = set(self.topics)
+        missing = [t for t in wanted if t not in known]
+        if missing:
+            raise ArgumentError(
+                f"{self.path}: no topic {', '.join(map(repr, missing))} here; topics: "
+                f"{', '.join(sorted(known)) or '(none)'}")
+        return [p for p in self.partitions if p.topic in set(wanted)]
 
-    def read(self, topics: Sequence[str] | None = None, *, threads: int | None = None,
+    def iter(self, topics: str | Sequence[str] | None = None,
+             start_offset: int | None = None, end_offset: int | None = None, *,
+             start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
+             chunk_records: int = DEFAULT_CHUNK_RECORDS, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
              isolation: str = "read_uncommitted",
-             **options) -> dict[tuple[str, int], Records]:
-        """Every selected partition, whole, as ``{(topic, partition): Records}``.
-
-        Segments are decoded on ``threads`` threads at once (default: one per
-        core); the decoder releases the GIL, so they run in parallel. Keeps
-        in memory the decoded partitions.
-        """
-        opts = DecodeOptions(**options)
+             **options) -> Iterator[tuple[tuple[str, int], Records]]:
+        """``((topic, partition), chunk)`` for every chunk of every selected
+        partition in turn, with the range arguments of ``PartitionLog.iter``
+        applied to each partition. Keeps in memory one chunk (and one
+        decompressed batch)."""
+        check_options("LogDir.iter", options)
         parts = self.select(topics)
-        jobs = [(p, s) for p in parts for s in p.segments]
+        for p in parts:
+            for chunk in p.iter(start_offset, end_offset, start_timestamp=start_timestamp,
+                                end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
+                                chunk_records=chunk_records, chunk_bytes=chunk_bytes,
+                                isolation=isolation, **options):
+                yield (p.topic, p.partition), chunk
+
+    def read(self, topics: str | Sequence[str] | None = None,
+             start_offset: int | None = None, end_offset: int | None = None, *,
+             start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
+             threads: int | None = None, isolation: str = "read_uncommitted",
+             **options) -> dict[tuple[str, int], Records]:
+        """Every selected partition as ``{(topic, partition): Records}``:
+        whole, or the range (arguments of ``PartitionLog.read``) of each.
+
+        ``topics``: a topic name or a list of them (None: all); an unknown
+        name raises. Whole partitions are decoded segment by segment on
+        ``threads`` threads at once (default: one per core; the decoder
+        releases the GIL); ranges partition by partition on those threads.
+        Damage is handled as in ``PartitionLog.read`` (``on_corrupt``).
+        Keeps in memory the decoded partitions.
+        """
+        check_isolation(isolation)
+        opts = decode_options("LogDir.read", options)
+        parts = self.select(topics)
         workers = threads or os.cpu_count() or 1
+        ranged = any(v is not None for v in (start_offset, end_offset, start_timestamp,
+                                             end_timestamp))
+        if ranged:
+            def read_part(p):
+                return p.read(start_offset, end_offset, start_timestamp=start_timestamp,
+                              end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
+                              isolation=isolation, **options)
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                return {(p.topic, p.partition): rec
+                        for p, rec in zip(parts, pool.map(read_part, parts))}
+        jobs = [(p, s) for p in parts for s in p.segments]
 
         def decode(job):
             _, seg = job
@@ -519,8 +730,17 @@ class LogDir:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 results = list(pool.map(decode, jobs))
         out: dict[tuple[str, int], list[Records]] = {}
-        for (p, _), rec in zip(jobs, results):
-            out.setdefault((p.topic, p.partition), []).append(rec)
+        stopped: set = set()
+        for (p, seg), rec in zip(jobs, results):
+            key = (p.topic, p.partition)
+            if key in stopped:
+                continue   # on_corrupt="stop": nothing after the first damage
+            seen = int(rec.batches.last_offset.max()) if len(rec.batches) else None
+            rec, stop_here = p._segment_end(rec, seg, seg is not p.segments[-1], opts,
+                                            str(seg.path), seen)
+            if stop_here:
+                stopped.add(key)
+            out.setdefault(key, []).append(rec)
         result = {key: Records.concat(recs) for key, recs in out.items()} | {
             (p.topic, p.partition): Records.empty() for p in parts if not p.segments}
         if check_isolation(isolation) == "read_committed":

@@ -37,6 +37,26 @@ def _fmt_ts(value) -> str:
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def show_key(key: bytes, limit: int = 32) -> str:
+    """A record key for people: printable UTF-8 text as it is; mostly
+    printable bytes with the others escaped (``order\\x00\\x07``); anything
+    else as hex (``0x0000002a``). Cut at ``limit`` characters with ``...``."""
+    key = bytes(key)
+    if not key:
+        return '""'
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and text.isprintable():
+        shown = text
+    elif key and sum(32 <= c < 127 for c in key) * 4 >= len(key) * 3:
+        shown = "".join(chr(c) if 32 <= c < 127 and c != 0x5C else f"\\x{c:02x}" for c in key)
+    else:
+        shown = "0x" + key.hex()
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
 def _summary(spark, parquet_dir: str):
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -56,24 +76,52 @@ def _summary(spark, parquet_dir: str):
               .where("rank <= 3").orderBy("topic", "partition", "rank").collect())
     top: dict = {}
     for row in keys:
-        text = bytes(row["key"]).decode("utf-8", "replace")
-        top.setdefault((row["topic"], row["partition"]), []).append(f"{text} ({row['count']})")
+        top.setdefault((row["topic"], row["partition"]), []).append(
+            (show_key(row["key"]), row["count"]))
     return per, top
 
 
+def format_table(per, top) -> list[str]:
+    """The summary table's lines; every column as wide as its longest cell
+    (long topic names keep the columns aligned)."""
+    head = ["topic", "part", "records", "MB", "first time (UTC)", "last time (UTC)", "offsets"]
+    right = {1, 2, 3}
+    rows = [[str(r["topic"]), str(r["partition"]), str(r["records"]),
+             f"{(r['bytes'] or 0) / 1e6:.1f}", _fmt_ts(r["first_time"]), _fmt_ts(r["last_time"]),
+             f"{r['first_offset']}..{r['last_offset']}"] for r in per]
+    total = ["total", "", str(sum(r["records"] for r in per)),
+             f"{sum((r['bytes'] or 0) for r in per) / 1e6:.1f}", "", "", ""]
+    widths = [max(len(row[i]) for row in [head, total, *rows]) for i in range(len(head))]
+
+    def line(cells, keys=""):
+        text = " ".join(c.rjust(w) if i in right else c.ljust(w)
+                        for i, (c, w) in enumerate(zip(cells, widths)))
+        return (text + " " + keys).rstrip()
+
+    out = [line(head, "top keys")]
+    out.append("-" * len(out[0]))
+    for r, cells in zip(per, rows):
+        out.append(line(cells, ", ".join(f"{k} ({n})" for k, n in
+                                          top.get((r["topic"], r["partition"]), []))))
+    out.append(line(total))
+    return out
+
+
 def _print_table(per, top) -> None:
-    header = (f"{'topic':<22} {'part':>4} {'records':>9} {'MB':>7} {'first time (UTC)':<19} "
-              f"{'last time (UTC)':<19} {'offsets':<17} top keys")
-    print(header)
-    print("-" * len(header))
-    for row in per:
-        offsets = f"{row['first_offset']}..{row['last_offset']}"
-        print(f"{row['topic']:<22} {row['partition']:>4} {row['records']:>9} "
-              f"{(row['bytes'] or 0) / 1e6:>7.1f} {_fmt_ts(row['first_time']):<19} "
-              f"{_fmt_ts(row['last_time']):<19} {offsets:<17} "
-              + ", ".join(top.get((row["topic"], row["partition"]), [])))
-    print(f"{'total':<22} {'':>4} {sum(r['records'] for r in per):>9} "
-          f"{sum((r['bytes'] or 0) for r in per) / 1e6:>7.1f}")
+    for text in format_table(per, top):
+        print(text)
+
+
+def summary_rows(per, top) -> list[dict]:
+    """``summary.json``: one object per topic/partition; top keys shown as in
+    the table (escaped or hex, see ``show_key``) with their counts."""
+    return [{"topic": r["topic"], "partition": r["partition"], "records": r["records"],
+             "bytes": r["bytes"], "first_offset": r["first_offset"],
+             "last_offset": r["last_offset"], "first_time": _fmt_ts(r["first_time"]),
+             "last_time": _fmt_ts(r["last_time"]),
+             "top_keys": [{"key": k, "count": n}
+                          for k, n in top.get((r["topic"], r["partition"]), [])]}
+            for r in per]
 
 
 def _check_counts(spark, log_dir: str, per) -> bool:
@@ -98,8 +146,34 @@ def _check_counts(spark, log_dir: str, per) -> bool:
     return ok
 
 
+def require_spark() -> None:
+    """Raise a one-line ``KbatchError`` naming the extra to install when
+    PySpark (or the pandas/pyarrow it needs for Python data sources) is missing."""
+    from kbatch.errors import KbatchError
+    for module in ("pyspark", "pyarrow", "pandas"):
+        try:
+            __import__(module)
+        except ImportError as exc:
+            raise KbatchError(f"the main job needs {module} ({exc}): "
+                              f"pip install 'kbatch[spark]' (and Java 17 for Spark)") from None
+
+
+def preflight(log_dir: str | None, out_dir: str) -> None:
+    """Everything that can be checked before anything is written or Spark
+    starts: PySpark importable, LOG_DIR a broker data directory, the output
+    directory writable where it is."""
+    from kbatch.paths import PathError, PathKind, expect
+    require_spark()
+    if log_dir is not None:
+        expect(log_dir, PathKind.DATA_DIR, what="the main job reads a broker data directory")
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise PathError(f"{out}: exists and is not a directory (--out)")
+
+
 def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "sample",
         sample_records: int = 1_500_000, cores: str = "*") -> int:
+    preflight(log_dir, out_dir)
     stages = Stages()
     if log_dir is None:
         log_dir = sample_dir
@@ -128,11 +202,7 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
     with stages.stage("check counts against kbatch (no Spark)"):
         ok = _check_counts(spark, log_dir, per)
     summary_path = Path(out_dir, "summary.json")
-    summary_path.write_text(json.dumps([
-        {"topic": r["topic"], "partition": r["partition"], "records": r["records"],
-         "bytes": r["bytes"], "first_offset": r["first_offset"], "last_offset": r["last_offset"],
-         "first_time": _fmt_ts(r["first_time"]), "last_time": _fmt_ts(r["last_time"]),
-         "top_keys": top.get((r["topic"], r["partition"]), [])} for r in per], indent=1))
+    summary_path.write_text(json.dumps(summary_rows(per, top), indent=1, ensure_ascii=False))
     spark.stop()
     print()
     print(f"Parquet (partitioned by topic): {parquet_dir}")

@@ -6,6 +6,7 @@
       batches: BatchTable (one row per batch, data and control batches alike)
       control: ControlRecords (never mixed into the data columns)
       end: SegmentEnd (where valid data ends) | sources: file of each batch
+      skipped: SkippedRange per damaged byte range an on_corrupt="skip" read passed over
       last_stable_offset: the LSO of a read_committed read (None otherwise)
 
 Everything is numpy; ``to_arrow()`` hands the same buffers to pyarrow.
@@ -50,6 +51,40 @@ class SegmentEnd:
     trailing_bytes: int
     reason: str | None = None
     error: CorruptRecordError | None = None
+
+
+class SkippedRange(NamedTuple):
+    """Bytes ``[start, stop)`` of ``path`` that an ``on_corrupt="skip"`` read
+    passed over: no record in them is returned.
+
+    ``reason``: "corrupt" (a batch failed its checks; ``error`` says how),
+    "truncated" (a batch length runs past the file, or, in a segment that
+    is not the last of its partition, the file ends inside a batch) or
+    "zero_padding" (zeros where a segment that is not the last one should
+    end). ``offset_before``: the last offset read before the range (None:
+    none in this file); ``offset_after``: the base offset of the first batch
+    read after it in this file (None: the file ends there).
+    ``pandas.DataFrame(records.skipped)`` makes the table.
+    """
+
+    path: str | None
+    start: int
+    stop: int
+    reason: str
+    offset_before: int | None
+    offset_after: int | None
+    error: str | None
+
+
+def _optional(module: str, extra: str, what: str):
+    """Import an optional dependency; without it, an ImportError that says
+    which extra brings it (``pip install 'kbatch[arrow]'``)."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(f"{what} needs {module}, which is not installed: "
+                          f"pip install 'kbatch[{extra}]' ({exc})") from exc
 
 
 class Record(NamedTuple):
@@ -179,11 +214,11 @@ class BatchTable:
         return BatchTable({n: np.concatenate([t._column(n) for t in tables]) for n in names})
 
     def to_arrow(self):
-        import pyarrow as pa
+        pa = _optional("pyarrow", "arrow", "BatchTable.to_arrow()")
         return pa.table({n: pa.array(c) for n, c in self._all().items()})
 
     def to_pandas(self):
-        import pandas as pd
+        pd = _optional("pandas", "pandas", "BatchTable.to_pandas()")
         return pd.DataFrame(self._all())
 
 
@@ -275,7 +310,7 @@ class ControlRecords:
                               value=BinaryColumn.concat([p.value for p in parts]))
 
     def to_arrow(self):
-        import pyarrow as pa
+        pa = _optional("pyarrow", "arrow", "ControlRecords.to_arrow()")
         cols = {name: pa.array(getattr(self, name)) for name in self._ARRAYS}
         cols["type_name"] = pa.array(self.type_names(), pa.string())
         cols["key"] = self.key.to_arrow()
@@ -292,12 +327,13 @@ class Records:
 
     __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers",
                  "batch", "batches", "control", "end", "sources", "last_stable_offset",
-                 "__weakref__")
+                 "skipped", "__weakref__")
 
     def __init__(self, offset, timestamp, timestamp_type, key, value, headers, batch,
                  batches: BatchTable, control: ControlRecords,
                  end: SegmentEnd | None = None, sources: Sequence[str | None] = (None,),
-                 last_stable_offset: int | None = None):
+                 last_stable_offset: int | None = None,
+                 skipped: Sequence[SkippedRange] = ()):
         self.offset = offset
         self.timestamp = timestamp
         self.timestamp_type = timestamp_type
@@ -310,9 +346,11 @@ class Records:
         self.end = end
         self.sources = list(sources)
         self.last_stable_offset = last_stable_offset
+        self.skipped = tuple(skipped)
 
     @classmethod
-    def from_chunk(cls, chunk: dict, end: SegmentEnd | None, path) -> "Records":
+    def from_chunk(cls, chunk: dict, end: SegmentEnd | None, path,
+                   skipped: Sequence[SkippedRange] = ()) -> "Records":
         """Wrap what ``BatchDecoder.take()`` returned (no copies)."""
         d = chunk["data"]
         batches = BatchTable.from_rows(chunk["batches"])
@@ -323,7 +361,7 @@ class Records:
         return cls(d["offset"], d["timestamp"], d["timestamp_type"],
                    BinaryColumn.from_parts(d["key"]), BinaryColumn.from_parts(d["value"]),
                    headers, d["batch"], batches, control, end,
-                   [None if path is None else str(path)])
+                   [None if path is None else str(path)], None, skipped)
 
     @classmethod
     def empty(cls, end: SegmentEnd | None = None, path=None) -> "Records":
@@ -400,7 +438,7 @@ class Records:
         return Records(pick(self.offset), pick(self.timestamp), pick(self.timestamp_type),
                        self.key.take(idx), self.value.take(idx), self.headers.take(idx),
                        pick(self.batch), self.batches, self.control, self.end, self.sources,
-                       self.last_stable_offset)
+                       self.last_stable_offset, self.skipped)
 
     def replace(self, **fields) -> "Records":
         """A shallow copy with some attributes replaced (no column copies)."""
@@ -441,7 +479,8 @@ class Records:
 
     @staticmethod
     def concat(parts: Sequence["Records"]) -> "Records":
-        """One ``Records`` holding ``parts`` in order (``end`` of the last)."""
+        """One ``Records`` holding ``parts`` in order (``end`` of the last,
+        the ``skipped`` ranges of all)."""
         parts = list(parts)
         if not parts:
             return Records.empty()
@@ -465,7 +504,8 @@ class Records:
                        HeadersColumn.concat([p.headers for p in parts]),
                        cat(batch_cols), BatchTable.concat(tables),
                        ControlRecords.concat(controls), parts[-1].end, sources or [None],
-                       parts[-1].last_stable_offset)
+                       parts[-1].last_stable_offset,
+                       tuple(r for p in parts for r in p.skipped))
 
     # --- Arrow and pandas -----------------------------------------------
 
@@ -478,7 +518,7 @@ class Records:
         int32, producer_id int64, producer_epoch int16, sequence int32,
         is_transactional bool, is_control bool.
         """
-        import pyarrow as pa
+        pa = _optional("pyarrow", "arrow", "Records.to_arrow()")
 
         n = len(self)
 
@@ -512,7 +552,8 @@ class Records:
         lists of tuples); ``binary="arrow"``: pyarrow-backed columns
         (``pd.ArrowDtype``) over kbatch's buffers, without per-value objects.
         """
-        import pandas as pd
+        pd = _optional("pandas", "pandas", "Records.to_pandas()")
+        _optional("pyarrow", "pandas", "Records.to_pandas()")
 
         table = self.to_arrow()
         if binary == "arrow":

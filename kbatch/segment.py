@@ -11,24 +11,29 @@ source, decompresses the batches it hands back, and wraps finished chunks.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Iterator
 
 import numpy as np
 
 from kbatch import _batch
 from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
-from kbatch.errors import CorruptRecordError, DecompressionLimitError, LimitExceededError
-from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd
+from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
+                           FileChangedError, LimitExceededError)
+from kbatch.files import data_end, open_regular
+from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.resync import chains_to_end, next_valid_batch
 from kbatch.txn import TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
 MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
 _WHOLE = 1 << 62
+ON_CORRUPT = ("raise", "stop", "skip")
 # lz4 batches decompressed in the compiled walk, without the GIL (when liblz4's
 # C API is reachable); KBATCH_NATIVE_LZ4=0 sends them through compression.py
 NATIVE_LZ4 = os.environ.get("KBATCH_NATIVE_LZ4", "1") != "0"
@@ -54,8 +59,11 @@ class DecodeOptions:
     strict: a truncated last batch or zero padding raises instead of being
         reported in ``Records.end``.
     include_control: also return control records as data rows.
-    on_corrupt: "raise" (default) or "stop": end the data before the first
-        corrupt batch and report it in ``Records.end``.
+    on_corrupt: "raise" (default), "stop": end the data before the first
+        corrupt batch and report it in ``Records.end`` (a partition read
+        returns nothing after it), or "skip": continue at the next valid
+        batch (see ``kbatch.resync`` for what that means and costs) and
+        list every damaged range passed over in ``Records.skipped``.
 
     Limits against hostile input, each refused with ``LimitExceededError``
     (a ``CorruptRecordError``) before the memory is taken:
@@ -80,8 +88,9 @@ class DecodeOptions:
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
 
     def __post_init__(self):
-        if self.on_corrupt not in ("raise", "stop"):
-            raise ValueError(f"on_corrupt must be 'raise' or 'stop', not {self.on_corrupt!r}")
+        if self.on_corrupt not in ON_CORRUPT:
+            raise ValueError(f"on_corrupt must be one of {', '.join(map(repr, ON_CORRUPT))}, "
+                             f"not {self.on_corrupt!r}")
         if not 0 < self.max_decompressed_bytes <= MAX_DECOMPRESSED_CAP:
             raise ValueError(f"max_decompressed_bytes must be in (0, {MAX_DECOMPRESSED_CAP}]")
         for name in ("max_batch_bytes", "max_records_per_batch", "max_headers_per_record",
@@ -90,26 +99,114 @@ class DecodeOptions:
                 raise ValueError(f"{name} must not be negative")
 
 
+class _Mapping(mmap.mmap):
+    """A file's read-only mapping. ``zeros_from``: where the file's trailing
+    hole starts (-1: none), so the decoder knows those bytes are zeros
+    without touching their pages."""
+
+    zeros_from = -1
+
+
+# madvise(MADV_POPULATE_READ) (Linux 5.14): fault in a range of a mapping
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+
+
+def _populate(mm: mmap.mmap, length: int) -> None:
+    """Fault in the first ``length`` bytes (the file's data, not its hole):
+    best effort, a failure only costs page faults later."""
+    if length <= 0 or not hasattr(mm, "madvise"):
+        return
+    try:
+        mm.madvise(_MADV_POPULATE_READ, 0, length)
+    except OSError:
+        try:
+            mm.madvise(mmap.MADV_WILLNEED, 0, length)
+        except OSError:
+            pass
+
+
+def _map_file(path: str, populate: bool) -> "_Mapping | None":
+    """The whole file mapped read-only (None when it is empty). Only regular
+    files (``NotRegularFileError`` otherwise: a FIFO is never opened for
+    reading, so it never blocks). ``populate`` faults in the pages that hold
+    data, never a preallocated or sparse tail."""
+    fd = open_regular(path)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return None
+        data = data_end(fd, size)
+        # no trailing hole: MAP_POPULATE faults everything in at once (the
+        # fastest); with one, only the data is faulted in, by madvise
+        whole = populate and data >= size
+        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if whole else 0)
+        try:
+            mm = _Mapping(fd, size, flags=flags, prot=mmap.PROT_READ)
+        except ValueError as exc:
+            # Python's mmap checks the size again: the file shrank meanwhile
+            now = os.fstat(fd).st_size
+            raise FileChangedError(f"the file changed size while being opened ({size} "
+                                     f"bytes, then {now}: {exc})", path=path,
+                                     position=now) from None
+    finally:
+        os.close(fd)
+    mm.zeros_from = data if data < size else -1
+    if populate and not whole:
+        _populate(mm, data)
+    elif hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_SEQUENTIAL)
+    return mm
+
+
+def zeros_from(view) -> int:
+    """Where the trailing hole of the file behind ``view`` (a whole mapping
+    from ``open_source``) starts; -1 when unknown or none."""
+    owner = getattr(view, "obj", None)
+    if isinstance(owner, _Mapping) and view.nbytes == len(owner):
+        return owner.zeros_from
+    return -1
+
+
+OPTION_NAMES = tuple(f.name for f in fields(DecodeOptions))
+
+
+def check_options(where: str, options: dict, extra: tuple = ()) -> None:
+    """``ArgumentError`` naming every key of ``options`` that is neither a
+    ``DecodeOptions`` field nor in ``extra``, and listing the valid ones."""
+    valid = OPTION_NAMES + tuple(extra)
+    unknown = sorted(k for k in options if k not in valid)
+    if unknown:
+        raise ArgumentError(
+            f"{where}: unknown option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))}; valid options: {', '.join(sorted(valid))}")
+
+
+def decode_options(where: str, options: dict) -> DecodeOptions:
+    """``DecodeOptions(**options)``, unknown names refused by ``check_options``."""
+    check_options(where, options)
+    return DecodeOptions(**options)
+
+
 @contextmanager
 def open_source(source, *, populate: bool = False):
     """``(buffer, path)`` for a path (memory-mapped, read-only) or a bytes-like.
 
     A path is never read into a bytes object: its pages are mapped and
-    decoded in place. ``populate`` maps every page up front (faster for a
-    whole-file read; a streaming read leaves it off).
+    decoded in place. ``populate`` faults in every page that holds data up
+    front (faster for a whole-file read; a streaming read leaves it off); a
+    preallocated or sparse tail is never touched. A path that is not a
+    regular file raises ``NotRegularFileError`` (a ``KbatchError``); a file
+    that shrinks while it is opened or read raises ``CorruptRecordError``.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                yield memoryview(b""), path
-                return
-            flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
-            mm = mmap.mmap(f.fileno(), size, flags=flags, prot=mmap.PROT_READ)
+        mm = _map_file(path, populate)
+        if mm is None:
+            yield memoryview(b""), path
+            return
         try:
-            if not populate and hasattr(mm, "madvise"):
-                mm.madvise(mmap.MADV_SEQUENTIAL)
             view = memoryview(mm)
             try:
                 yield view, path
@@ -137,12 +234,13 @@ def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
         view, start=start, stop=-1 if stop is None else stop, path=path,
         control_only=control_only, drop_positions=drop_positions,
         validate_crc=opts.validate_crc, include_control=opts.include_control,
-        strict=opts.strict, stop_on_corrupt=opts.on_corrupt == "stop",
+        strict=opts.strict, stop_on_corrupt=opts.on_corrupt in ("stop", "skip"),
         chunk_records=chunk_records, chunk_bytes=chunk_bytes,
         max_batch_bytes=opts.max_batch_bytes,
         max_records_per_batch=opts.max_records_per_batch,
         max_headers_per_record=opts.max_headers_per_record,
-        max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4)
+        max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
+        zeros_from=zeros_from(view), max_read_bytes=opts.max_read_bytes)
 
 
 def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
@@ -170,37 +268,104 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     ``control_only``: data batches are listed but their records not decoded.
     ``drop_positions`` (sorted int64 batch positions): those batches are
     decoded and checked as usual, then their records left out.
+
+    A batch whose length runs past the end is a torn tail (``end.reason ==
+    "truncated"``) unless valid batches follow it one after another up to
+    the end exactly: then its length field is damaged and it is treated as
+    corrupt (raise, stop or skip). With ``on_corrupt="skip"`` the decode resumes at the next valid
+    batch (``kbatch.resync``) and the chunk after the gap lists it in
+    ``skipped``.
     """
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, max(opts.max_read_bytes // 2, 1))
-    dec = _decoder(view, path, opts, start, stop, chunk_records, chunk_bytes, control_only,
-                   drop_positions)
-    limit = opts.max_decompressed_bytes
+    skip = opts.on_corrupt == "skip"
     held = 0
-    try:
-        while True:
-            status = dec.run()
-            if status == _batch.STATUS_COMPRESSED:
-                _decompress_pending(dec, path, limit)
-                continue
-            if status == _batch.STATUS_CHUNK_FULL:
-                chunk = Records.from_chunk(dec.take(), None, path)
-            else:
-                end = SegmentEnd(dec.valid_end, dec.stop - dec.valid_end,
-                                 dec.end_reason, dec.end_error)
-                chunk = Records.from_chunk(dec.take(), end, path)
-            held = chunk.nbytes if chunk_records < _WHOLE else held + chunk.nbytes
-            if held > opts.max_read_bytes:
-                raise LimitExceededError(
-                    f"decoded data exceeds max_read_bytes={opts.max_read_bytes} "
-                    "(read in chunks with iter_segment / log.iter)",
-                    path=path, position=dec.position, base_offset=None)
-            yield chunk
-            del chunk  # the consumer's copy is the only one while the next decodes
-            if status != _batch.STATUS_CHUNK_FULL:
-                return
-    finally:
-        dec.release()
+    skipped: list[SkippedRange] = []
+    last_offset = -1
+    position = start
+    while True:
+        dec = _decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
+                       control_only, drop_positions)
+        if chunk_records >= _WHOLE and held:
+            dec.set_read_budget(opts.max_read_bytes - held)   # one budget per read
+        resume = None
+        try:
+            while True:
+                status = dec.run()
+                if status == _batch.STATUS_COMPRESSED:
+                    _decompress_pending(dec, path, opts.max_decompressed_bytes)
+                    continue
+                cols = dec.take()
+                rows = cols["batches"]
+                if len(rows):
+                    last_offset = max(last_offset, int(rows["last_offset"].max()))
+                end, gap = None, None
+                if status != _batch.STATUS_CHUNK_FULL:
+                    end, resume, gap = _end_of(view, path, opts, dec, last_offset)
+                chunk = Records.from_chunk(cols, end, path, skipped)
+                skipped = []
+                held = chunk.nbytes if chunk_records < _WHOLE else held + chunk.nbytes
+                if held > opts.max_read_bytes:
+                    raise LimitExceededError(
+                        f"decoded data exceeds max_read_bytes={opts.max_read_bytes} "
+                        "(read in chunks with iter_segment / log.iter)",
+                        path=path, position=dec.position, base_offset=None)
+                # the decoder refuses a batch whose rows would pass what is left
+                dec.set_read_budget(opts.max_read_bytes - held if chunk_records >= _WHOLE
+                                    else opts.max_read_bytes)
+                if gap is not None:
+                    skipped.append(gap)   # rides on the chunk after the gap
+                if resume is None and gap is not None:
+                    # nothing valid after the gap: the final chunk carries it
+                    chunk = chunk.replace(skipped=chunk.skipped + (gap,))
+                    skipped = []
+                if resume is None or len(chunk) or len(chunk.batches) or chunk.skipped:
+                    yield chunk
+                del chunk  # the consumer's copy is the only one while the next decodes
+                if status != _batch.STATUS_CHUNK_FULL:
+                    break
+        finally:
+            dec.release()
+        if resume is None:
+            return
+        position = resume
+
+
+def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
+    """``(end, resume, gap)`` when the decoder stopped: where the data ends
+    (None when the decode resumes), and with ``on_corrupt="skip"`` the
+    position to resume at (None: the data ends) and the damaged range."""
+    end = SegmentEnd(dec.valid_end, dec.stop - dec.valid_end, dec.end_reason, dec.end_error)
+    if end.reason not in ("corrupt", "truncated"):
+        return end, None, None
+    found = next_valid_batch(view, end.valid_bytes + 1, dec.stop, after_offset=last_offset,
+                             max_batch_bytes=opts.max_batch_bytes)
+    error = end.error
+    if end.reason == "truncated":
+        if found is None or not chains_to_end(view, found[0], dec.stop):
+            return end, None, None    # a torn tail: no run of valid batches follows
+        error = CorruptRecordError(
+            f"batch length runs past the end of the data, but a valid batch starts at "
+            f"byte {found[0]}: a damaged length field", path=path,
+            position=end.valid_bytes + 8, base_offset=_base_offset_at(view, end.valid_bytes),
+            batch_position=end.valid_bytes)
+        if opts.on_corrupt == "raise":
+            raise error
+    if opts.on_corrupt != "skip":
+        return SegmentEnd(end.valid_bytes, end.trailing_bytes, "corrupt", error), None, None
+    gap = SkippedRange(path, end.valid_bytes, dec.stop if found is None else found[0],
+                       end.reason, last_offset if last_offset >= 0 else None,
+                       None if found is None else int(found[1]["base_offset"]),
+                       None if error is None else str(error))
+    if found is None:
+        return SegmentEnd(dec.stop, 0, None, None), None, gap
+    return None, found[0], gap
+
+
+def _base_offset_at(view, position: int) -> int | None:
+    if len(view) - position < 8:
+        return None
+    return int.from_bytes(view[position:position + 8], "big", signed=True)
 
 
 def transaction_state(view, path, opts: DecodeOptions, *, start: int = 0,
@@ -235,6 +400,7 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
     Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
     """
     check_isolation(isolation)
+    check_options("read_segment", limits, ("isolation", "start", "stop"))
     opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
                          include_control=include_control, on_corrupt=on_corrupt,
                          max_decompressed_bytes=max_decompressed_bytes, **limits)
@@ -288,7 +454,8 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     """Decode a segment chunk by chunk: ``Records`` of whole batches each.
 
     A chunk ends after the batch that brings it to ``chunk_records`` records
-    or ``chunk_bytes`` bytes of keys, values and headers. Keeps in memory one
+    or ``chunk_bytes`` bytes (keys, values and headers, plus 34 bytes a
+    record for its offset, timestamp, offsets and validity). Keeps in memory one
     chunk and one decompressed batch, whatever the file size; the file stays
     mapped until the iterator is exhausted or closed. Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly
@@ -298,6 +465,8 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     equal ``read_segment`` even where the data is corrupt.
     """
     check_isolation(isolation)
+    check_options("iter_segment", limits,
+                  ("isolation", "start", "stop", "chunk_records", "chunk_bytes"))
     opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
                          include_control=include_control, on_corrupt=on_corrupt,
                          max_decompressed_bytes=max_decompressed_bytes, **limits)

@@ -31,8 +31,19 @@ Options (case-insensitive):
     endingTimestamp      ms: stop before the earliest offset whose timestamp >= it
     validateCrc          true (default) | false
     maxDecompressedBytes refuse batches that decompress to more (bytes)
-    onCorrupt            fail (default) | stop: stop at the last good batch of
-                         the segment and say so in the executor log
+    onCorrupt            fail (default) | stop | skip. stop: the driver decodes
+                         the bytes the read covers once (records included, as
+                         a batch can pass its CRC and be corrupt inside) to
+                         find each partition's first damage, and nothing from
+                         there on is read; skip: the driver finds every damaged
+                         range from a CRC pass over the batches, and the
+                         executors resume at the next valid batch after each.
+                         Either way the driver logs a warning (logger
+                         kbatch.spark) with the partitions, files, byte ranges
+                         and counts, and the result equals open_log's read with
+                         the same on_corrupt however the segments are split.
+                         The driver pass costs about one more read (stop) or
+                         one CRC pass (skip) of the covered bytes.
     maxPartitionBytes    split segments larger than this, pack smaller ones up
                          to it (default 128 MiB)
     minPartitions        at least this many input partitions when the data
@@ -65,9 +76,12 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.log import LogDir, PartitionLog, Segment, _batch_at, parse_partition_dir
+from kbatch.log import (LogDir, PartitionLog, Segment, _batch_at, check_segment_end,
+                        parse_partition_dir)
+from kbatch.paths import PathKind, resolve
 from kbatch.records import Records
 from kbatch.segment import DecodeOptions, decode_chunks, open_source, transaction_state
+from kbatch.timestamps import to_millis
 from kbatch.txn import TxnState, check_isolation
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
@@ -121,15 +135,16 @@ class Options:
         else:
             raise ValueError("kbatch: give a path: spark.read.format('kbatch').load(path)")
         on_corrupt = opts.get("oncorrupt", "fail").lower()
-        if on_corrupt not in ("fail", "stop"):
-            raise ValueError(f"kbatch: onCorrupt must be 'fail' or 'stop', not {on_corrupt!r}")
+        if on_corrupt not in ("fail", "stop", "skip"):
+            raise ValueError(f"kbatch: onCorrupt must be 'fail', 'stop' or 'skip', "
+                             f"not {on_corrupt!r}")
         out = cls(
             paths=[str(p) for p in paths],
             isolation=check_isolation(opts.get("isolation", "read_uncommitted").lower()),
             starting_offset=_bounds(opts.get("startingoffset"), 0),
             ending_offset=_bounds(opts.get("endingoffset"), _WHOLE),
-            starting_timestamp=int(opts["startingtimestamp"]) if "startingtimestamp" in opts else None,
-            ending_timestamp=int(opts["endingtimestamp"]) if "endingtimestamp" in opts else None,
+            starting_timestamp=to_millis(opts.get("startingtimestamp"), "startingTimestamp"),
+            ending_timestamp=to_millis(opts.get("endingtimestamp"), "endingTimestamp"),
             validate_crc=opts.get("validatecrc", "true").lower() != "false",
             max_decompressed_bytes=(int(opts["maxdecompressedbytes"])
                                     if "maxdecompressedbytes" in opts else None),
@@ -145,8 +160,13 @@ class Options:
         if self.max_decompressed_bytes is not None:
             extra["max_decompressed_bytes"] = self.max_decompressed_bytes
         return DecodeOptions(validate_crc=self.validate_crc,
-                             on_corrupt="stop" if self.on_corrupt == "stop" else "raise",
+                             on_corrupt="raise" if self.on_corrupt == "fail" else self.on_corrupt,
                              **extra)
+
+    def option_kwargs(self) -> dict:
+        """``decode_options()`` as keyword arguments of the log functions."""
+        opts = self.decode_options()
+        return {name: getattr(opts, name) for name in DecodeOptions.__dataclass_fields__}
 
     def offset_range(self, topic, partition) -> tuple[int, int]:
         def pick(bound, default):
@@ -167,8 +187,12 @@ class SegmentSlice(InputPartition):
 
     def __init__(self, topic: str | None, partition: int | None, path: str, start: int,
                  stop: int | None, lo: int, hi: int, txn_state: TxnState | None = None,
-                 drop_positions: np.ndarray | None = None):
+                 drop_positions: np.ndarray | None = None, inner: bool = False,
+                 next_base: int | None = None):
         super().__init__(None)
+        # inner: the slice reaches the end of a segment that is not its
+        # partition's last (next_base: where the next one starts)
+        self.inner, self.next_base = inner, next_base
         self.topic, self.partition, self.path = topic, partition, path
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
         self.txn_state = txn_state
@@ -210,15 +234,65 @@ def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> lis
 
 
 def _logs(path: str, use_index: bool = False) -> list[tuple[PartitionLog | None, Path | None]]:
-    """The partition logs (or the single segment file) a path names."""
-    p = Path(path)
-    if p.is_file():
-        return [(None, p)]
-    if not p.is_dir():
-        raise FileNotFoundError(f"kbatch: no such file or directory: {path}")
-    if parse_partition_dir(p.name) or any(c.name.endswith(".log") for c in p.iterdir()):
-        return [(PartitionLog(p, use_index=use_index), None)]
-    return [(part, None) for part in LogDir(p, use_index=use_index).partitions]
+    """The partition logs (or the single segment file) a path names
+    (classified by ``kbatch.paths.resolve``; a wrong path raises ``PathError``)."""
+    found = resolve(path)
+    if found.kind is PathKind.SEGMENT:
+        return [(None, found.path)]
+    if found.kind is PathKind.PARTITION:
+        return [(PartitionLog(found.path, use_index=use_index), None)]
+    return [(part, None) for d in found.paths
+            for part in LogDir(d, use_index=use_index).partitions]
+
+
+def scan_damage(log_: PartitionLog, plans, opts: DecodeOptions):
+    """``(stop_at, gaps)`` of the byte ranges ``plans`` of a partition will
+    read, for onCorrupt stop/skip: ``stop_at`` = ``(segment index, byte,
+    error)`` of the first damage (stop), ``gaps`` = every damaged
+    ``SkippedRange`` (skip). Runs on the driver. For stop it decodes every
+    record (a batch can pass its CRC and still be corrupt inside), so a
+    split read stops exactly where one sequential read would; for skip it
+    checks batch headers and CRCs only (the executors find the same gaps
+    themselves; this pass is for the driver's warning). Keeps one chunk in
+    memory."""
+    gaps, segs = [], log_.segments
+    index = {seg.path: i for i, seg in enumerate(segs)}
+    full = opts.on_corrupt == "stop"
+    for rp in plans:
+        i = index[rp.segment.path]
+        seen = None
+        with open_source(rp.segment.path) as (view, path):
+            for chunk in decode_chunks(view, path, opts, start=rp.start, stop=rp.stop,
+                                       control_only=not full, chunk_records=1 << 16,
+                                       chunk_bytes=32 << 20):
+                if len(chunk.batches):
+                    seen = int(chunk.batches.last_offset.max())
+                gaps += chunk.skipped
+                if chunk.end is None:
+                    continue
+                inner = rp.stop is None and i + 1 < len(segs)
+                chunk, stopped = check_segment_end(
+                    chunk, path, inner, segs[i + 1].base_offset if inner else None, opts, seen)
+                gaps += [g for g in chunk.skipped if g not in gaps]
+                if stopped:
+                    return (i, chunk.end.valid_bytes, chunk.end.error), gaps
+    return None, gaps
+
+
+def _warn_damage(log_: PartitionLog, options: Options, stop_at, gaps) -> None:
+    name = f"{log_.topic}-{log_.partition}"
+    if stop_at is not None:
+        i, position, error = stop_at
+        later = len(log_.segments) - i - 1
+        log.warning("kbatch: onCorrupt=stop: %s is read up to byte %d of %s only "
+                    "(%d later segment(s) not read): %s", name, position,
+                    log_.segments[i].path.name, later, error)
+    if gaps:
+        total = sum(g.stop - g.start for g in gaps)
+        log.warning("kbatch: onCorrupt=skip: %s: %d damaged range(s), %d bytes skipped: %s",
+                    name, len(gaps), total,
+                    "; ".join(f"{Path(g.path).name} bytes {g.start}-{g.stop} ({g.reason}) "
+                              f"after offset {g.offset_before}" for g in gaps[:10]))
 
 
 def _split(seg: Segment, start: int, stop: int | None, max_bytes: int,
@@ -252,6 +326,14 @@ def plan(options: Options) -> list[SegmentSlice]:
         for log_, file in _logs(path, options.use_index):
             if file is not None:
                 topic, part = parse_partition_dir(file.parent.name) or (None, None)
+                if options.on_corrupt != "fail":
+                    with open_source(file) as (view, src):
+                        gaps = Records.concat(list(decode_chunks(
+                            view, src, options.decode_options(), control_only=True))).skipped
+                    if gaps:
+                        log.warning("kbatch: onCorrupt=skip: %s: %d damaged range(s), %d bytes "
+                                    "skipped", file, len(gaps),
+                                    sum(g.stop - g.start for g in gaps))
                 lo, hi = options.offset_range(topic, part)
                 state = None
                 if options.isolation == "read_committed":
@@ -264,21 +346,39 @@ def plan(options: Options) -> list[SegmentSlice]:
                 continue
             if options.partitions is not None and log_.partition not in options.partitions:
                 continue
+            kwargs = options.option_kwargs()
             lo, hi = options.offset_range(log_.topic, log_.partition)
             if options.starting_timestamp is not None:
-                found = log_.offset_for_timestamp(options.starting_timestamp)
+                found = log_.offset_for_timestamp(options.starting_timestamp, **kwargs)
                 lo = _WHOLE if found is None else max(lo, found)
             if options.ending_timestamp is not None:
-                found = log_.offset_for_timestamp(options.ending_timestamp)
+                found = log_.offset_for_timestamp(options.ending_timestamp, **kwargs)
                 hi = hi if found is None else min(hi, found)
             if lo >= hi:
                 continue
             state = drops = None
             if options.isolation == "read_committed":
-                state = log_.transaction_state(validate_crc=options.validate_crc)
-                drops = log_.dropped_batches(state, {"validate_crc": options.validate_crc})
-            for rp in log_.plan(lo, hi):
-                for start, stop in _split(rp.segment, rp.start, rp.stop,
+                state = log_.transaction_state(**kwargs)
+                drops = log_.dropped_batches(state, kwargs)
+            index = {seg.path: i for i, seg in enumerate(log_.segments)}
+            plans = log_.plan(lo, hi)
+            stop_at = None
+            if options.on_corrupt != "fail":
+                stop_at, gaps = scan_damage(log_, plans, options.decode_options())
+                _warn_damage(log_, options, stop_at, gaps)
+            for rp in plans:
+                i = index[rp.segment.path]
+                seg_stop = rp.stop
+                if stop_at is not None:
+                    if i > stop_at[0]:
+                        break            # nothing after the first damage
+                    if i == stop_at[0]:
+                        seg_stop = stop_at[1] if rp.stop is None else min(rp.stop, stop_at[1])
+                        if seg_stop <= rp.start:
+                            break
+                inner = seg_stop is None and i + 1 < len(log_.segments)
+                next_base = log_.segments[i + 1].base_offset if inner else None
+                for start, stop in _split(rp.segment, rp.start, seg_stop,
                                           options.max_partition_bytes, options.use_index):
                     drop = None
                     if drops is not None:   # only this slice's batches travel with it
@@ -286,7 +386,8 @@ def plan(options: Options) -> list[SegmentSlice]:
                         end = np.iinfo(np.int64).max if stop is None else stop
                         drop = drop[(drop >= start) & (drop < end)]
                     slices.append(SegmentSlice(log_.topic, log_.partition, str(rp.segment.path),
-                                               start, stop, lo, hi, state, drop))
+                                               start, stop, lo, hi, state, drop,
+                                               inner and stop is None, next_base))
     return slices
 
 
@@ -343,9 +444,16 @@ def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
         for chunk in decode_chunks(view, path, opts, start=piece.start, stop=piece.stop,
                                    chunk_records=options.chunk_records, chunk_bytes=64 << 20,
                                    drop_positions=piece.drop_positions):
-            if chunk.end is not None and chunk.end.reason == "corrupt":
-                log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
-                            "ends there): %s", path, chunk.end.valid_bytes, chunk.end.error)
+            if chunk.end is not None:
+                chunk, _ = check_segment_end(chunk, path, piece.inner, piece.next_base, opts,
+                                             None)
+                if chunk.end.reason == "corrupt":
+                    log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
+                                "ends there): %s", path, chunk.end.valid_bytes,
+                                chunk.end.error)
+            for gap in chunk.skipped:
+                log.warning("kbatch: skipped bytes %d-%d of %s (%s)", gap.start, gap.stop,
+                            path, gap.error or gap.reason)
             chunk = chunk.select_offsets(piece.lo, piece.hi)
             if piece.txn_state is not None:
                 chunk = piece.txn_state.filter(chunk)
@@ -429,12 +537,95 @@ class KbatchDataSource(DataSource):
         return KbatchStreamReader(self.options, schema)
 
 
-def register(spark) -> None:
+WORKER_FIX = (
+    "Spark's Python workers cannot import kbatch ({error}; worker Python: {python}). "
+    "Install kbatch where the executors run (pip install kbatch, or a wheel with "
+    "spark.sparkContext.addPyFile / spark.addArtifacts), or point them at a Python "
+    "that has it (spark.pyspark.python, PYSPARK_PYTHON, spark.executorEnv.PYTHONPATH); "
+    "register(spark, check=False) skips this check")
+
+
+def _worker_import_error(python: str, pythonpath: str) -> str | None:
+    """Whether ``python`` (a local worker's interpreter) imports kbatch.spark
+    with the worker's PYTHONPATH: None, or the error it printed. Cheap: the
+    interpreter only looks kbatch up (``find_spec``), imports nothing."""
+    import subprocess
+    env = dict(os.environ)
+    env["PYTHONPATH"] = pythonpath
+    code = ("import importlib.util, sys\n"
+            "if importlib.util.find_spec('kbatch') is None:\n"
+            "    sys.exit(\"ModuleNotFoundError: No module named 'kbatch'\")\n")
+    try:
+        proc = subprocess.run([python, "-c", code], env=env, cwd=os.getcwd(),
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{python}: {exc}"
+    if proc.returncode == 0:
+        return None
+    lines = proc.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {proc.returncode}"
+
+
+def _probe_import(_):
+    try:
+        import kbatch.spark  # noqa: F401
+        return None
+    except Exception as exc:  # returned to the driver, not raised on the executor
+        return f"{type(exc).__name__}: {exc}"
+
+
+def check_workers(spark) -> None:
+    """Make sure Spark's Python workers can import kbatch, before a query
+    fails deep inside an executor with ``No module named 'kbatch.spark'``.
+
+    Local mode (the workers run here): the worker Python looks kbatch up in
+    a subprocess (a fraction of a second); when it cannot find it, the
+    session is pointed at this driver's interpreter and its ``sys.path``
+    entry for kbatch, which can (a local session needs nothing installed
+    twice). A cluster: one tiny task over one partition imports kbatch.spark
+    on an executor; a failure raises ``KbatchError`` saying how to fix it.
+    Spark Connect sessions (no SparkContext here) are not checked.
+    """
+    import shutil
+    import sys
+
+    from kbatch.errors import KbatchError
+    try:
+        sc = spark.sparkContext
+    except Exception:               # Spark Connect: no driver-side context to probe
+        return
+    here = str(Path(__file__).resolve().parent.parent)
+    if str(sc.master).startswith("local"):
+        paths = [p for p in (sc.environment.get("PYTHONPATH", ""),
+                             os.environ.get("PYTHONPATH", "")) if p]
+        if shutil.which(sc.pythonExec) == sys.executable:
+            # this very interpreter: it imports kbatch from ``here`` (kept on the
+            # workers' path: a checkout need not be installed); nothing to try
+            if here not in os.pathsep.join(paths).split(os.pathsep):
+                sc.environment["PYTHONPATH"] = os.pathsep.join([here] + paths)
+            return
+        if _worker_import_error(sc.pythonExec, os.pathsep.join(paths)) is None:
+            return
+        # this interpreter imports kbatch from ``here``: the workers use both
+        sc.pythonExec = sys.executable
+        sc.environment["PYTHONPATH"] = os.pathsep.join([here] + paths)
+        return
+    [error] = sc.parallelize([0], 1).map(_probe_import).collect()
+    if error is not None:
+        raise KbatchError(WORKER_FIX.format(error=error, python=sc.pythonExec))
+
+
+def register(spark, *, check: bool = True) -> None:
     """Make ``format("kbatch")`` available in ``spark``.
 
+    ``check``: first make sure the Python workers can import kbatch
+    (``check_workers``: a local session is set up to use this interpreter
+    when they cannot; on a cluster a ``KbatchError`` says how to fix it).
     Filter pushdown is used when ``spark.sql.python.filterPushdown.enabled``
     is true at this call (Spark refuses a reader with pushdown while it is off).
     """
+    if check:
+        check_workers(spark)
     enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower()
     source = type("KbatchDataSource", (KbatchDataSource,), {"pushdown": enabled == "true"})
     spark.dataSource.register(source)
@@ -477,4 +668,5 @@ def local_session(app: str = "kbatch", *, cores: str = "*", tests: bool = False,
     return spark
 
 
-__all__ = ["KbatchDataSource", "SCHEMA", "register", "local_session", "to_record_batch"]
+__all__ = ["KbatchDataSource", "SCHEMA", "check_workers", "register", "local_session",
+           "to_record_batch"]

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.compression import CODEC_NAMES
-from kbatch.log import LogDir, PartitionLog, SEGMENT_NAME, parse_partition_dir
+from kbatch.errors import CorruptRecordError
+from kbatch.log import LogDir, PartitionLog
+from kbatch.paths import PathKind, resolve, segment_base
 from kbatch.segment import iter_segment
 
 
@@ -33,14 +35,37 @@ class SegmentStats:
     transactional_batches: int = 0
     valid_bytes: int = 0
     end_reason: str | None = None
+    skipped: list = field(default_factory=list)   # damaged ranges passed over (dicts)
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def segment_stats(path, **options) -> SegmentStats:
-    """Statistics of one segment file (keeps one chunk in memory)."""
+def _is_last_segment(path: Path) -> bool:
+    """No segment file with a larger base offset beside ``path``."""
+    base = segment_base(path.name)
+    if base is None:
+        return True
+    try:
+        return not any((b := segment_base(p.name)) is not None and b > base
+                       for p in path.parent.iterdir())
+    except OSError:
+        return True
+
+
+def segment_stats(path, *, last_segment: bool | None = None, **options) -> SegmentStats:
+    """Statistics of one segment file (keeps one chunk in memory).
+
+    Options: those of ``iter_segment``. A segment that is not the last of
+    its directory (``last_segment``, found from the file names when None)
+    must end at a batch boundary: a truncated batch or zero padding there
+    raises ``CorruptRecordError`` (``on_corrupt="stop"``: ``end_reason``
+    says "corrupt"; ``"skip"``: listed in ``skipped``), so no damaged
+    segment is silently counted short.
+    """
     path = Path(path)
+    if last_segment is None:
+        last_segment = _is_last_segment(path)
     st = SegmentStats(str(path), path.stat().st_size)
     codecs, magics, producers = set(), set(), set()
     for chunk in iter_segment(path, **options):
@@ -61,25 +86,48 @@ def segment_stats(path, **options) -> SegmentStats:
                 lo, hi = int(known.min()), int(known.max())
                 st.min_timestamp = lo if st.min_timestamp is None else min(st.min_timestamp, lo)
                 st.max_timestamp = hi if st.max_timestamp is None else max(st.max_timestamp, hi)
+        st.skipped += [gap._asdict() for gap in chunk.skipped]
         if chunk.end is not None:
             st.valid_bytes = chunk.end.valid_bytes
             st.end_reason = chunk.end.reason
+            trailing = chunk.end.trailing_bytes
+            if not last_segment and st.end_reason in ("truncated", "zero_padding"):
+                _inner_damage(st, path, trailing, options.get("on_corrupt", "raise"))
     st.codecs = [CODEC_NAMES.get(c, str(c)) for c in sorted(codecs)]
     st.magics = sorted(magics)
     st.producers = sorted(producers)
     return st
 
 
-def segment_files(path: Path) -> list[tuple[str | None, int | None, Path]]:
-    """``(topic, partition, file)`` for a file, a partition or a data directory."""
-    path = Path(path)
-    if path.is_file():
-        parsed = parse_partition_dir(path.parent.name) or (None, None)
-        return [(*parsed, path)]
-    if parse_partition_dir(path.name) or any(SEGMENT_NAME.match(p.name) for p in path.iterdir()):
-        log = PartitionLog(path)
+def _inner_damage(st: SegmentStats, path: Path, trailing: int, on_corrupt: str) -> None:
+    what = "truncated batch" if st.end_reason == "truncated" else "zero padding"
+    error = CorruptRecordError(
+        f"{what} ({trailing} bytes) at the end of a segment that is not the last of its "
+        "partition (only the active segment can have a torn tail)",
+        path=str(path), position=st.valid_bytes, batch_position=st.valid_bytes)
+    if on_corrupt == "raise":
+        raise error
+    if on_corrupt == "stop":
+        st.end_reason = "corrupt"
+        return
+    st.skipped.append({"path": str(path), "start": st.valid_bytes,
+                       "stop": st.valid_bytes + trailing, "reason": st.end_reason,
+                       "offset_before": st.last_offset, "offset_after": None,
+                       "error": str(error)})
+
+
+def segment_files(path) -> list[tuple[str | None, int | None, Path]]:
+    """``(topic, partition, file)`` for a file, a partition, a data directory
+    or several (classified by ``kbatch.paths.resolve``; a wrong path raises
+    ``PathError``)."""
+    found = resolve(path)
+    if found.kind is PathKind.SEGMENT:
+        return [(found.topic, found.partition, found.path)]
+    if found.kind is PathKind.PARTITION:
+        log = PartitionLog(found.path)
         return [(log.topic, log.partition, s.path) for s in log.segments]
-    return [(p.topic, p.partition, s.path) for p in LogDir(path).partitions for s in p.segments]
+    return [(p.topic, p.partition, s.path) for d in found.paths
+            for p in LogDir(d).partitions for s in p.segments]
 
 
 def summarize(stats: list[SegmentStats]) -> dict:

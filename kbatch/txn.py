@@ -26,7 +26,6 @@ batch table, whatever the number of records.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -247,18 +246,20 @@ def transactions(path, **options) -> list[TransactionReport]:
     Reads batch headers and control records only (data records are not
     decoded); keeps one row per batch of a partition in memory.
     """
-    from kbatch.log import LogDir, PartitionLog, SEGMENT_NAME, parse_partition_dir
-    from kbatch.segment import DecodeOptions, open_source, transaction_state
+    from kbatch.log import LogDir, PartitionLog
+    from kbatch.paths import PathKind, resolve
+    from kbatch.segment import decode_options, open_source, transaction_state
 
-    path = Path(path)
-    if path.is_file():
-        with open_source(path) as (view, src):
-            batches, control = transaction_state(view, src, DecodeOptions(**options))
-        return [transaction_report(str(path), batches, control)]
-    if parse_partition_dir(path.name) or any(SEGMENT_NAME.match(p.name) for p in path.iterdir()):
-        logs = [PartitionLog(path)]
+    opts = decode_options("transactions", options)
+    found = resolve(path)
+    if found.kind is PathKind.SEGMENT:
+        with open_source(found.path) as (view, src):
+            batches, control = transaction_state(view, src, opts)
+        return [transaction_report(str(found.path), batches, control)]
+    if found.kind is PathKind.PARTITION:
+        logs = [PartitionLog(found.path)]
     else:
-        logs = LogDir(path).partitions
+        logs = [p for d in found.paths for p in LogDir(d).partitions]
     reports = []
     for log in logs:
         batches, control, txn_index = log.transaction_tables(**options)

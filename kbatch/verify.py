@@ -17,9 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, parse_partition_dir, segment_base
+from kbatch.errors import KbatchError
+from kbatch.files import NotRegularFileError
+from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, segment_base
+from kbatch.paths import PathKind, partition_dirs, resolve
 from kbatch.records import BatchTable
-from kbatch.segment import DecodeOptions, decode_chunks, open_source
+from kbatch.segment import DecodeOptions, check_options, decode_chunks, open_source
 
 
 @dataclass
@@ -40,22 +43,35 @@ class SegmentReport:
     offset_problems: list = field(default_factory=list)    # text
     index_problems: list = field(default_factory=list)     # text
     timeindex_problems: list = field(default_factory=list)  # text
+    skipped: list = field(default_factory=list)   # SkippedRange: damaged bytes passed over
+    last_segment: bool = True      # False: a torn tail or zero padding is damage
 
     @property
     def ok(self) -> bool:
         return not (self.crc_failures or self.offset_problems or self.index_problems
-                    or self.timeindex_problems or self.error
-                    or self.end_reason in ("truncated", "corrupt"))
+                    or self.timeindex_problems or self.error or self.skipped
+                    or self.end_reason in ("truncated", "corrupt")
+                    or (not self.last_segment and self.end_reason == "zero_padding"))
 
     def problems(self) -> list[str]:
         out = [f"CRC mismatch in batch at byte {pos} (base offset {base})"
                for pos, base in self.crc_failures]
         out += self.offset_problems + self.index_problems + self.timeindex_problems
-        if self.error:
+        for gap in self.skipped:
+            after = ("the end of the file" if gap.offset_after is None
+                     else f"offset {gap.offset_after}")
+            before = "the start" if gap.offset_before is None else f"offset {gap.offset_before}"
+            out.append(f"damaged bytes {gap.start}-{gap.stop} ({gap.reason}) between "
+                       f"{before} and {after}: {gap.error or gap.reason}")
+        if self.error and not self.skipped:
             out.append(f"corrupt data: {self.error}")
         elif self.end_reason == "truncated":
             out.append(f"last batch truncated: {self.trailing_bytes} bytes after byte "
-                       f"{self.valid_bytes}")
+                       f"{self.valid_bytes}" + ("" if self.last_segment else
+                                                " in a segment that is not the last one"))
+        elif self.end_reason == "zero_padding" and not self.last_segment:
+            out.append(f"{self.trailing_bytes} zero bytes after byte {self.valid_bytes} in a "
+                       f"segment that is not the last one (Kafka trims a segment when it rolls)")
         return out
 
 
@@ -77,19 +93,27 @@ class VerifyReport:
         return sum(s.records for s in self.segments)
 
 
-def verify_segment(segment: Segment | str | os.PathLike, **options) -> SegmentReport:
+def verify_segment(segment: Segment | str | os.PathLike, *, last_segment: bool = True,
+                   **options) -> SegmentReport:
     """Check one ``.log`` file and its ``.index``/``.timeindex``.
 
+    Damaged bytes do not end the check: it resumes at the next valid batch
+    (``on_corrupt="skip"``) and lists every damaged range in ``skipped``.
+    ``last_segment=False``: the file is not its partition's last segment,
+    so a truncated batch or zero padding at its end is damage too.
     Keeps in memory one decoded chunk and the batch table of the segment.
     """
     seg = segment if isinstance(segment, Segment) else Segment(Path(segment))
-    opts = DecodeOptions(validate_crc="report", on_corrupt="stop", **options)
-    report = SegmentReport(str(seg.path), seg.base_offset, seg.size)
+    check_options("verify", options)
+    options.pop("on_corrupt", None)
+    opts = DecodeOptions(**{"validate_crc": "report", **options, "on_corrupt": "skip"})
+    report = SegmentReport(str(seg.path), seg.base_offset, seg.size, last_segment=last_segment)
     tables = []
     with open_source(seg.path) as (view, path):
         for chunk in decode_chunks(view, path, opts, chunk_records=1 << 18,
                                    chunk_bytes=64 << 20):
             tables.append(chunk.batches)
+            report.skipped += chunk.skipped
             report.records += len(chunk)
             report.control_records += len(chunk.control)
             if chunk.end is not None:
@@ -98,6 +122,12 @@ def verify_segment(segment: Segment | str | os.PathLike, **options) -> SegmentRe
                 report.end_reason = chunk.end.reason
                 if chunk.end.error is not None:
                     report.error = str(chunk.end.error)
+    if report.skipped:
+        first, final = report.skipped[0], report.skipped[-1]
+        report.error = first.error or first.reason
+        if final.offset_after is None:   # no valid batch after the last gap
+            report.valid_bytes, report.trailing_bytes = final.start, final.stop - final.start
+            report.end_reason = "corrupt"
     batches = BatchTable.concat(tables) if tables else BatchTable.empty()
     report.batches = len(batches)
     if len(batches):
@@ -127,9 +157,24 @@ def _offset_problems(batches: BatchTable, base_offset: int) -> list[str]:
     return out
 
 
+def _side_file(seg: Segment, attribute: str, path: Path, out: list[str]):
+    """``seg.<attribute>`` (an index read), or None with the reason in ``out``
+    when the file cannot be read as one (a directory, FIFO or device)."""
+    try:
+        return getattr(seg, attribute)
+    except KbatchError as exc:
+        out.append(f"{path.name}: is {exc.kind}, not a regular file"
+                   if isinstance(exc, NotRegularFileError) else f"{path.name}: {exc}")
+    except OSError as exc:
+        out.append(f"{path.name}: cannot read ({exc.strerror or exc})")
+    return None
+
+
 def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list[str]:
-    idx = seg.offset_index
     out = []
+    idx = _side_file(seg, "offset_index", seg.index_path, out)
+    if idx is None:
+        return out
     if len(idx) == 0:
         return out
     if np.any(np.diff(idx.offsets) <= 0) or np.any(np.diff(idx.positions) <= 0):
@@ -156,8 +201,10 @@ def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list
 
 
 def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
-    ti = seg.time_index
     out = []
+    ti = _side_file(seg, "time_index", seg.timeindex_path, out)
+    if ti is None:
+        return out
     if len(ti) == 0:
         return out
     name = seg.timeindex_path.name
@@ -191,17 +238,19 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
     progress). Options: those of ``read_segment`` (limits). Keeps in memory
     one decoded chunk and one segment's batch table at a time.
     """
-    path = Path(path)
-    if path.is_file():
-        report = VerifyReport([verify_segment(path, **options)])
+    check_options("verify", options)
+    found = resolve(path)
+    if found.kind is PathKind.SEGMENT:
+        report = VerifyReport([verify_segment(found.path, **options)])
         if on_segment:
-            on_segment(path)
+            on_segment(found.path)
         return report
-    if parse_partition_dir(path.name) or any(SEGMENT_NAME.match(p.name) for p in path.iterdir()):
-        return _verify_partition(PartitionLog(path), options, on_segment)
+    if found.kind is PathKind.PARTITION:
+        return _verify_partition(PartitionLog(found.path), options, on_segment)
     reports, problems = [], []
-    for child in sorted(path.iterdir()):
-        if child.is_dir() and parse_partition_dir(child.name):
+    # partition_dirs refuses two directories naming one partition (t-1, t-01)
+    for data_dir in found.paths:
+        for _, _, child in partition_dirs(data_dir):
             part = _verify_partition(PartitionLog(child), options, on_segment)
             reports += part.segments
             problems += part.partition_problems
@@ -211,7 +260,7 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
 def _verify_partition(log: PartitionLog, options, on_segment=None) -> VerifyReport:
     reports = []
     for seg in log.segments:
-        reports.append(verify_segment(seg, **options))
+        reports.append(verify_segment(seg, last_segment=seg is log.segments[-1], **options))
         if on_segment:
             on_segment(seg.path)
     problems = [f"{log.path.name}/{p.name}: not a segment name (above the largest offset)"

@@ -5,13 +5,25 @@
                                           segments, .index, .timeindex, .txnindex
     SegmentWriter / LogWriter             the same, batch by batch, with
                                           transaction markers (commit/abort)
+    LogWriter.append_batch(raw)           already-encoded batches, appended
+                                          unchanged as a broker appends them
+                                          (``roll``, ``restart``: the broker's)
 
 Batches are what a broker stores (SPEC.md section 2): CRC-32C, every codec,
 CreateTime or LogAppendTime, producer id/epoch/sequence, transactional and
-control batches. Index entries follow LogSegment.append: after an append,
-once more than ``index_interval_bytes`` were written since the last entry, an
-offset index entry (last offset, position of the batch) and a time index entry
-(largest timestamp so far, last offset of the batch holding it).
+control batches. Index entries follow LogSegment.append: an append (one batch
+the writer encodes, or the bytes given to ``append_batch``) made when more
+than ``index_interval_bytes`` were written since the last entry gets an offset
+index entry (the append's largest offset, the position of its first byte) and
+a time index entry (largest timestamp so far and the offset
+``time_index_offset`` names for it), if larger than the last. A segment that
+rolls, or closes as in a clean shutdown, gets the final time index entry.
+Re-appending the raw batches of real broker partitions reproduces the
+broker's .index/.timeindex byte for byte (tests/test_writer_indexes.py).
+
+Every argument is checked in Python before anything is written (TypeError
+for a wrong type, ValueError for a wrong value); the compiled encoder checks
+its bounds again.
 
 ``records`` may be a ``kbatch.Records``, a mapping of columns (``key``,
 ``value``, optional ``timestamp``, ``headers``, ``offset``), or an iterable of
@@ -20,6 +32,9 @@ offset index entry (last offset, position of the batch) and a time index entry
 
 from __future__ import annotations
 
+import base64
+import io
+import operator
 import os
 import struct
 import time
@@ -47,6 +62,56 @@ DEFAULT_BATCH_BYTES = 16 * 1024
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_INDEX_INTERVAL = 4096
 INDEX_PREALLOCATE = 10 * 1024 * 1024
+INT16_MAX, INT32_MAX, INT64_MAX = (1 << 15) - 1, (1 << 31) - 1, (1 << 63) - 1
+
+
+# --- argument checks ---------------------------------------------------------
+# Everything a caller passes is checked here, before the compiled encoder runs:
+# TypeError for a wrong type, ValueError for a wrong value.
+
+def _int(name: str, value, lo: int, hi: int) -> int:
+    """``value`` as an int in ``[lo, hi]``."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an integer, not {type(value).__name__}")
+    value = operator.index(value)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} {value} outside [{lo}, {hi}]")
+    return value
+
+
+def _codec(codec) -> int:
+    if isinstance(codec, bool) or not isinstance(codec, (str, int, np.integer)):
+        raise TypeError(f"codec must be a name or a number, not {type(codec).__name__}")
+    return codec_id(codec)
+
+
+def _int64_array(name: str, values, n: int) -> np.ndarray:
+    """An int64 array of ``n`` integers (no float, no wrap-around)."""
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of integers")
+    try:
+        arr = np.asarray(values)
+    except (OverflowError, ValueError) as e:
+        raise ValueError(f"{name}: {e}") from None
+    if arr.ndim != 1 or len(arr) != n:
+        raise ValueError(f"{name} must be one-dimensional with {n} values, not shape {arr.shape}")
+    if arr.dtype == object:   # Python ints too large for a numpy dtype, or mixed types
+        try:
+            arr = np.array([_int(name, v, -(1 << 63), INT64_MAX) for v in arr.tolist()],
+                           np.int64).reshape(n)
+        except TypeError:
+            raise TypeError(f"{name} must hold integers") from None
+    if n and arr.dtype.kind not in "iu":
+        raise ValueError(f"{name} must hold integers, not {arr.dtype}")
+    if n and arr.dtype.kind == "u" and arr.max() > INT64_MAX:
+        raise ValueError(f"{name} past the int64 range")
+    return np.ascontiguousarray(arr, np.int64)
+
+
+def _check_timestamps(ts: np.ndarray) -> None:
+    """-1 (no timestamp) or a time in ms; deltas within one batch fit int64."""
+    if len(ts) and int(ts.min()) < -1:
+        raise ValueError(f"timestamp {int(ts.min())} below -1 (-1: none)")
 
 
 # --- input as columns -----------------------------------------------------
@@ -64,11 +129,35 @@ class Columns:
     def __len__(self) -> int:
         return len(self.timestamp)
 
+    def validate(self) -> "Columns":
+        """Check every column and that they have one row each (ValueError)."""
+        n = len(self.timestamp)
+        for name, col, kind in (("key", self.key, BinaryColumn),
+                                ("value", self.value, BinaryColumn),
+                                ("headers", self.headers, HeadersColumn)):
+            if not isinstance(col, kind):
+                raise TypeError(f"{name} must be a {kind.__name__}, not {type(col).__name__}")
+            if len(col) != n:
+                raise ValueError(f"{name} has {len(col)} rows, timestamp {n}")
+            col.validate()
+        self.timestamp = _int64_array("timestamp", self.timestamp, n)
+        _check_timestamps(self.timestamp)
+        if self.offset is not None:
+            self.offset = _int64_array("offset", self.offset, n)
+        return self
+
 
 def _binary(values) -> BinaryColumn:
     if isinstance(values, BinaryColumn):
         return values
-    return BinaryColumn.from_pylist(list(values))
+    if values is None or isinstance(values, (str, bytes, bytearray, memoryview)):
+        raise TypeError("key and value columns must be sequences of bytes, str or None")
+    values = list(values)
+    for v in values:
+        if v is not None and not isinstance(v, (bytes, bytearray, memoryview, str)):
+            raise TypeError(f"a key or value must be bytes, str or None, not {type(v).__name__}")
+    return BinaryColumn.from_pylist([bytes(v) if isinstance(v, (bytearray, memoryview)) else v
+                                     for v in values])
 
 
 def _headers(lists, n: int) -> HeadersColumn:
@@ -77,50 +166,74 @@ def _headers(lists, n: int) -> HeadersColumn:
     if lists is None:
         return HeadersColumn(np.zeros(n + 1, np.int64), BinaryColumn.from_pylist([], utf8=True),
                              BinaryColumn.from_pylist([]))
-    lists = list(lists)
+    lists = [[] if h is None else list(h) for h in lists]
     counts = np.fromiter((len(h) for h in lists), np.int64, len(lists))
     offsets = np.zeros(len(lists) + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
-    keys = BinaryColumn.from_pylist([k for h in lists for k, _ in h], utf8=True)
-    values = BinaryColumn.from_pylist([v for h in lists for _, v in h])
+    pairs = []
+    for h in lists:
+        for pair in h:
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError(f"a header must be a (key, value) pair, not {pair!r:.80}")
+            k, v = pair
+            if not isinstance(k, (str, bytes)):
+                raise TypeError("a header key must be str (or UTF-8 bytes), "
+                                f"not {type(k).__name__}")
+            pairs.append((k, v))
+    keys = BinaryColumn.from_pylist([k for k, _ in pairs], utf8=True)
+    values = _binary([v for _, v in pairs])
     return HeadersColumn(offsets, keys, values)
 
 
 def to_columns(records, *, default_timestamp: int | None = None) -> Columns:
     """Normalise any accepted ``records`` input (see the module docstring)."""
     now = int(time.time() * 1000) if default_timestamp is None else default_timestamp
+    if isinstance(records, Columns):
+        return records.validate()
     if isinstance(records, Records):
-        return Columns(np.asarray(records.timestamp, np.int64), records.key, records.value,
-                       records.headers, np.asarray(records.offset, np.int64))
+        return Columns(records.timestamp, records.key, records.value,
+                       records.headers, records.offset).validate()
     if isinstance(records, Mapping):
-        key = _binary(records.get("key", [None] * len(records["value"])))
+        unknown = set(records) - {"key", "value", "timestamp", "headers", "offset"}
+        if unknown:
+            raise ValueError(f"unknown columns {sorted(unknown)}")
+        if "value" not in records:
+            raise ValueError("records need a 'value' column")
         value = _binary(records["value"])
         n = len(value)
+        key = records.get("key")
+        key = _binary([None] * n if key is None else key)
         ts = records.get("timestamp")
-        ts = np.full(n, now, np.int64) if ts is None else np.asarray(ts, np.int64)
-        off = records.get("offset")
+        ts = np.full(n, now, np.int64) if ts is None else ts
         return Columns(ts, key, value, _headers(records.get("headers"), n),
-                       None if off is None else np.asarray(off, np.int64))
+                       records.get("offset")).validate()
+    if records is None or isinstance(records, (str, bytes, bytearray, memoryview)):
+        raise TypeError("records must be Records, a mapping of columns or an iterable of rows")
     keys, values, stamps, headers = [], [], [], []
     for rec in records:
         if isinstance(rec, Mapping):
             k, v, t, h = rec.get("key"), rec.get("value"), rec.get("timestamp"), rec.get("headers")
         else:
+            if isinstance(rec, (str, bytes, bytearray, memoryview)) or not hasattr(rec, "__len__"):
+                raise TypeError(f"a row must be a tuple or a mapping, not {type(rec).__name__}")
             rec = tuple(rec)
+            if not 2 <= len(rec) <= 4:
+                raise ValueError(f"a row has 2 to 4 fields (key, value, timestamp, headers), "
+                                 f"not {len(rec)}")
             k, v = rec[0], rec[1]
             t = rec[2] if len(rec) > 2 else None
             h = rec[3] if len(rec) > 3 else None
         keys.append(k)
         values.append(v)
         stamps.append(now if t is None else t)
-        headers.append(list(h or ()))
-    return Columns(np.asarray(stamps, np.int64), _binary(keys), _binary(values),
-                   _headers(headers, len(values)))
+        headers.append(h)
+    return Columns(_int64_array("timestamp", stamps, len(stamps)), _binary(keys),
+                   _binary(values), _headers(headers, len(values))).validate()
 
 
 def _arrays(col: BinaryColumn):
-    return (np.ascontiguousarray(col.offsets, np.int64), col.data,
-            col.is_valid().view(np.uint8))
+    return (np.ascontiguousarray(col.offsets, np.int64), np.ascontiguousarray(col.data),
+            np.ascontiguousarray(col.is_valid().view(np.uint8)))
 
 
 # --- batches ----------------------------------------------------------------
@@ -130,6 +243,18 @@ def build_batch(records_area: bytes, *, count: int, base_offset: int, last_offse
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                 partition_leader_epoch: int = 0) -> bytes:
     """Header + records area, with the CRC-32C filled in."""
+    if HEADER.size + len(records_area) - 12 > INT32_MAX:
+        raise ValueError("a batch must fit 2 GiB")
+    _int("count", count, 0, INT32_MAX)
+    _int("base_offset", base_offset, 0, INT64_MAX)
+    _int("last_offset_delta", last_offset_delta, 0, INT32_MAX)
+    _int("base_timestamp", base_timestamp, -(1 << 63), INT64_MAX)
+    _int("max_timestamp", max_timestamp, -(1 << 63), INT64_MAX)
+    _int("attributes", attributes, 0, INT16_MAX)
+    _int("producer_id", producer_id, -1, INT64_MAX)
+    _int("producer_epoch", producer_epoch, -1, INT16_MAX)
+    _int("base_sequence", base_sequence, -1, INT32_MAX)
+    _int("partition_leader_epoch", partition_leader_epoch, -1, INT32_MAX)
     buf = bytearray(HEADER.size + len(records_area))
     HEADER.pack_into(buf, 0, base_offset, len(buf) - 12, partition_leader_epoch, 2, 0,
                      attributes, last_offset_delta, base_timestamp, max_timestamp,
@@ -143,6 +268,11 @@ def control_batch(control_type: int, *, base_offset: int, producer_id: int,
                   producer_epoch: int, coordinator_epoch: int = 0, timestamp: int,
                   partition_leader_epoch: int = 0) -> bytes:
     """A transaction marker (ABORT 0, COMMIT 1): key ``>hh``, value ``>hi``."""
+    if _int("control_type", control_type, 0, 1) not in (ABORT, COMMIT):
+        raise ValueError("control_type must be ABORT (0) or COMMIT (1)")
+    _int("producer_id", producer_id, 0, INT64_MAX)
+    _int("coordinator_epoch", coordinator_epoch, -(1 << 31), INT32_MAX)
+    _int("timestamp", timestamp, -1, INT64_MAX)
     key = struct.pack(">hh", 0, control_type)
     value = struct.pack(">hi", 0, coordinator_epoch)
     cols = to_columns({"key": [key], "value": [value], "timestamp": [timestamp]})
@@ -169,10 +299,15 @@ def _encode(prepared: tuple, start: int, stop: int, offset_deltas, ts_deltas) ->
                           np.ascontiguousarray(ts_deltas, np.int64), *prepared)
 
 
-def _batch_bounds(cols: Columns, batch_records: int, batch_bytes: int) -> list[tuple[int, int]]:
+def _batch_bounds(cols: Columns, batch_records: int, batch_bytes: int,
+                  offsets: np.ndarray | None = None) -> list[tuple[int, int]]:
     """Split rows into batches of at most ``batch_records`` rows and about
-    ``batch_bytes`` bytes of payload (at least one row each)."""
+    ``batch_bytes`` bytes of payload (at least one row each); with
+    ``offsets``, a batch also ends before an offset more than 2**31 - 1 past
+    its first (offset deltas are int32)."""
     n = len(cols)
+    if offsets is None and cols.offset is not None:
+        offsets = cols.offset
     sizes = (cols.key.lengths().astype(np.int64) + cols.value.lengths()
              + np.diff(np.asarray(cols.headers.offsets, np.int64)) * 8 + 8)
     cum = np.concatenate([[0], np.cumsum(sizes)])
@@ -180,6 +315,8 @@ def _batch_bounds(cols: Columns, batch_records: int, batch_bytes: int) -> list[t
     while i < n:
         j = int(np.searchsorted(cum, cum[i] + batch_bytes, side="right")) - 1
         j = min(max(j, i + 1), i + batch_records, n)
+        if offsets is not None:
+            j = min(j, int(np.searchsorted(offsets, int(offsets[i]) + INT32_MAX, side="right")))
         bounds.append((i, j))
         i = j
     return bounds
@@ -191,26 +328,37 @@ class SegmentWriter:
     """Appends batches to one segment file (or binary stream).
 
     Keeps in memory one batch at a time plus the index entries of the segment.
+    Index entries follow LogSegment.append: one append is one batch from
+    ``append``/``marker``, or the whole bytes given to ``append_batch``.
     """
 
     def __init__(self, target: str | os.PathLike | BinaryIO, *, base_offset: int = 0,
                  codec="none", batch_records: int = DEFAULT_BATCH_RECORDS,
                  batch_bytes: int = DEFAULT_BATCH_BYTES, partition_leader_epoch: int = 0,
-                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL):
+                 index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
+                 time_index_offset: str = "batch"):
+        if time_index_offset not in TIME_INDEX_OFFSETS:
+            raise ValueError(f"time_index_offset must be one of {TIME_INDEX_OFFSETS}")
+        self.time_index_offset = time_index_offset
+        self.base_offset = _int("base_offset", base_offset, 0, INT64_MAX)
+        self.codec = _codec(codec)
+        self.batch_records = _int("batch_records", batch_records, 1, INT32_MAX)
+        self.batch_bytes = _int("batch_bytes", batch_bytes, 1, INT32_MAX)
+        self.partition_leader_epoch = _int("partition_leader_epoch", partition_leader_epoch,
+                                           -1, INT32_MAX)
+        self.index_interval_bytes = _int("index_interval_bytes", index_interval_bytes,
+                                         0, INT32_MAX)
         if isinstance(target, (str, os.PathLike)):
             self._file = open(target, "wb")
             self._owned = True
-        else:
+        elif callable(getattr(target, "write", None)):
             self._file = target
             self._owned = False
-        self.base_offset = base_offset
-        self.next_offset = base_offset
+        else:
+            raise TypeError("target must be a path or a binary stream, "
+                            f"not {type(target).__name__}")
+        self.next_offset = self.base_offset
         self.position = 0
-        self.codec = codec_id(codec)
-        self.batch_records = batch_records
-        self.batch_bytes = batch_bytes
-        self.partition_leader_epoch = partition_leader_epoch
-        self.index_interval_bytes = index_interval_bytes
         self.offset_index: list[tuple[int, int]] = []   # (offset, position)
         self.time_index: list[tuple[int, int]] = []     # (timestamp, offset)
         self.max_timestamp = -1
@@ -228,50 +376,78 @@ class SegmentWriter:
         if self._owned and not self._file.closed:
             self._file.close()
 
-    def _write(self, batch: bytes, last_offset: int, max_timestamp: int) -> None:
+    def fits(self, last_offset: int) -> bool:
+        """Whether ``last_offset`` has a relative offset (int32) here."""
+        return 0 <= last_offset - self.base_offset <= INT32_MAX
+
+    def _write(self, data: bytes, first_offset: int, largest_offset: int,
+               largest_timestamp: int, shallow_offset_of_max_timestamp: int) -> None:
+        """One LogSegment.append: the index entry (if due) points at the
+        first byte of ``data`` and names its largest offset."""
+        if first_offset < self.next_offset or not self.fits(largest_offset):
+            raise ValueError(f"offsets {first_offset}..{largest_offset} do not follow "
+                             f"{self.next_offset - 1} in the segment based at {self.base_offset}")
         position = self.position
-        self._file.write(batch)
-        self.position += len(batch)
-        if max_timestamp > self.max_timestamp:
-            self.max_timestamp = max_timestamp
-            self.offset_of_max_timestamp = last_offset
+        self._file.write(data)
+        self.position += len(data)
+        if largest_timestamp > self.max_timestamp:
+            self.max_timestamp = largest_timestamp
+            self.offset_of_max_timestamp = shallow_offset_of_max_timestamp
         if self._since_index > self.index_interval_bytes:
-            self.offset_index.append((last_offset, position))
+            self.offset_index.append((largest_offset, position))
             self._add_time_entry()
             self._since_index = 0
-        self._since_index += len(batch)
-        self.next_offset = last_offset + 1
+        self._since_index += len(data)
+        self.next_offset = largest_offset + 1
 
     def _add_time_entry(self) -> None:
         if self.max_timestamp >= 0 and (not self.time_index
                                         or self.max_timestamp > self.time_index[-1][0]):
             self.time_index.append((self.max_timestamp, self.offset_of_max_timestamp))
 
-    def append(self, records, *, producer_id: int = -1, producer_epoch: int | None = None,
-               transactional: bool = False, codec=None, timestamp_type: str = "create",
-               log_append_time: int | None = None, keep_offsets: bool = False) -> tuple[int, int]:
-        """Write ``records`` as batches; returns ``(first_offset, last_offset)``.
+    def index_full(self) -> bool:
+        """Whether an index holds as many entries as 10 MiB (the broker rolls)."""
+        return (len(self.offset_index) >= INDEX_PREALLOCATE // 8
+                or len(self.time_index) >= INDEX_PREALLOCATE // 12)
 
-        Offsets continue from the last batch (``keep_offsets``: use the
-        records' own offsets, which must increase; gaps are kept). With a
-        ``producer_id``, sequences continue per producer.
-        """
-        cols = records if isinstance(records, Columns) else to_columns(records)
+    def encode(self, records, *, producer_id: int = -1, producer_epoch: int | None = None,
+               transactional: bool = False, codec=None, timestamp_type: str = "create",
+               log_append_time: int | None = None, keep_offsets: bool = False):
+        """Check every argument now, then return an iterator over the batches
+        of ``records``: ``(batch bytes, last offset, max timestamp)``.
+
+        Offsets continue from ``next_offset`` (``keep_offsets``: the records'
+        own, which must increase; gaps are kept). Sequences continue per
+        producer. Keeps one batch in memory at a time."""
         if timestamp_type not in ("create", "log_append"):
             raise ValueError("timestamp_type must be 'create' or 'log_append'")
+        producer_id = _int("producer_id", producer_id, -1, INT64_MAX)
         if transactional and producer_id < 0:
             raise ValueError("transactional batches need a producer_id")
         epoch = (0 if producer_id >= 0 else -1) if producer_epoch is None else producer_epoch
-        codec = self.codec if codec is None else codec_id(codec)
+        epoch = _int("producer_epoch", epoch, -1, INT16_MAX)
+        if log_append_time is not None:
+            _int("log_append_time", log_append_time, -1, INT64_MAX)
+        codec = self.codec if codec is None else _codec(codec)
+        cols = to_columns(records)
         if keep_offsets and cols.offset is not None and len(cols):
             if np.any(np.diff(cols.offset) <= 0) or cols.offset[0] < self.next_offset:
                 raise ValueError("offsets must increase and follow the segment's last offset")
             offsets = cols.offset
         else:
+            if self.next_offset + len(cols) - 1 > INT64_MAX:
+                raise ValueError("offsets would pass the int64 range")
             offsets = self.next_offset + np.arange(len(cols), dtype=np.int64)
-        first = int(offsets[0]) if len(cols) else self.next_offset
+        for start, stop in _batch_bounds(cols, self.batch_records, self.batch_bytes, offsets):
+            if int(cols.timestamp[start:stop].max()) - int(cols.timestamp[start]) > INT64_MAX:
+                raise ValueError("timestamps of one batch span more than the int64 range")
+        return self._batches(cols, offsets, producer_id, epoch, transactional, codec,
+                             timestamp_type, log_append_time)
+
+    def _batches(self, cols, offsets, producer_id, epoch, transactional, codec,
+                 timestamp_type, log_append_time):
         prepared = _prepare(cols)
-        for start, stop in _batch_bounds(cols, self.batch_records, self.batch_bytes):
+        for start, stop in _batch_bounds(cols, self.batch_records, self.batch_bytes, offsets):
             base = int(offsets[start])
             ts = cols.timestamp[start:stop]
             area = _encode(prepared, start, stop, offsets[start:stop] - base, ts - ts[0])
@@ -291,25 +467,50 @@ class SegmentWriter:
                 sequence = self._sequences.get(producer_id, 0)
                 self._sequences[producer_id] = (sequence + stop - start) % (1 << 31)
             last = int(offsets[stop - 1])
-            batch = build_batch(area, count=stop - start, base_offset=base,
-                                last_offset_delta=last - base, base_timestamp=int(ts[0]),
-                                max_timestamp=max_ts, attributes=attributes,
-                                producer_id=producer_id, producer_epoch=epoch,
-                                base_sequence=sequence,
-                                partition_leader_epoch=self.partition_leader_epoch)
-            self._write(batch, last, max_ts)
+            shallow = last
+            if self.time_index_offset == "record" and not attributes & 0x0F:
+                shallow = int(offsets[start + int(np.argmax(ts))])
+            yield (build_batch(area, count=stop - start, base_offset=base,
+                               last_offset_delta=last - base, base_timestamp=int(ts[0]),
+                               max_timestamp=max_ts, attributes=attributes,
+                               producer_id=producer_id, producer_epoch=epoch,
+                               base_sequence=sequence,
+                               partition_leader_epoch=self.partition_leader_epoch),
+                   last, max_ts, shallow)
+
+    def append(self, records, **options) -> tuple[int, int]:
+        """Write ``records`` as batches (options: see ``encode``); returns
+        ``(first_offset, last_offset)``."""
+        first = self.next_offset
+        wrote = False
+        for batch, last, max_ts, shallow in self.encode(records, **options):
+            if not wrote:
+                first = int.from_bytes(batch[:8], "big", signed=True)
+                wrote = True
+            self._write(batch, int.from_bytes(batch[:8], "big", signed=True), last, max_ts,
+                        shallow)
         return first, self.next_offset - 1
+
+    def append_batch(self, data) -> "BatchInfo":
+        """Append already-encoded magic-2 batches (the bytes of one or more
+        whole batches, as a broker appends a producer's request) unchanged,
+        as one LogSegment.append: at most one index entry, at the position of
+        the first batch, naming the largest offset. Returns their summary."""
+        info = scan_batches(data, self.time_index_offset)
+        self._write(bytes(data), info.first_offset, info.last_offset, info.max_timestamp,
+                    info.offset_of_max_timestamp)
+        return info
 
     def marker(self, control_type: int, *, producer_id: int, producer_epoch: int = 0,
                coordinator_epoch: int = 0, timestamp: int | None = None) -> int:
         """Write a COMMIT (1) or ABORT (0) marker; returns its offset."""
         ts = int(time.time() * 1000) if timestamp is None else timestamp
         offset = self.next_offset
-        self._write(control_batch(control_type, base_offset=offset, producer_id=producer_id,
-                                  producer_epoch=producer_epoch,
-                                  coordinator_epoch=coordinator_epoch, timestamp=ts,
-                                  partition_leader_epoch=self.partition_leader_epoch),
-                    offset, ts)
+        batch = control_batch(control_type, base_offset=offset, producer_id=producer_id,
+                              producer_epoch=_int("producer_epoch", producer_epoch, 0, INT16_MAX),
+                              coordinator_epoch=coordinator_epoch, timestamp=ts,
+                              partition_leader_epoch=self.partition_leader_epoch)
+        self._write(batch, offset, offset, ts, offset)
         return offset
 
     def write_indexes(self, stem: str | os.PathLike, *, preallocate: bool = False) -> None:
@@ -330,6 +531,143 @@ class SegmentWriter:
                     f.truncate(INDEX_PREALLOCATE - INDEX_PREALLOCATE % entry)
 
 
+# --- already-encoded batches ------------------------------------------------------
+
+@dataclass
+class BatchInfo:
+    """What an append of raw batches needs from their headers."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int      # last offset of the first batch holding it
+    batches: list                     # (base offset, last offset, attributes, producer id,
+                                      #  control type or None)
+
+
+TIME_INDEX_OFFSETS = ("batch", "record")
+
+
+def scan_batches(data, time_index_offset: str = "batch") -> BatchInfo:
+    """Check that ``data`` is one or more whole, CRC-valid magic-2 batches
+    with increasing offsets, and summarise them (ValueError otherwise).
+
+    ``time_index_offset``: the offset a time index entry names for a batch's
+    max timestamp: ``"batch"``, its last offset (Kafka 3.8 and later, and
+    every broker's recovery); ``"record"``, for an uncompressed CreateTime
+    batch, the first record holding it (brokers up to 3.7 validating a
+    producer's batch in place; other batches: the last offset)."""
+    if time_index_offset not in TIME_INDEX_OFFSETS:
+        raise ValueError(f"time_index_offset must be one of {TIME_INDEX_OFFSETS}")
+    try:
+        view = memoryview(data).cast("B")
+    except TypeError:
+        raise TypeError(f"batch data must be bytes-like, not {type(data).__name__}") from None
+    pos, end = 0, len(view)
+    if end == 0:
+        raise ValueError("no batch to append")
+    batches = []
+    max_ts, shallow, prev_last = -1, -1, -1
+    while pos < end:
+        if HEADER.size > end - pos:
+            raise ValueError(f"a batch header at byte {pos} is cut short")
+        (base, length, _ple, magic, crc, attributes, last_delta, _first_ts, batch_max_ts,
+         producer_id, _epoch, _seq, count) = HEADER.unpack_from(view, pos)
+        if magic != 2:
+            raise ValueError(f"batch at byte {pos} has magic {magic}; only magic 2 is appended")
+        if length < HEADER.size - 12 or length > end - pos - 12:
+            raise ValueError(f"batch at byte {pos} has length {length}, past the data")
+        size = length + 12
+        if crc32c_of(view[pos + CRC_FROM:pos + size]) != crc:
+            raise ValueError(f"batch at byte {pos} (base offset {base}) fails its CRC")
+        if base < 0 or last_delta < 0 or count < 0:
+            raise ValueError(f"batch at byte {pos} has negative offsets or count")
+        if base <= prev_last:
+            raise ValueError(f"batch at byte {pos}: base offset {base} does not follow "
+                             f"{prev_last}")
+        last = base + last_delta
+        if last > INT64_MAX:
+            raise ValueError(f"batch at byte {pos}: last offset past the int64 range")
+        control_type = None
+        if attributes & ATTR_CONTROL:
+            control_type = _control_type(view[pos + HEADER.size:pos + size], attributes, pos)
+        if batch_max_ts > max_ts:
+            max_ts, shallow = batch_max_ts, last
+            if (time_index_offset == "record" and not attributes & 0x0F
+                    and not attributes & ATTR_CONTROL):
+                shallow = _offset_of_max_timestamp(view[pos + HEADER.size:pos + size], base,
+                                                   _first_ts, count, pos)
+        batches.append((base, last, attributes, producer_id, control_type))
+        prev_last = last
+        pos += size
+    return BatchInfo(batches[0][0], prev_last, max_ts, shallow, batches)
+
+
+def _varint(view, pos: int, end: int) -> tuple[int, int]:
+    raw = shift = 0
+    for i in range(5):
+        if pos >= end:
+            raise ValueError("a varint is cut short")
+        b = view[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+    raise ValueError("a varint runs past 5 bytes")
+
+
+def _offset_of_max_timestamp(area, base: int, first_ts: int, count: int, at: int) -> int:
+    """Offset of the first record of an uncompressed batch holding its
+    largest timestamp (LogValidator up to Kafka 3.7)."""
+    end = len(area)
+    p, best, best_off = 0, -1, -1
+    for _ in range(count):
+        length, q = _varint(area, p, end)
+        if length < 3 or length > end - q:
+            raise ValueError(f"batch at byte {at}: a record runs past the batch")
+        ts_delta, r = _varlong(area, q + 1, end)
+        off_delta, _ = _varint(area, r, end)
+        if first_ts + ts_delta > best:
+            best, best_off = first_ts + ts_delta, base + off_delta
+        p = q + length
+    return best_off
+
+
+def _varlong(view, pos: int, end: int) -> tuple[int, int]:
+    raw = shift = 0
+    for _ in range(10):
+        if pos >= end:
+            raise ValueError("a varlong is cut short")
+        b = view[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+    raise ValueError("a varlong runs past 10 bytes")
+
+
+def _control_type(area, attributes: int, at: int) -> int | None:
+    """The type of a control batch's first record (``>hh`` key: version,
+    type); None when it has no record."""
+    if attributes & 0x07:
+        raise ValueError(f"control batch at byte {at} is compressed")
+    end = len(area)
+    if end == 0:
+        return None
+    _, p = _varint(area, 0, end)          # record length
+    p += 1                                # attributes
+    for _ in range(2):                    # timestamp delta (varlong), offset delta
+        while p < end and area[p] & 0x80:
+            p += 1
+        p += 1
+    klen, p = _varint(area, p, end)
+    if klen < 4 or klen > end - p:
+        raise ValueError(f"control batch at byte {at} has no control key")
+    return struct.unpack_from(">h", area, p + 2)[0]
+
+
 def write_segment(target, records, *, codec="none", batch_records: int = DEFAULT_BATCH_RECORDS,
                   batch_bytes: int = DEFAULT_BATCH_BYTES, base_offset: int = 0,
                   producer_id: int = -1, producer_epoch: int | None = None,
@@ -339,11 +677,20 @@ def write_segment(target, records, *, codec="none", batch_records: int = DEFAULT
     """Write ``records`` as one segment; returns ``(first_offset, last_offset)``.
 
     ``commit``: for a transactional write, end it with a COMMIT (True) or
-    ABORT (False) marker; None leaves the transaction open.
+    ABORT (False) marker; None leaves the transaction open. Every argument is
+    checked before the target is opened.
     """
+    cols = to_columns(records)
+    if commit is not None and not isinstance(commit, bool):
+        raise TypeError("commit must be True, False or None")
+    probe = SegmentWriter(io.BytesIO(), base_offset=base_offset, codec=codec,
+                          batch_records=batch_records, batch_bytes=batch_bytes)
+    probe.encode(cols, producer_id=producer_id, producer_epoch=producer_epoch,
+                 transactional=transactional, timestamp_type=timestamp_type,
+                 log_append_time=log_append_time, keep_offsets=keep_offsets)
     with SegmentWriter(target, base_offset=base_offset, codec=codec,
                        batch_records=batch_records, batch_bytes=batch_bytes) as w:
-        first, last = w.append(records, producer_id=producer_id, producer_epoch=producer_epoch,
+        first, last = w.append(cols, producer_id=producer_id, producer_epoch=producer_epoch,
                                transactional=transactional, timestamp_type=timestamp_type,
                                log_append_time=log_append_time, keep_offsets=keep_offsets)
         if transactional and commit is not None:
@@ -355,9 +702,19 @@ def write_segment(target, records, *, codec="none", batch_records: int = DEFAULT
 # --- partition directories ------------------------------------------------------
 
 class LogWriter:
-    """A partition directory, written like a broker: segments roll at
-    ``segment_bytes``, each with its indexes; aborted transactions go to the
-    ``.txnindex`` of the segment holding the ABORT marker.
+    """A partition directory, written like a broker: a segment rolls before
+    an append that would take it past ``segment_bytes`` (or past 2**31 - 1
+    offsets from its base, or fill an index), each segment with its indexes;
+    aborted transactions go to the ``.txnindex`` of the segment holding the
+    ABORT marker.
+
+    ``time_index_offset``: which offset a time index entry names, ``"batch"``
+    (Kafka 3.8+) or ``"record"`` (up to 3.7; see ``scan_batches``).
+
+    ``preallocate_indexes``: the active segment's indexes are left as a running
+    broker keeps them (zero-padded to 10 MiB, no final time index entry);
+    False leaves them as a clean shutdown does (trimmed, with the final time
+    index entry, LogSegment.close).
 
     Keeps in memory one batch and the index entries of the open segment.
     """
@@ -367,25 +724,32 @@ class LogWriter:
                  batch_records: int = DEFAULT_BATCH_RECORDS,
                  batch_bytes: int = DEFAULT_BATCH_BYTES,
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
-                 partition_leader_epoch: int = 0, preallocate_indexes: bool = True):
+                 partition_leader_epoch: int = 0, preallocate_indexes: bool = True,
+                 time_index_offset: str = "batch"):
+        if not isinstance(directory, (str, os.PathLike)):
+            raise TypeError(f"directory must be a path, not {type(directory).__name__}")
+        self.segment_bytes = _int("segment_bytes", segment_bytes, 1, INT32_MAX)
+        self._opts = dict(codec=codec, batch_records=batch_records, batch_bytes=batch_bytes,
+                          partition_leader_epoch=partition_leader_epoch,
+                          index_interval_bytes=index_interval_bytes,
+                          time_index_offset=time_index_offset)
+        SegmentWriter(io.BytesIO(), base_offset=base_offset, **self._opts)  # checks them
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.codec = codec
-        self.segment_bytes = segment_bytes
-        self._opts = dict(codec=codec, batch_records=batch_records, batch_bytes=batch_bytes,
-                          partition_leader_epoch=partition_leader_epoch,
-                          index_interval_bytes=index_interval_bytes)
-        self.preallocate_indexes = preallocate_indexes
+        self.preallocate_indexes = bool(preallocate_indexes)
         self.partition_leader_epoch = partition_leader_epoch
         self._open_txns: dict[int, int] = {}     # producer id -> first offset
         self._txn_entries: list[bytes] = []
         self._segment: SegmentWriter | None = None
         self._sequences: dict[int, int] = {}
         self._start_segment(base_offset)
+        topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         (self.directory / "partition.metadata").write_text(
-            f"version: 0\ntopic_id: {uuid.uuid4().hex[:22]}\n")
+            f"version: 0\ntopic_id: {topic_id}\n")
+        epochs = [f"{partition_leader_epoch} {base_offset}"] if partition_leader_epoch >= 0 else []
         (self.directory / "leader-epoch-checkpoint").write_text(
-            f"0\n1\n{partition_leader_epoch} {base_offset}\n")
+            "\n".join(["0", str(len(epochs)), *epochs]) + "\n")
 
     @property
     def next_offset(self) -> int:
@@ -402,52 +766,100 @@ class LogWriter:
 
     def _finish_segment(self, active: bool) -> None:
         seg = self._segment
-        if not active:
-            seg._add_time_entry()  # the broker's final entry when a segment rolls
+        prealloc = active and self.preallocate_indexes
+        if not prealloc:
+            # the final entry of a rolled (onBecomeInactiveSegment) or closed segment
+            seg._add_time_entry()
         seg.close()
         stem = self._stem(seg.base_offset)
-        seg.write_indexes(stem, preallocate=active and self.preallocate_indexes)
+        seg.write_indexes(stem, preallocate=prealloc)
         if self._txn_entries:
             Path(str(stem) + ".txnindex").write_bytes(b"".join(self._txn_entries))
 
-    def _maybe_roll(self) -> None:
-        if self._segment.position >= self.segment_bytes:
-            nxt = self._segment.next_offset
-            self._finish_segment(active=False)
-            self._start_segment(nxt)
+    def roll(self, base_offset: int | None = None) -> None:
+        """Close the active segment (as a broker rolls it) and start a new one
+        at ``base_offset`` (default and minimum: the next offset)."""
+        nxt = self.next_offset
+        base = nxt if base_offset is None else _int("base_offset", base_offset, nxt, INT64_MAX)
+        self._finish_segment(active=False)
+        self._start_segment(base)
 
-    def append(self, records, **kwargs) -> tuple[int, int]:
-        """Write records (options of ``SegmentWriter.append``), rolling
+    def restart(self) -> None:
+        """What a broker's clean restart leaves in the active segment: the
+        final time index entry of LogSegment.close, and an offset index
+        counter that starts again from 0 (a new LogSegment object)."""
+        self._segment._add_time_entry()
+        self._segment._since_index = 0
+
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> None:
+        """LogSegment.shouldRoll before an append; the new segment starts at
+        the append's first offset (or the next offset, if larger)."""
+        seg = self._segment
+        if seg.position > 0 and (seg.position > self.segment_bytes - size
+                                 or not seg.fits(last_offset) or seg.index_full()):
+            self.roll(max(first_offset, self.next_offset))
+
+    def _track(self, base: int, attributes: int, producer_id: int, control_type) -> None:
+        """Open transactions, and the .txnindex entry of an ABORT marker."""
+        if not attributes & ATTR_TRANSACTIONAL:
+            return
+        if control_type is None:
+            if not attributes & ATTR_CONTROL:
+                self._open_txns.setdefault(producer_id, base)
+            return
+        if control_type not in (ABORT, COMMIT):
+            return
+        first = self._open_txns.pop(producer_id, None)
+        if control_type == ABORT and first is not None:
+            others = list(self._open_txns.values())
+            lso = min(others) if others else base + 1
+            self._txn_entries.append(struct.pack(">hqqqq", 0, producer_id, first, base, lso))
+
+    def append(self, records, **options) -> tuple[int, int]:
+        """Write records (options of ``SegmentWriter.encode``), rolling
         segments between batches; returns ``(first_offset, last_offset)``."""
-        cols = records if isinstance(records, Columns) else to_columns(records)
-        bounds = _batch_bounds(cols, self._segment.batch_records, self._segment.batch_bytes)
-        first = last = None
-        for start, stop in bounds:
-            self._maybe_roll()
-            part = Columns(cols.timestamp[start:stop], cols.key[start:stop],
-                           cols.value[start:stop], cols.headers[start:stop],
-                           None if cols.offset is None else cols.offset[start:stop])
-            lo, last = self._segment.append(part, **kwargs)
-            first = lo if first is None else first
-            pid = kwargs.get("producer_id", -1)
-            if kwargs.get("transactional") and pid not in self._open_txns:
-                self._open_txns[pid] = lo
+        first = None
+        pid = options.get("producer_id", -1)
+        for batch, last, max_ts, shallow in self._segment.encode(records, **options):
+            base = int.from_bytes(batch[:8], "big", signed=True)
+            self._maybe_roll(len(batch), base, last)
+            self._segment._write(batch, base, last, max_ts, shallow)
+            self._track(base, batch[22] & 0xFF, pid, None)
+            first = base if first is None else first
         if first is None:
             return self.next_offset, self.next_offset - 1
-        return first, last
+        return first, self.next_offset - 1
+
+    def append_batch(self, data, *, time_index_offset: str | None = None) -> BatchInfo:
+        """Append already-encoded magic-2 batches unchanged, as a broker
+        appends them (one LogSegment.append: index entries, roll rules,
+        transactions and ``.txnindex`` as for the batches it writes itself).
+        A leader appends a producer's batch alone; a follower appends what
+        one fetch returned (several batches) at once, with
+        ``time_index_offset="batch"``. Returns their summary (``BatchInfo``)."""
+        info = scan_batches(data, time_index_offset or self._segment.time_index_offset)
+        data = bytes(data)
+        self._maybe_roll(len(data), info.first_offset, info.last_offset)
+        self._segment._write(data, info.first_offset, info.last_offset, info.max_timestamp,
+                             info.offset_of_max_timestamp)
+        for base, _last, attributes, producer_id, control_type in info.batches:
+            self._track(base, attributes, producer_id, control_type)
+        return info
 
     def end_transaction(self, producer_id: int, *, commit: bool, producer_epoch: int = 0,
                         coordinator_epoch: int = 0, timestamp: int | None = None) -> int:
         """Write the producer's COMMIT or ABORT marker; returns its offset."""
-        self._maybe_roll()
-        offset = self._segment.marker(COMMIT if commit else ABORT, producer_id=producer_id,
-                                      producer_epoch=producer_epoch,
-                                      coordinator_epoch=coordinator_epoch, timestamp=timestamp)
-        first = self._open_txns.pop(producer_id, None)
-        if not commit and first is not None:
-            others = list(self._open_txns.values())
-            lso = min(others) if others else offset + 1
-            self._txn_entries.append(struct.pack(">hqqqq", 0, producer_id, first, offset, lso))
+        ts = int(time.time() * 1000) if timestamp is None else timestamp
+        offset = self.next_offset
+        batch = control_batch(COMMIT if commit else ABORT, base_offset=offset,
+                              producer_id=producer_id,
+                              producer_epoch=_int("producer_epoch", producer_epoch, 0, INT16_MAX),
+                              coordinator_epoch=coordinator_epoch, timestamp=ts,
+                              partition_leader_epoch=self._segment.partition_leader_epoch)
+        self._maybe_roll(len(batch), offset, offset)
+        self._segment._write(batch, offset, offset, ts, offset)
+        self._track(offset, ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id,
+                    COMMIT if commit else ABORT)
         return offset
 
     def close(self) -> None:
@@ -468,9 +880,13 @@ def write_log(directory, records, *, codec="none", segment_bytes: int = DEFAULT_
               **append_options: Any) -> tuple[int, int]:
     """Write ``records`` into a partition directory (``<topic>-<partition>``),
     rolling segments at ``segment_bytes`` with ``.index``/``.timeindex``
-    files; returns ``(first_offset, last_offset)``."""
+    files; returns ``(first_offset, last_offset)``. Every argument is checked
+    before the directory is created."""
+    cols = to_columns(records)
+    SegmentWriter(io.BytesIO(), base_offset=base_offset, codec=codec,
+                  batch_records=batch_records, batch_bytes=batch_bytes,
+                  index_interval_bytes=index_interval_bytes).encode(cols, **append_options)
     with LogWriter(directory, base_offset=base_offset, codec=codec, segment_bytes=segment_bytes,
                    batch_records=batch_records, batch_bytes=batch_bytes,
                    index_interval_bytes=index_interval_bytes) as log:
-        return log.append(records, **append_options)
-
+        return log.append(cols, **append_options)

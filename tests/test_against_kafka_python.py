@@ -130,10 +130,18 @@ def assert_same_records(a, b, *, same_source=True):
     assert a.end == b.end
 
 
+# what a chunk holds besides its payload: offset, timestamp, timestamp type,
+# batch index, key/value/header offsets and validity bits (kbatch/_columns.pxd)
+ROW_FIXED_BYTES = 34
+
+
 def payload_bytes(records):
+    """Keys, values and headers, plus the fixed bytes of every record: what
+    ``chunk_bytes`` counts."""
     h = records.headers
     return int(records.key.lengths().sum() + records.value.lengths().sum()
-               + h.keys.lengths().sum() + h.values.lengths().sum())
+               + h.keys.lengths().sum() + h.values.lengths().sum()
+               + ROW_FIXED_BYTES * len(records))
 
 
 # --- whole reads -----------------------------------------------------------

@@ -26,7 +26,7 @@ from kbatch.columns import BinaryColumn
 from kbatch.control import decode_control_records, parse_control_value
 from kbatch.errors import CorruptRecordError
 
-from .conftest import CORPUS
+from .conftest import CORPUS, NO_CORPUS, needs_corpus
 
 # --- an independent encoder ------------------------------------------------
 
@@ -169,12 +169,14 @@ def _properties(path):
     return out
 
 
+@needs_corpus
 def test_corpus_has_the_files(corpus):
     assert len(LEADER_CHANGE_LOGS) >= 2
     assert len(CHECKPOINTS) >= 2
     assert len(BOOTSTRAPS) == 2
 
 
+@needs_corpus
 @pytest.mark.parametrize("rel", LEADER_CHANGE_LOGS)
 def test_leader_change_records(corpus, rel):
     path = corpus / rel
@@ -201,6 +203,7 @@ def test_leader_change_records(corpus, rel):
         assert epochs == sorted(epochs) and epochs[-1] <= state["leaderEpoch"]
 
 
+@needs_corpus
 def test_leader_change_taha_one_record_per_epoch(corpus):
     records, decoded = _decoded(corpus / TAHA_LOG)
     assert len(decoded) == 14
@@ -211,6 +214,7 @@ def test_leader_change_taha_one_record_per_epoch(corpus):
     assert decoded[0]["offset"] == 0
 
 
+@needs_corpus
 def test_leader_change_apache_bytes(corpus):
     records, decoded = _decoded(corpus / APACHE_LOG)
     assert records.control.value[0] == bytes.fromhex("0000" "000003e8" "02" "000003e8" "00"
@@ -223,6 +227,7 @@ def test_leader_change_apache_bytes(corpus):
     ]
 
 
+@needs_corpus
 def test_snapshot_checkpoints(corpus):
     meta = _properties(corpus / RONEM / "meta.properties")
     log = kbatch.read_segment(corpus / RONEM / "__cluster_metadata-0/00000000000001725413.log")
@@ -264,6 +269,7 @@ def test_snapshot_checkpoints(corpus):
     assert matched_log == 2
 
 
+@needs_corpus
 @pytest.mark.parametrize("rel", BOOTSTRAPS)
 def test_bootstrap_checkpoint(corpus, rel):
     records, decoded = _decoded(corpus / rel)

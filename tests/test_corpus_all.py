@@ -16,7 +16,7 @@ import pytest
 
 import kbatch
 
-from .conftest import CORPUS
+from .conftest import CORPUS, needs_corpus
 from .digest import digest
 
 
@@ -31,6 +31,10 @@ EXPECTED = _expected()
 GOOD = [e for e in EXPECTED if e["crc_errors"] == 0]
 BAD_CRC = [e for e in EXPECTED if e["crc_errors"] > 0]
 LEGACY = [e for e in EXPECTED if min(e["magics"]) < 2]
+
+# Without the corpus every test here skips with the one reason of conftest.NO_CORPUS
+# (tests/test_data_fixtures.py still checks the small real-data set in tests/data).
+pytestmark = needs_corpus
 
 FIELDS = ("records", "batches", "control", "first_offset", "last_offset", "next_offset",
           "valid_bytes", "crc_errors", "magics", "codecs", "digest")

@@ -496,8 +496,9 @@ def _around(middle: bytes):
 
 
 def _hostile(records_area: bytes, count: int, codec: int = 0, **kw):
+    kw.setdefault("last_offset_delta", max(count - 1, 0))
     batch = raw_batch(records_area, records_count=count, base_offset=10,
-                      base_timestamp=2000, last_offset_delta=max(count - 1, 0), **kw)
+                      base_timestamp=2000, **kw)
     return recompress(batch, codec) if codec else batch
 
 
@@ -623,7 +624,7 @@ def test_long_but_legal_varints_decode():
             + long_varint(-1, 5) + long_varint(1, 5) + long_varint(1, 5) + b"k"
             + long_varint(0, 5))
     area = long_varint(len(body), 5) + body
-    batch = _hostile(area, 1)
+    batch = _hostile(area, 1, last_offset_delta=3)   # the record's offset delta
     records = kbatch.read_segment(batch)
     kr = read_with_kafka_python(batch, check_crc=True)
     assert records.offset.tolist() == kr.column("offset") == [13]
@@ -662,13 +663,30 @@ def test_broken_batch_length(length, validate_crc):
 
 
 def test_batch_length_running_past_the_file_is_an_end():
+    # a torn tail: nothing valid after the batch whose length runs past the end
+    first, middle, last = _around(build_batch([(2000, b"b", b"m", [])], base_offset=10))
+    buf = first + middle[:-5]
+    records = kbatch.read_segment(buf)
+    assert records.value.to_pylist() == [b"first"]
+    assert records.end == kbatch.SegmentEnd(len(first), len(buf) - len(first), "truncated", None)
+
+
+def test_batch_length_running_past_the_file_with_a_valid_batch_after_it_is_corrupt():
+    # the length field is damaged: a valid batch follows, so this is no torn tail
     first, middle, last = _around(build_batch([(2000, b"b", b"m", [])], base_offset=10))
     bad = bytearray(middle)
     struct.pack_into(">i", bad, 8, len(middle) - 12 + len(last) + 1)
     buf = first + bytes(bad) + last
-    records = kbatch.read_segment(buf)
-    assert records.value.to_pylist() == [b"first"]
-    assert records.end == kbatch.SegmentEnd(len(first), len(buf) - len(first), "truncated", None)
+    with pytest.raises(CorruptRecordError) as info:
+        kbatch.read_segment(buf)
+    assert info.value.batch_position == len(first)
+    stopped = kbatch.read_segment(buf, on_corrupt="stop")
+    assert stopped.value.to_pylist() == [b"first"]
+    assert stopped.end.reason == "corrupt" and stopped.end.valid_bytes == len(first)
+    skipped = kbatch.read_segment(buf, on_corrupt="skip")
+    assert skipped.value.to_pylist() == [b"first", b"last"]
+    assert [(r.start, r.stop, r.reason) for r in skipped.skipped] == [
+        (len(first), len(first) + len(middle), "truncated")]
 
 
 @pytest.mark.parametrize("magic", [0, 1, 3, 9, 127, -1, -126])
@@ -708,7 +726,7 @@ def test_limits_refuse_big_batches():
             stopped = kbatch.read_segment(buf, on_corrupt="stop", **kwargs)
             assert len(stopped) == 0 and stopped.end.reason == "corrupt"
     for bad in ({"max_decompressed_bytes": 0}, {"max_decompressed_bytes": 1 << 30},
-                {"on_corrupt": "skip"}, {"max_batch_bytes": -1}):
+                {"on_corrupt": "skip it"}, {"max_batch_bytes": -1}):
         with pytest.raises(ValueError):
             kbatch.read_segment(batch, **bad)
 

@@ -176,11 +176,16 @@ def test_log_read_is_exact_whatever_the_index_holds(steered_log, lo, hi):
 def test_use_index_trusts_a_crc_valid_index_position(steered_log):
     """The documented limit of ``use_index=True`` (kbatch/log.py): an entry
     that names a whole CRC-valid batch is trusted, as Kafka trusts its index,
-    even when that batch is stored inside a record value."""
+    even when that batch is stored inside a record value. The decode that
+    starts there runs into the rest of the outer batch, whose "length"
+    runs past the file while real batches follow it: that is damage, and
+    raises (before issue 11 the read ended there quietly as a torn tail)."""
     trusting = kbatch.open_log(steered_log.path, use_index=True)
-    got = [(r.offset, r.key) for r in trusting.read(1, 3)]
-    assert got != [(1, b"outer"), (2, b"c")]
-    assert (1, b"inner") in got
+    with pytest.raises(kbatch.CorruptRecordError, match="damaged length field"):
+        trusting.read(1, 3)
+    stopped = trusting.read(1, 3, on_corrupt="stop")
+    assert (1, b"inner") in [(r.offset, r.key) for r in stopped]
+    assert stopped.end.reason == "corrupt"
 
 
 # --- 4. gzip: many members, quadratic ------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 
 import kbatch
 
-from .conftest import CORPUS
+from .conftest import CORPUS, NO_CORPUS, needs_corpus
 from .digest import digest
 from .kafka_ref import build_batch
 
@@ -116,7 +116,7 @@ class Ref:
 @pytest.fixture(scope="module")
 def refs():
     if not DATA_DIR.is_dir():
-        pytest.skip("corpus not found")
+        pytest.skip(NO_CORPUS)
     return {name: Ref(DATA_DIR / name) for name in PARTITIONS}
 
 
@@ -175,6 +175,7 @@ def _pos_args(b):
 
 # --- a partition read whole ---------------------------------------------------
 
+@needs_corpus
 @pytest.mark.parametrize("name", PARTITIONS)
 def test_open_log_reads_the_segments_in_order(refs, name):
     ref = refs[name]
@@ -201,6 +202,7 @@ def test_open_log_reads_the_segments_in_order(refs, name):
     ref.check(kbatch.Records.concat(chunks))
 
 
+@needs_corpus
 def test_iter_yields_no_empty_chunk_before_the_last():
     """'Yields every non-empty chunk, then the last chunk of the last segment
     read (maybe empty), which carries end' (PartitionLog.iter)."""
@@ -211,6 +213,7 @@ def test_iter_yields_no_empty_chunk_before_the_last():
         assert chunks[-1].end is not None
 
 
+@needs_corpus
 @pytest.mark.parametrize("name", PARTITIONS)
 def test_segment_indexes_parse_like_the_raw_files(name):
     """OffsetIndex/TimeIndex entries equal the big-endian entries of the
@@ -237,6 +240,7 @@ def test_segment_indexes_parse_like_the_raw_files(name):
 
 # --- random ranges --------------------------------------------------------------
 
+@needs_corpus
 @pytest.mark.parametrize("name", PARTITIONS)
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
 def test_random_offset_and_timestamp_ranges(use_index, refs, name):
@@ -249,6 +253,7 @@ def test_random_offset_and_timestamp_ranges(use_index, refs, name):
         ref.check(log.read(*args, **kw), **b)
 
 
+@needs_corpus
 @pytest.mark.parametrize("name", PARTITIONS)
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
 def test_random_ranges_chunk_by_chunk(use_index, refs, name):
@@ -264,6 +269,7 @@ def test_random_ranges_chunk_by_chunk(use_index, refs, name):
         ref.check(kbatch.Records.concat(chunks), **b)
 
 
+@needs_corpus
 @pytest.mark.parametrize("name", PARTITIONS)
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
 def test_offset_for_timestamp(use_index, refs, name):
@@ -280,6 +286,7 @@ def test_offset_for_timestamp(use_index, refs, name):
         assert log.offset_for_timestamp(t) == want, t
 
 
+@needs_corpus
 def test_select_offsets_matches_the_filter(refs):
     ref = refs["invoice-1"]
     whole = kbatch.open_log(DATA_DIR / "invoice-1").read()
@@ -290,6 +297,7 @@ def test_select_offsets_matches_the_filter(refs):
         ref.check(whole.select_offsets(lo, hi), start_offset=lo, end_offset=hi)
 
 
+@needs_corpus
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
 def test_edge_ranges(use_index, refs):
     ref = refs["invoice-0"]
@@ -307,6 +315,7 @@ def test_edge_ranges(use_index, refs):
 
 # --- data directories ------------------------------------------------------------
 
+@needs_corpus
 def test_open_log_dir_lists_the_partitions(refs):
     logdir = kbatch.open_log_dir(DATA_DIR)
     assert logdir.topics == ["invoice"]
@@ -338,6 +347,7 @@ def _same(a, b):
     assert np.array_equal(a.batch, b.batch)
 
 
+@needs_corpus
 def test_log_dir_read_threads(refs):
     logdir = kbatch.open_log_dir(DATA_DIR)
     one = logdir.read(threads=1)
@@ -346,14 +356,17 @@ def test_log_dir_read_threads(refs):
     for key in one:
         _same(one[key], two[key])
         refs[f"{key[0]}-{key[1]}"].check(one[key])
-    assert logdir.read(topics=["nothing"], threads=2) == {}
+    with pytest.raises(kbatch.KbatchError, match="no topic 'nothing'.*topics: invoice"):
+        logdir.read(topics=["nothing"], threads=2)
     only = logdir.read(topics=["invoice"], threads=2)
     assert sorted(only) == sorted(one)
+    assert sorted(logdir.read("invoice", threads=2)) == sorted(one)
 
 
+@needs_corpus
 def test_delete_directory_is_skipped():
     if not DELETE_PARENT.is_dir():
-        pytest.skip("corpus not found")
+        pytest.skip(NO_CORPUS)
     [doomed] = [p for p in DELETE_PARENT.iterdir() if p.name.endswith("-delete")]
     assert any(p.name.endswith(".log") for p in doomed.iterdir())
     logdir = kbatch.open_log_dir(DELETE_PARENT)
@@ -367,6 +380,7 @@ def _segment_bytes(base_offset, values, ts0=1_700_000_000_000):
                     for i, v in enumerate(values))
 
 
+@needs_corpus
 def test_transient_files_and_directories_are_skipped(tmp_path):
     root = _writable_copy(DELETE_PARENT, tmp_path / "data")
     live = root / "test-topic-0"
@@ -453,6 +467,7 @@ def _check_many(ref, log, seed, n=30):
         ref.check(kbatch.Records.concat(list(log.iter(*args, chunk_records=7, **kw))), **b)
 
 
+@needs_corpus
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
 def test_preallocated_index_tails(use_index, refs, tmp_path):
     """Index files of an active segment are preallocated: zeros after the
@@ -481,6 +496,7 @@ def test_preallocated_index_tails(use_index, refs, tmp_path):
     assert report.ok, [s.problems() for s in report.segments]
 
 
+@needs_corpus
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
 def test_all_zero_index_of_the_active_segment(use_index, refs, tmp_path):
     """The last (active) segment with index files that are only zeros."""
@@ -547,6 +563,7 @@ DAMAGE = ["past-the-end", "mid-batch", "negative", "shifted", "earlier",
           "offsets-too-low", "offsets-too-high", "reversed", "garbage"]
 
 
+@needs_corpus
 @pytest.mark.parametrize("kind", DAMAGE)
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
 def test_damaged_offset_index_gives_identical_reads(use_index, refs, tmp_path, kind):
@@ -575,6 +592,7 @@ def test_damaged_offset_index_gives_identical_reads(use_index, refs, tmp_path, k
         assert not s.crc_failures and s.end_reason is None
 
 
+@needs_corpus
 def test_verify_is_clean_on_the_real_partitions():
     report = kbatch.verify(DATA_DIR)
     assert len(report.segments) == 20
@@ -586,6 +604,7 @@ def test_verify_is_clean_on_the_real_partitions():
         assert not s.crc_failures and not s.offset_problems
 
 
+@needs_corpus
 @pytest.mark.parametrize("kind", ["timestamps-too-low", "offsets-too-high", "offsets-too-low",
                                   "reversed", "garbage"])
 @pytest.mark.parametrize("use_index", [False, True], ids=["walk", "index"])
@@ -658,6 +677,7 @@ def test_time_index_entry_that_agrees_with_its_batch_but_not_with_the_log(tmp_pa
         assert steered.offset_for_timestamp(t) == want, t
 
 
+@needs_corpus
 @pytest.mark.parametrize("name", PARTITIONS)
 def test_use_index_seeks_without_walking_the_segments(refs, name, monkeypatch):
     """With good index files, use_index=True reads ranges and timestamp seeks
@@ -690,12 +710,13 @@ LOG_DIRS = [
 ]
 
 
+@needs_corpus
 @pytest.mark.parametrize("root", LOG_DIRS, ids=lambda p: p.parts[len(CORPUS.parts)])
 def test_log_dir_read_matches_expected_per_file(root):
     """Every partition read on two threads, split back into its files (the
     batch table's ``source``), gives each file's EXPECTED digest."""
     if not root.is_dir():
-        pytest.skip("corpus not found")
+        pytest.skip(NO_CORPUS)
     logdir = kbatch.open_log_dir(root)
     out = logdir.read(threads=2)
     assert sorted(out) == sorted((p.topic, p.partition) for p in logdir.partitions)

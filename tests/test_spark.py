@@ -17,7 +17,7 @@ import pytest
 import kbatch
 from kbatch.writer import LogWriter
 
-from .conftest import CORPUS
+from .conftest import CORPUS, needs_corpus
 from .digest import digest
 
 pytestmark = pytest.mark.spark
@@ -84,6 +84,7 @@ def txn_dir(tmp_path_factory):
     return root
 
 
+@needs_corpus
 def test_schema_is_the_kafka_source_schema(spark):
     df = spark.read.format("kbatch").load(str(DIPENDRA / "invoice-0"))
     assert df.schema.simpleString() == (
@@ -92,6 +93,7 @@ def test_schema_is_the_kafka_source_schema(spark):
         "headers:array<struct<key:string,value:binary>>>")
 
 
+@needs_corpus
 def test_arrow_batches_match_the_declared_schema_exactly(spark):
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import _parse_datatype_string
@@ -108,6 +110,7 @@ def test_arrow_batches_match_the_declared_schema_exactly(spark):
     assert batch.column(1).buffers()[2].address == part.value.data.ctypes.data
 
 
+@needs_corpus
 def test_corpus_directory_equals_open_log(spark):
     df = spark.read.format("kbatch").load(str(DIPENDRA))
     got = by_partition(df)
@@ -144,6 +147,7 @@ def test_read_committed_equals_open_log(spark, txn_dir):
     assert max(r["offset"] for r in got[("pay.v1", 1)]) < lso
 
 
+@needs_corpus
 @pytest.mark.parametrize("lo,hi", [(0, 10), (1000, 31000), (30620, 30621), (99000, 200000)])
 def test_offset_ranges(spark, lo, hi):
     path = DIPENDRA / "invoice-1"
@@ -153,6 +157,7 @@ def test_offset_ranges(spark, lo, hi):
     assert spark_digest(rows) == digest(kbatch.open_log(path).read(lo, hi))
 
 
+@needs_corpus
 def test_per_partition_json_offsets(spark):
     df = (spark.read.format("kbatch")
           .option("startingOffset", json.dumps({"invoice": {"0": 100, "3": 90000}}))
@@ -164,6 +169,7 @@ def test_per_partition_json_offsets(spark):
     assert len(got[("invoice", 2)]) == len(kbatch.open_log(DIPENDRA / "invoice-2").read())
 
 
+@needs_corpus
 def test_timestamp_range(spark):
     path = DIPENDRA / "invoice-2"
     full = kbatch.open_log(path).read()
@@ -178,6 +184,7 @@ def test_timestamp_range(spark):
     assert [r["offset"] for r in rows] == list(full.offset[(full.offset >= lo) & (full.offset < hi)])
 
 
+@needs_corpus
 def test_several_paths(spark, txn_dir):
     paths = [str(DIPENDRA / "invoice-3"), str(txn_dir / "pay.v1-0")]
     got = by_partition(spark.read.format("kbatch").load(paths))
@@ -185,6 +192,7 @@ def test_several_paths(spark, txn_dir):
     assert len(got[("invoice", 3)]) == len(kbatch.open_log(paths[0]).read())
 
 
+@needs_corpus
 def test_a_single_segment_file(spark):
     seg = DIPENDRA / "invoice-4" / "00000000000000000000.log"
     rows = spark.read.format("kbatch").load(str(seg)).orderBy("offset").collect()
@@ -192,6 +200,7 @@ def test_a_single_segment_file(spark):
     assert {(r["topic"], r["partition"]) for r in rows} == {("invoice", 4)}
 
 
+@needs_corpus
 def test_small_partitions_split_large_segments(spark):
     path = DIPENDRA / "invoice-0"
     df = (spark.read.format("kbatch").option("maxPartitionBytes", "100000")
@@ -200,6 +209,7 @@ def test_small_partitions_split_large_segments(spark):
     assert spark_digest(df.orderBy("offset").collect()) == digest(kbatch.open_log(path).read())
 
 
+@needs_corpus
 def test_use_index_plans_cover_the_same_bytes_cut_at_indexed_batches():
     """useIndex splits and seeks from the .index entries: per segment the
     slices cover at least the bytes of those planned from the header walk
@@ -234,6 +244,7 @@ def test_use_index_plans_cover_the_same_bytes_cut_at_indexed_batches():
             assert set(cuts) <= set(seg.offset_index.positions.tolist())
 
 
+@needs_corpus
 def test_use_index_reads_equal_open_log(spark):
     path = DIPENDRA / "invoice-0"
     full = kbatch.open_log(path).read()
@@ -247,6 +258,7 @@ def test_use_index_reads_equal_open_log(spark):
         kbatch.open_log(path).read(777, end_timestamp=t0)) == digest(want)
 
 
+@needs_corpus
 def test_filter_pushdown_on_and_off_give_the_same_rows(spark):
     from pyspark.sql import functions as F
 
@@ -282,6 +294,7 @@ def _corrupt_copy(tmp_path):
     return part, pos
 
 
+@needs_corpus
 def test_corrupt_segment_names_the_file(spark, tmp_path):
     part, pos = _corrupt_copy(tmp_path)
     with pytest.raises(Exception) as info:
@@ -291,6 +304,7 @@ def test_corrupt_segment_names_the_file(spark, tmp_path):
     assert f"at byte {pos + 17}" in text
 
 
+@needs_corpus
 def test_on_corrupt_stop_keeps_the_good_batches(spark, tmp_path):
     part, pos = _corrupt_copy(tmp_path)
     rows = (spark.read.format("kbatch").option("onCorrupt", "stop").load(str(part))
@@ -300,6 +314,7 @@ def test_on_corrupt_stop_keeps_the_good_batches(spark, tmp_path):
     assert spark_digest(rows) == digest(want)
 
 
+@needs_corpus
 def test_bad_options_are_refused(spark):
     with pytest.raises(Exception, match="isolation"):
         spark.read.format("kbatch").option("isolation", "bogus").load(str(DIPENDRA)).count()
@@ -316,3 +331,84 @@ def test_arrow_type_of_headers_is_list_of_struct():
     assert schema.field("headers").type == pa.list_(pa.field("element", pa.struct(
         [pa.field("key", pa.string()), pa.field("value", pa.binary())])))
     assert schema.field("timestamp").type == pa.timestamp("us", tz="UTC")
+
+
+def _damaged_partition(tmp_path):
+    """Five segments of 70 records (batches of 10): a CRC mismatch in the
+    second segment's fourth batch and a torn tail on the third segment."""
+    part = tmp_path / "d-0"
+    kbatch.write_log(part, {"value": [b"v%05d" % i + b"x" * 40 for i in range(330)],
+                            "timestamp": 1_700_000_000_000 + np.arange(330)},
+                     segment_bytes=4000, batch_records=10)
+    segs = sorted(part.glob("*.log"))
+    data = bytearray(segs[1].read_bytes())
+    pos = 0
+    for _ in range(3):
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    data[pos + 70] ^= 0xFF
+    segs[1].write_bytes(bytes(data))
+    segs[2].write_bytes(segs[2].read_bytes()[:-30])
+    return part
+
+
+def test_on_corrupt_plans_do_not_depend_on_the_split(tmp_path, caplog):
+    """Driver side only (no Spark job): a stop plan ends at the first damage
+    however small the slices, and the driver logs what it found."""
+    from kbatch.spark import Options, plan
+    part = _damaged_partition(tmp_path)
+    segs = sorted(part.glob("*.log"))
+    for mode in ("stop", "skip"):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="kbatch.spark"):
+            small = plan(Options.parse({"path": str(part), "onCorrupt": mode,
+                                        "maxPartitionBytes": "500"}))
+        assert len(small) >= 10
+        if mode == "stop":
+            assert {s.path for s in small} == {str(segs[0]), str(segs[1])}
+            assert "onCorrupt=stop" in caplog.text and "3 later segment(s)" in caplog.text
+        else:
+            assert "onCorrupt=skip" in caplog.text and "2 damaged range(s)" in caplog.text
+
+
+def test_on_corrupt_stop_and_skip_equal_open_log_however_split(spark, tmp_path):
+    part = _damaged_partition(tmp_path)
+    for mode in ("stop", "skip"):
+        want = kbatch.open_log(part).read(on_corrupt=mode)
+        for max_bytes in ("500", str(128 << 20)):
+            rows = (spark.read.format("kbatch").option("onCorrupt", mode)
+                    .option("maxPartitionBytes", max_bytes).option("minPartitions", "1")
+                    .load(str(part)).orderBy("offset").collect())
+            assert spark_digest(rows) == digest(want), (mode, max_bytes)
+
+
+def test_split_slices_read_without_spark_equal_open_log(spark, tmp_path):
+    """Every slice of a small-maxPartitionBytes plan read with read_slice (the
+    executor's function, called here directly) adds up to open_log's read
+    with the same onCorrupt: CRC damage, a torn non-last segment, and a batch
+    whose records disagree with its header (CRC-valid, corrupt inside). The
+    session only parses the schema; no Spark job runs."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    from kbatch.spark import SCHEMA, Options, plan, read_slice
+    from .kafka_ref import build_batch
+
+    schema = to_arrow_schema(_parse_datatype_string(SCHEMA), timezone="UTC")
+    damaged = _damaged_partition(tmp_path)
+    inside = tmp_path / "i-0"
+    inside.mkdir()
+    batches = [build_batch([(1000 + i, None, b"%d" % i, [])], base_offset=i) for i in range(40)]
+    batches[12] = build_batch([(1012, None, b"a", []), (1013, None, b"b", [])], base_offset=12,
+                              last_offset_delta=0)
+    (inside / "00000000000000000000.log").write_bytes(b"".join(batches))
+    for part in (damaged, inside):
+        for mode in ("stop", "skip"):
+            want = kbatch.open_log(part).read(on_corrupt=mode)
+            for max_bytes in ("300", str(1 << 30)):
+                opts = Options.parse({"path": str(part), "onCorrupt": mode,
+                                      "maxPartitionBytes": max_bytes})
+                got = [b for piece in plan(opts) for b in read_slice(piece, opts, schema)]
+                offsets = [o for b in got for o in b.column("offset").to_pylist()]
+                values = [v for b in got for v in b.column("value").to_pylist()]
+                assert offsets == want.offset.tolist(), (part.name, mode, max_bytes)
+                assert values == want.value.to_pylist()

@@ -1,0 +1,351 @@
+"""API input is input too: whatever a caller passes to the writer raises
+ValueError (TypeError for a wrong type) or is written exactly; nothing
+crashes the interpreter.
+
+Malformed columns (offsets past the data, decreasing, negative, wrong dtype,
+wrong shape, short validity bitmaps, inconsistent header columns) could reach
+the compiled encoder (and ``take``'s kernel, pyarrow through ``to_arrow``),
+so Hypothesis generates them here and a child process runs them: a segfault fails the test with the case that caused it instead of
+killing pytest. A column the writer accepts must come back from kafka-python
+exactly as ``to_pylist()`` reads it.
+
+Scalar arguments (offsets, producer id/epoch, timestamps, codecs, sizes) are
+plain Python: checked in this process, and nothing is created on disk when
+they are refused.
+"""
+
+from __future__ import annotations
+
+import io
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kbatch
+from kbatch.columns import BinaryColumn, HeadersColumn
+from kbatch.writer import LogWriter, SegmentWriter, build_batch, control_batch
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# --- the child process -------------------------------------------------------
+
+CHILD = r"""
+import io, pickle, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(0, sys.argv[1] + "/tests")
+from kbatch.columns import BinaryColumn, HeadersColumn
+from kbatch.writer import write_segment
+from kafka_ref import read_with_kafka_python
+
+def column(spec, utf8=False):
+    return BinaryColumn(*spec, utf8=utf8)
+
+def run(case):
+    kind, spec = case
+    try:
+        if kind == "binary":
+            col = column(spec)
+            n = len(col)
+            # compiled code and pyarrow read through the offsets too
+            for op in (lambda: col.to_arrow().to_pylist(),
+                       lambda: col.take(np.arange(n)[::-1]).to_pylist()):
+                try:
+                    op()
+                except (ValueError, TypeError, IndexError):
+                    pass
+            buf = io.BytesIO()
+            write_segment(buf, {"key": col, "value": [b"v"] * n, "timestamp": [1] * n})
+            expect = [(k, b"v", []) for k in col.to_pylist()]
+        else:
+            offsets, keys, values = spec
+            col = HeadersColumn(offsets, column(keys, utf8=True), column(values))
+            n = len(col)
+            buf = io.BytesIO()
+            write_segment(buf, {"value": [b"v"] * n, "headers": col, "timestamp": [1] * n})
+            expect = [(None, b"v", [(k, v) for k, v in h]) for h in col.to_pylist()]
+    except (ValueError, TypeError) as e:
+        return "refused " + type(e).__name__
+    got = [(r["key"], r["value"], r["headers"])
+           for r in read_with_kafka_python(buf.getvalue(), check_crc=True).records]
+    return "written" if got == expect else f"WRONG {got!r} != {expect!r}"
+
+cases = pickle.load(open(sys.argv[2], "rb"))
+for i, case in enumerate(cases):
+    print(f"start {i}", flush=True)
+    print(f"done {i} {run(case)}", flush=True)
+"""
+
+
+def run_isolated(cases, tmp_path) -> list[str]:
+    """Outcome of every case, run in a child process; fails the test on a
+    crash, naming the case."""
+    path = tmp_path / "cases.pickle"
+    path.write_bytes(pickle.dumps(cases))
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(ROOT), str(path)],
+                          capture_output=True, text=True, timeout=300)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0:
+        started = [ln for ln in lines if ln.startswith("start")]
+        i = int(started[-1].split()[1]) if started else None
+        pytest.fail(f"child exited with {proc.returncode} on case {i}: "
+                    f"{cases[i] if i is not None else None!r}\n{proc.stderr[-2000:]}")
+    outcomes = [ln.split(" ", 2)[2] for ln in lines if ln.startswith("done")]
+    assert len(outcomes) == len(cases), proc.stderr[-2000:]
+    return outcomes
+
+
+# --- generated malformed columns ----------------------------------------------
+
+INT_DTYPES = [np.int8, np.int16, np.int32, np.int64, np.uint32, np.uint64]
+big = st.integers(-(1 << 62), 1 << 62)
+small = st.integers(-3, 24)
+
+
+@st.composite
+def arrays(draw, dtypes, values, max_len=7):
+    dtype = draw(st.sampled_from(dtypes))
+    vals = draw(st.lists(values, max_size=max_len))
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    if info is not None:
+        vals = [min(max(v, info.min), info.max) for v in vals]
+    arr = np.array(vals, dtype=dtype)
+    shape = draw(st.sampled_from(["flat", "2d", "strided"]))
+    if shape == "2d" and arr.size:
+        arr = arr.reshape(1, -1)
+    elif shape == "strided" and arr.size:
+        arr = np.repeat(arr, 2)[::2]       # not contiguous
+    return arr
+
+
+def offsets_strategy():
+    monotone = st.lists(st.integers(0, 6), min_size=0, max_size=6).map(
+        lambda steps: np.cumsum([0] + steps).astype(np.int64))
+    return st.one_of(
+        monotone,                                            # plausible
+        monotone.map(lambda a: a + 3),                       # shifted past the data
+        arrays(INT_DTYPES, st.one_of(small, big)),           # anything
+        arrays([np.float64, np.float32], small),             # wrong dtype
+        st.just([0, 1, 2]),                                  # not an array
+    )
+
+
+@st.composite
+def binary_spec(draw):
+    offsets = draw(offsets_strategy())
+    data = draw(st.one_of(
+        st.binary(max_size=16).map(lambda b: np.frombuffer(b, np.uint8).copy()),
+        arrays([np.int32, np.int8], small),
+        st.just(b"abc"),
+    ))
+    validity = draw(st.one_of(
+        st.none(),
+        st.binary(max_size=2).map(lambda b: np.frombuffer(b, np.uint8).copy()),
+        arrays([np.int64, np.uint8], st.integers(0, 255), max_len=2),
+    ))
+    null_count = draw(st.integers(-2, 8))
+    return offsets, data, validity, null_count
+
+
+@st.composite
+def valid_binary_spec(draw, utf8=False):
+    values = draw(st.lists(st.one_of(st.none(), st.text(max_size=4) if utf8 else
+                                     st.binary(max_size=4)), max_size=6))
+    col = BinaryColumn.from_pylist(values)
+    return col.offsets, col.data, col.validity, col.null_count
+
+
+@st.composite
+def headers_spec(draw):
+    return (draw(offsets_strategy()),
+            draw(st.one_of(valid_binary_spec(utf8=True), binary_spec())),
+            draw(st.one_of(valid_binary_spec(), binary_spec())))
+
+
+@settings(max_examples=15)
+@given(st.lists(st.one_of(st.tuples(st.just("binary"), binary_spec()),
+                          st.tuples(st.just("headers"), headers_spec())),
+                min_size=1, max_size=25))
+def test_malformed_columns_are_refused_or_written_exactly(tmp_path_factory, cases):
+    outcomes = run_isolated(cases, tmp_path_factory.mktemp("cases"))
+    wrong = [(c, o) for c, o in zip(cases, outcomes) if not o.startswith(("refused", "written"))]
+    assert not wrong, wrong
+
+
+# --- the crafted cases of issue 11, each named ------------------------------
+
+CRAFTED = [
+    ("offsets past the data", ("binary", (np.array([0, 1 << 40]), np.zeros(4, np.uint8),
+                                          None, 0))),
+    ("decreasing offsets", ("binary", (np.array([5, 0]), np.zeros(8, np.uint8), None, 0))),
+    ("negative offsets", ("binary", (np.array([-8, 0]), np.zeros(8, np.uint8), None, 0))),
+    ("float offsets", ("binary", (np.array([0.0, 1.0]), np.zeros(8, np.uint8), None, 0))),
+    ("int32 data", ("binary", (np.array([0, 1]), np.zeros(8, np.int32), None, 0))),
+    ("2-D offsets", ("binary", (np.array([[0, 1]]), np.zeros(8, np.uint8), None, 0))),
+    ("short validity", ("binary", (np.arange(20), np.zeros(20, np.uint8),
+                                   np.zeros(1, np.uint8), 3))),
+    ("null count without bitmap", ("binary", (np.array([0, 1]), np.zeros(1, np.uint8),
+                                              None, 1))),
+    ("headers past their entries", ("headers", (np.array([0, 9]), *[
+        (np.array([0, 1]), np.frombuffer(b"k", np.uint8).copy(), None, 0)] * 2))),
+    ("headers decreasing", ("headers", (np.array([1, 0]), *[
+        (np.array([0, 1]), np.frombuffer(b"k", np.uint8).copy(), None, 0)] * 2))),
+    ("header key split inside a character", ("headers", (np.array([0, 2]), (
+        np.array([0, 1, 2]), np.frombuffer("é".encode(), np.uint8).copy(), None, 0), (
+        np.array([0, 1, 2]), np.zeros(2, np.uint8), None, 0)))),
+    ("null header key", ("headers", (np.array([0, 1]), (
+        np.array([0, 0]), np.zeros(0, np.uint8), np.zeros(1, np.uint8), 1), (
+        np.array([0, 1]), np.zeros(1, np.uint8), None, 0)))),
+]
+
+
+def test_crafted_malformed_columns_are_refused(tmp_path):
+    outcomes = run_isolated([c for _, c in CRAFTED], tmp_path)
+    assert [(name, o) for (name, _), o in zip(CRAFTED, outcomes)] == [
+        (name, o) for (name, _), o in zip(CRAFTED, outcomes) if o.startswith("refused")]
+
+
+# --- scalar arguments -----------------------------------------------------------
+
+ROWS = [(b"k", b"v", 1000)]
+BAD_INT = st.one_of(st.floats(allow_nan=True), st.text(max_size=3), st.none(),
+                    st.booleans(), st.just(b"1"), st.just([1]))
+
+
+def out_of(lo: int, hi: int):
+    return st.one_of(st.integers(max_value=lo - 1), st.integers(min_value=hi + 1))
+
+
+ARGUMENTS = {
+    # write_segment keyword: values that must be refused
+    "base_offset": st.one_of(out_of(0, (1 << 63) - 1), BAD_INT),
+    "producer_id": st.one_of(out_of(-1, (1 << 63) - 1), BAD_INT),
+    "producer_epoch": st.one_of(out_of(-1, (1 << 15) - 1),
+                                BAD_INT.filter(lambda v: v is not None)),
+    "batch_records": st.one_of(out_of(1, (1 << 31) - 1), BAD_INT),
+    "batch_bytes": st.one_of(out_of(1, (1 << 31) - 1), BAD_INT),
+    "codec": st.one_of(st.text(max_size=6).filter(
+        lambda s: s.lower() not in ("none", "gzip", "snappy", "lz4", "zstd")),
+        st.integers().filter(lambda i: i not in range(5)), st.booleans(), st.floats()),
+    "timestamp_type": st.text(max_size=8).filter(lambda s: s not in ("create", "log_append")),
+    "log_append_time": st.one_of(out_of(-1, (1 << 63) - 1),
+                                 BAD_INT.filter(lambda v: v is not None)),
+}
+
+
+@settings(max_examples=40)
+@given(st.sampled_from(sorted(ARGUMENTS)).flatmap(
+    lambda name: st.tuples(st.just(name), ARGUMENTS[name])))
+def test_bad_scalar_arguments_are_refused_before_any_file(tmp_path_factory, arg):
+    name, value = arg
+    path = tmp_path_factory.mktemp("w") / "s.log"
+    with pytest.raises((ValueError, TypeError)):
+        kbatch.write_segment(path, ROWS, producer_id=7, **{name: value}) \
+            if name == "producer_epoch" else kbatch.write_segment(path, ROWS, **{name: value})
+    assert not path.exists()
+
+
+@settings(max_examples=40)
+@given(st.one_of(
+    st.lists(st.one_of(out_of(-1, (1 << 63) - 1), st.floats(), st.text(max_size=2)),
+             min_size=1, max_size=3),
+    st.lists(st.integers(-1, 10), min_size=2, max_size=2).map(lambda t: [t]),   # 2-D
+    st.just([1, 2, 3]),                                                         # wrong length
+))
+def test_bad_timestamps_are_refused(tmp_path_factory, stamps):
+    path = tmp_path_factory.mktemp("w") / "s.log"
+    n = len(stamps) if len(stamps) != 3 else 2
+    with pytest.raises((ValueError, TypeError)):
+        kbatch.write_segment(path, {"value": [b"v"] * n, "timestamp": stamps})
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("records", [
+    None, b"bytes", "text", 5, [b"not a row"], [(b"k",)], [(b"k", b"v", 1, [], 9)],
+    [(b"k", 5)], [(5, b"v")], [(b"k", b"v", 1, [("key",)])], [(b"k", b"v", 1, [(5, b"v")])],
+    [(b"k", b"v", 1, [("k", 5)])], [(b"k", b"v", 1, [(b"\xff", b"v")])],
+    {"key": [b"k"]}, {"value": [b"v"], "key": [b"k", b"k"]}, {"value": [b"v"], "extra": [1]},
+    {"value": [b"v"], "offset": [-5]}, {"value": [b"v"], "headers": [[], []]},
+])
+def test_malformed_records_are_refused(tmp_path, records):
+    path = tmp_path / "s.log"
+    with pytest.raises((ValueError, TypeError)):
+        kbatch.write_segment(path, records, keep_offsets=True)
+    assert not path.exists()
+
+
+def test_keep_offsets_must_increase_and_fit_int32_deltas():
+    with pytest.raises(ValueError):
+        kbatch.write_segment(io.BytesIO(), {"value": [b"a", b"b"], "offset": [5, 5]},
+                             keep_offsets=True)
+    # one segment holds offsets up to 2**31 - 1 past its base (int32 relative
+    # offsets in its indexes); LogWriter rolls instead (next test)
+    with pytest.raises(ValueError, match="segment based at 0"):
+        kbatch.write_segment(io.BytesIO(), {"value": [b"a", b"b"], "offset": [0, 1 << 32]},
+                             keep_offsets=True)
+
+
+def test_log_writer_rolls_before_relative_offsets_overflow(tmp_path):
+    with LogWriter(tmp_path / "t-0", preallocate_indexes=False) as log:
+        log.append({"value": [b"a", b"b"], "offset": [0, (1 << 31) + 5]}, keep_offsets=True)
+    names = sorted(p.name for p in (tmp_path / "t-0").glob("*.log"))
+    assert names == ["00000000000000000000.log", f"{(1 << 31) + 5:020d}.log"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda w: w.marker(2, producer_id=1),
+    lambda w: w.marker(1, producer_id=-1),
+    lambda w: w.marker(1, producer_id=1, producer_epoch=1 << 15),
+    lambda w: w.marker(1, producer_id=1, coordinator_epoch=1 << 31),
+    lambda w: w.marker(1, producer_id=1, timestamp=-2),
+    lambda w: w.append(ROWS, transactional=True),
+    lambda w: w.append(ROWS, producer_id=1, producer_epoch=-2),
+    lambda w: w.append_batch(b"\x00" * 10),
+    lambda w: w.append_batch("text"),
+    lambda w: w.append_batch(build_batch(b"", count=0, base_offset=0, last_offset_delta=0,
+                                         base_timestamp=0, max_timestamp=0)[:-1] + b"\x01"),
+])
+def test_segment_writer_methods_refuse_bad_arguments(call):
+    with SegmentWriter(io.BytesIO()) as w:
+        w.append(ROWS)
+        with pytest.raises((ValueError, TypeError)):
+            call(w)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"segment_bytes": 0}, {"segment_bytes": "1"}, {"index_interval_bytes": -1},
+    {"base_offset": -1}, {"codec": "brotli"}, {"partition_leader_epoch": 1 << 31},
+    {"time_index_offset": "max"}, {"batch_records": 0},
+])
+def test_log_writer_refuses_bad_options_before_creating_the_directory(tmp_path, kwargs):
+    with pytest.raises((ValueError, TypeError)):
+        LogWriter(tmp_path / "t-0", **kwargs)
+    assert not (tmp_path / "t-0").exists()
+
+
+def test_append_batch_refuses_offsets_that_do_not_follow(tmp_path):
+    batch = build_batch(b"", count=0, base_offset=0, last_offset_delta=0,
+                        base_timestamp=0, max_timestamp=0)
+    with LogWriter(tmp_path / "t-0") as log:
+        log.append_batch(batch)
+        with pytest.raises(ValueError, match="follow"):
+            log.append_batch(batch)
+        with pytest.raises(ValueError):
+            control_batch(3, base_offset=1, producer_id=1, producer_epoch=0, timestamp=0)
+
+
+def test_columns_constructors_check_types_at_once():
+    with pytest.raises(TypeError):
+        BinaryColumn([0, 1], np.zeros(1, np.uint8))
+    with pytest.raises(ValueError):
+        BinaryColumn(np.zeros(0, np.int64), np.zeros(1, np.uint8))
+    with pytest.raises(ValueError):
+        BinaryColumn(np.array([0, 1]), np.zeros(1, np.uint8), np.zeros(1, np.uint8), -1)
+    with pytest.raises(TypeError):
+        HeadersColumn(np.array([0]), [], [])

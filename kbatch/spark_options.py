@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kbatch.errors import KbatchError
+from kbatch.timestamps import to_millis
 
 log = logging.getLogger("kbatch.spark")
 
@@ -106,6 +107,19 @@ def _int(lo: int | None = None, what: str = "an integer"):
             raise _Bad(f"expected {what}")
         return value
     return parse
+
+
+def _timestamp(text: str) -> int:
+    """Milliseconds since the epoch (Spark's form), or an ISO 8601 time (a
+    kbatch extension, UTC when no zone is given)."""
+    accepted = "expected milliseconds since the epoch (or an ISO 8601 time), not negative"
+    try:
+        ms = to_millis(text.strip(), "timestamp")
+    except (KbatchError, ValueError):
+        raise _Bad(accepted) from None
+    if ms < 0:
+        raise _Bad(accepted)
+    return ms
 
 
 def _choice(*values: str):
@@ -276,14 +290,14 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("endingOffsets", "ending_offsets", _offsets, OffsetSpec("latest"),
         '"latest" (default) or JSON per partition (-1 latest), exclusive; a bare number: '
         "that offset everywhere", BATCH, aliases=("endingOffset",)),
-    Opt("startingTimestamp", "starting_timestamp", _int(0, "milliseconds since the epoch"),
+    Opt("startingTimestamp", "starting_timestamp", _timestamp,
         None, "ms: every partition starts at the first offset with a timestamp >= it"),
     Opt("startingOffsetsByTimestamp", "starting_offsets_by_timestamp", _timestamps, None,
         'JSON {"topicA":{"0":ms}}: the same per partition'),
     Opt("startingOffsetsByTimestampStrategy", "starting_by_timestamp_strategy",
         _choice("error", "latest"), "error",
         "no offset at or after the starting timestamp: fail (error) or start at latest"),
-    Opt("endingTimestamp", "ending_timestamp", _int(0, "milliseconds since the epoch"), None,
+    Opt("endingTimestamp", "ending_timestamp", _timestamp, None,
         "ms: stop before the first offset with a timestamp >= it (none: latest)", BATCH),
     Opt("endingOffsetsByTimestamp", "ending_offsets_by_timestamp", _timestamps, None,
         'JSON {"topicA":{"0":ms}}: the same per partition', BATCH),

@@ -105,10 +105,12 @@ def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
         earliest, latest = bounds
         search = functools.partial(plog.offset_for_timestamp, **(log_options or {}))
         lo = o.resolve_start(tp[0], tp[1], earliest, latest, search)
-        hi = o.resolve_end(tp[0], tp[1], earliest, latest, search)
-        if lo > hi and o.start_spec(*tp)[0] == "offset" and o.end_spec(*tp)[0] == "offset":
-            raise OptionError("startingOffsets", str(lo), f"{tp[0]}-{tp[1]} would start after "
-                              f"its ending offset {hi}")
+        # "latest" reads to whatever end the segments have (no bound from a walk)
+        hi = o.resolve_end(tp[0], tp[1], earliest, WHOLE, search)
+        start, end = o.start_spec(*tp), o.end_spec(*tp)
+        if start[0] == end[0] == "offset" and start[1] > end[1]:
+            raise OptionError("startingOffsets", str(start[1]), f"{tp[0]}-{tp[1]} would start "
+                              f"after its ending offset {end[1]}")
         if lo < hi:
             out[tp] = (lo, hi)
     return out

@@ -116,6 +116,13 @@ def test_max_trigger_delay_units(text, ms):
     assert o.max_trigger_delay_ms == ms
 
 
+def test_timestamps_in_ms_or_iso_8601():
+    assert opts(startingTimestamp="1700000000000").starting_timestamp == 1_700_000_000_000
+    assert opts(startingTimestamp="2023-11-14T22:13:20Z").starting_timestamp == \
+        1_700_000_000_000
+    assert opts(endingTimestamp="1970-01-01").ending_timestamp == 0
+
+
 def test_combinations():
     fails("maxTriggerDelay", streaming=True, maxTriggerDelay="5s")
     fails("must not exceed", streaming=True, maxOffsetsPerTrigger=5, minOffsetsPerTrigger=6)

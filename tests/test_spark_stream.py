@@ -297,7 +297,7 @@ def test_columns_and_headers_in_the_stream(tmp_path, writer):
 def test_batch_ranges_with_spark_meaning(tmp_path, writer):
     from kbatch.log import PartitionLog
     from kbatch.spark_options import parse_options
-    from kbatch.spark_stream import batch_ranges
+    from kbatch.spark_stream import WHOLE, batch_ranges
     writer.append(0, 300)
     writer.append(1, 20)
     writer.close()
@@ -306,15 +306,16 @@ def test_batch_ranges_with_spark_meaning(tmp_path, writer):
     def ranges(**kw):
         return batch_ranges(parse_options({"path": str(tmp_path), **kw}), logs)
 
-    assert ranges() == {("orders", 0): (0, 300), ("orders", 1): (0, 20)}
+    # "latest" ends read to the end of the segments (WHOLE: no bound)
+    assert ranges() == {("orders", 0): (0, WHOLE), ("orders", 1): (0, WHOLE)}
     assert ranges(startingOffsets='{"orders": {"0": 10, "1": -2}}',
                   endingOffsets='{"orders": {"0": -1, "1": 5}}') == \
-        {("orders", 0): (10, 300), ("orders", 1): (0, 5)}
+        {("orders", 0): (10, WHOLE), ("orders", 1): (0, 5)}
     # Spark-Kafka's -1 ending offset means latest (it gave 0 rows before)
     assert ranges(endingOffsets='{"orders": {"0": -1, "1": -1}}') == \
-        {("orders", 0): (0, 300), ("orders", 1): (0, 20)}
-    assert ranges(startingOffsets="15") == {("orders", 0): (15, 300), ("orders", 1): (15, 20)}
-    assert ranges(startingOffsets="25", endingOffsets="latest") == {("orders", 0): (25, 300)}
+        {("orders", 0): (0, WHOLE), ("orders", 1): (0, WHOLE)}
+    assert ranges(startingOffsets="15", endingOffsets="300") == \
+        {("orders", 0): (15, 300), ("orders", 1): (15, 300)}
     with pytest.raises(ValueError, match="would start after its ending offset 5"):
         ranges(startingOffsets='{"orders": {"0": 10, "1": 9}}',
                endingOffsets='{"orders": {"0": -1, "1": 5}}')
@@ -325,8 +326,8 @@ def test_batch_ranges_with_spark_meaning(tmp_path, writer):
     with pytest.raises(DataLossError, match=f"log starts at {second}"):
         ranges(startingOffsets='{"orders": {"0": 0, "1": -2}}')
     assert ranges(startingOffsets='{"orders": {"0": 0, "1": -2}}', failOnDataLoss="false") == \
-        {("orders", 0): (second, 300), ("orders", 1): (0, 20)}
-    assert ranges()[("orders", 0)] == (second, 300)   # earliest is what is on disk
+        {("orders", 0): (second, WHOLE), ("orders", 1): (0, WHOLE)}
+    assert ranges()[("orders", 0)] == (second, WHOLE)   # earliest is what is on disk
 
 
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])

@@ -26,7 +26,7 @@ def _write(tmp_path, name="t-0"):
     part = tmp_path / name
     kbatch.write_log(part, {"value": [V(i) for i in range(N)],
                             "timestamp": T0 + np.arange(N) * 1000},
-                     segment_bytes=4000, batch_records=PER_BATCH)
+                     segment_bytes=4300, batch_records=PER_BATCH)
     segs = sorted(part.glob("*.log"))
     assert len(segs) >= 4
     return part, segs

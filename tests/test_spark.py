@@ -345,7 +345,7 @@ def _damaged_partition(tmp_path):
     part = tmp_path / "d-0"
     kbatch.write_log(part, {"value": [b"v%05d" % i + b"x" * 40 for i in range(330)],
                             "timestamp": 1_700_000_000_000 + np.arange(330)},
-                     segment_bytes=4000, batch_records=10)
+                     segment_bytes=4200, batch_records=10)
     segs = sorted(part.glob("*.log"))
     data = bytearray(segs[1].read_bytes())
     pos = 0

@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
-SOURCES := $(wildcard kbatch/*.pyx kbatch/*.pxd)
+SOURCES := $(wildcard kbatch/_core/*.pyx kbatch/_core/*.pxd kbatch/_core/*.h)
 BUILT  := $(VENV)/.built
 
 .PHONY: run test test-asan bench fuzz clean build
@@ -28,7 +28,7 @@ $(BUILT): $(STAMP) $(SOURCES) setup.py
 	touch $@
 
 run: build
-	$(PY) -m kbatch.cli main $(if $(LOG_DIR),--log-dir $(LOG_DIR))
+	$(PY) -m kbatch main $(if $(LOG_DIR),--log-dir $(LOG_DIR))
 
 test: build
 	$(PY) -m pytest -q
@@ -47,7 +47,7 @@ ASAN_TESTS := tests/test_corpus_all.py tests/test_against_kafka_python.py \
 test-asan: $(STAMP)
 	rm -rf $(ASAN_DIR) build/asan-tmp
 	KBATCH_SANITIZE=1 $(PY) setup.py -q build_ext --build-lib $(ASAN_DIR) --build-temp build/asan-tmp
-	cp kbatch/*.py kbatch/*.properties $(ASAN_DIR)/kbatch/
+	cd kbatch && find . \( -name '*.py' -o -name '*.properties' \) -exec cp --parents {} ../$(ASAN_DIR)/kbatch/ \;
 	$(ASAN_ENV) $(PY) -P -m pytest -q -p no:cacheprovider --import-mode=append $(ASAN_TESTS)
 
 # Benchmarks (not part of make test): datasets are built once under bench/.data;
@@ -60,4 +60,4 @@ bench: build
 	$(PY) bench/memory.py
 
 clean:
-	rm -rf build kbatch/*.c kbatch/*.so $(BUILT)
+	rm -rf build kbatch/_core/*.c kbatch/_core/*.so $(BUILT)

@@ -32,8 +32,8 @@ if sanitize:
 
 extensions = [
     Extension(
-        f"kbatch.{name}",
-        [f"kbatch/{name}.pyx"],
+        f"kbatch._core.{name}",
+        [f"kbatch/_core/{name}.pyx"],
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
         extra_compile_args=compile_args,

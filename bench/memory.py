@@ -33,7 +33,7 @@ print(n, chunks, peak, time.perf_counter() - start)
 
 def build(gib: float) -> pathlib.Path:
     import numpy as np
-    from kbatch.writer import write_segment
+    from kbatch.lib.writer import write_segment
     path = DATA / f"stream-{gib:g}g.log"
     if path.exists():
         return path

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 import kbatch
-from kbatch._checksums import crc32c_of
+from kbatch._core._checksums import crc32c_of
 
 from conftest import prefix
 from peers import aiokafka_decode, kafka_python_decode

@@ -23,7 +23,7 @@ PARTITIONS, SEGMENTS, PER_SEGMENT = 4, 10, 200_000
 def _build():
     if (LOGDIR / "done").exists():
         return
-    from kbatch.writer import LogWriter
+    from kbatch.lib.writer import LogWriter
     rng = np.random.default_rng(3)
     pool = [bytes(rng.integers(32, 127, 100, dtype=np.uint8)) for _ in range(1024)]
     for p in range(PARTITIONS):

@@ -35,7 +35,7 @@ BATCH = 130                      # records per batch (~16 KB of 100-byte values)
 def _build():
     if PATH.exists():
         return
-    from kbatch.writer import ABORT, COMMIT, SegmentWriter
+    from kbatch.lib.writer import ABORT, COMMIT, SegmentWriter
     rng = np.random.default_rng(11)
     pool = [bytes(rng.integers(32, 127, 100, dtype=np.uint8)) for _ in range(512)]
     producers = list(range(1000, 1008))

@@ -9,17 +9,17 @@
     write_segment / write_log   real magic-2 segments and partition directories
 """
 
-from kbatch._columns import memory_pool_bytes, set_memory_pool
-from kbatch.columns import BinaryColumn, HeadersColumn
+from kbatch._core._columns import memory_pool_bytes, set_memory_pool
+from kbatch.lib.columns import BinaryColumn, HeadersColumn
 from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
                            KbatchError, LimitExceededError)
-from kbatch.log import LogDir, PartitionLog, open_log, open_log_dir
-from kbatch.paths import PathError
-from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.segment import iter_segment, read_segment
-from kbatch.txn import transactions
-from kbatch.verify import verify
-from kbatch.writer import LogWriter, SegmentWriter, write_log, write_segment
+from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
+from kbatch.lib.paths import PathError
+from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.lib.segment import iter_segment, read_segment
+from kbatch.lib.txn import transactions
+from kbatch.tools.verify import verify
+from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
 
 __all__ = [
     "ArgumentError", "PathError", "SkippedRange",

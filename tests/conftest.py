@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import kbatch
-import kbatch._batch
+import kbatch._core._batch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The whole shared corpus: ../shared/corpus beside the checkout (every
@@ -35,15 +35,15 @@ settings.load_profile(os.environ.get("KBATCH_HYPOTHESIS", "ci"))
 
 
 def pytest_report_header(config):
-    return [f"kbatch compiled core: {kbatch._batch.__file__}"]
+    return [f"kbatch compiled core: {kbatch._core._batch.__file__}"]
 
 
 def pytest_sessionstart(session):
     # KBATCH_BUILD_DIR: where the extension must come from (make test-asan
     # builds a sanitizer copy outside the checkout)
-    expected = pathlib.Path(os.environ.get("KBATCH_BUILD_DIR", ROOT)) / "kbatch"
-    path = pathlib.Path(kbatch._batch.__file__)
-    assert path.suffix == ".so", f"kbatch._batch is not compiled: {path}"
+    expected = pathlib.Path(os.environ.get("KBATCH_BUILD_DIR", ROOT)) / "kbatch" / "_core"
+    path = pathlib.Path(kbatch._core._batch.__file__)
+    assert path.suffix == ".so", f"kbatch._core._batch is not compiled: {path}"
     assert path.parent.resolve() == expected.resolve(), (
         f"kbatch loaded from {path.parent}, not {expected}")
     # CI sets KBATCH_REQUIRE_CORPUS=1: there the corpus tests must run, not skip

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kbatch
-from kbatch.records import BATCH_COLUMNS
+from kbatch.lib.records import BATCH_COLUMNS
 
 from .kafka_ref import (ATTR_DELETE_HORIZON, HEADER_V2, build_batch, control_batch,
                         empty_batch, hypothesis_segments, read_with_kafka_python)

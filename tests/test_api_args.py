@@ -10,7 +10,7 @@ import pytest
 
 import kbatch
 from kbatch.errors import ArgumentError
-from kbatch.paths import PathError
+from kbatch.lib.paths import PathError
 
 T0 = 1_700_000_000_000   # 2023-11-14T22:13:20Z
 

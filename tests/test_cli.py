@@ -20,7 +20,7 @@ import crc32c
 import pytest
 
 import kbatch
-import kbatch.cli
+import kbatch.tools.cli
 
 from .conftest import CORPUS, ROOT, needs_corpus
 from .digest import digest
@@ -43,10 +43,10 @@ EXPECTED = _expected()
 
 
 def run(argv, capfd):
-    """``(exit status, stdout, stderr)`` of ``kbatch.cli.main(argv)``."""
+    """``(exit status, stdout, stderr)`` of ``kbatch.tools.cli.main(argv)``."""
     capfd.readouterr()
     try:
-        code = kbatch.cli.main([str(a) for a in argv])
+        code = kbatch.tools.cli.main([str(a) for a in argv])
     except SystemExit as exc:        # argparse: --help, usage errors
         code = exc.code
     out, err = capfd.readouterr()
@@ -54,7 +54,7 @@ def run(argv, capfd):
 
 
 def _subcommands():
-    parser = kbatch.cli.build_parser()
+    parser = kbatch.tools.cli.build_parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return sorted(sub.choices)
 
@@ -76,7 +76,7 @@ def test_help_of_every_subcommand(capfd, command):
 
 
 def test_help_in_a_subprocess():
-    proc = subprocess.run([sys.executable, "-m", "kbatch.cli", "--help"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "kbatch.tools.cli", "--help"], cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "dump" in proc.stdout and "verify" in proc.stdout

@@ -1,6 +1,6 @@
 """Bad input to the ``kbatch`` command, as a new user gives it: wrong places
 (the parent of a data directory, a text file, /dev/null, a FIFO), arguments
-out of range, paths of the wrong kind. Every case runs ``python -m kbatch.cli``
+out of range, paths of the wrong kind. Every case runs ``python -m kbatch.tools.cli``
 in a subprocess and must end with the expected exit status (1: nothing to read
 or bad data, 2: usage) and one line on stderr, never a traceback.
 
@@ -122,7 +122,7 @@ def run_case(places: dict, case, cwd: Path) -> subprocess.CompletedProcess:
         path.insert(0, str(places["root"] / "no-pyspark"))
     env["PYTHONPATH"] = os.pathsep.join(path + [env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env.pop("LOG_DIR", None)
-    return subprocess.run([sys.executable, "-m", "kbatch.cli", *args], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "kbatch.tools.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -169,20 +169,20 @@ def test_version(tmp_path):
 def test_a_bug_is_one_line_too(monkeypatch, capfd):
     """An unexpected exception inside a command (a bug) is one line naming
     it, with --debug for the traceback; --debug re-raises."""
-    import kbatch.cli
+    import kbatch.tools.cli
 
     def boom(args):
         raise RuntimeError("something unexpected\nsecond line")
 
-    parser = kbatch.cli.build_parser()
-    monkeypatch.setattr(kbatch.cli, "cmd_txn", boom)
-    monkeypatch.setattr(kbatch.cli, "build_parser", lambda: _with_func(parser, "txn", boom))
-    assert kbatch.cli.main(["txn", "x"]) == 1
+    parser = kbatch.tools.cli.build_parser()
+    monkeypatch.setattr(kbatch.tools.cli, "cmd_txn", boom)
+    monkeypatch.setattr(kbatch.tools.cli, "build_parser", lambda: _with_func(parser, "txn", boom))
+    assert kbatch.tools.cli.main(["txn", "x"]) == 1
     err = capfd.readouterr().err
     assert err == ("kbatch txn: internal error: RuntimeError: something unexpected "
                    "(run with --debug for the traceback)\n")
     with pytest.raises(RuntimeError):
-        kbatch.cli.main(["--debug", "txn", "x"])
+        kbatch.tools.cli.main(["--debug", "txn", "x"])
 
 
 def _with_func(parser, command, func):

@@ -75,7 +75,7 @@ def test_main_without_pyspark_fails_first_and_writes_nothing(tmp_path):
     env = _without(tmp_path, "pyspark")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
-    proc = subprocess.run([sys.executable, "-m", "kbatch.cli", "main"], env=env, cwd=cwd,
+    proc = subprocess.run([sys.executable, "-m", "kbatch.tools.cli", "main"], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
@@ -86,7 +86,7 @@ def test_main_without_pyspark_fails_first_and_writes_nothing(tmp_path):
 def test_version_matches_the_project(tmp_path):
     import tomllib
     want = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    proc = subprocess.run([sys.executable, "-m", "kbatch.cli", "--version"], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "kbatch.tools.cli", "--version"], cwd=tmp_path,
                           env={**os.environ, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0

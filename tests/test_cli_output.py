@@ -6,8 +6,8 @@ import datetime
 import json
 
 import kbatch
-import kbatch.cli
-from kbatch.pipeline import format_table, show_key, summary_rows
+import kbatch.tools.cli
+from kbatch.tools.pipeline import format_table, show_key, summary_rows
 
 T = datetime.datetime(2024, 5, 1, 12, 0, 0)
 
@@ -71,9 +71,9 @@ def test_dump_and_stats_json_use_the_same_names(capfd, tmp_path):
                      codec="gzip", batch_records=10)
     seg = path / "00000000000000000000.log"
     capfd.readouterr()
-    assert kbatch.cli.main(["dump", "--format", "json", str(seg)]) == 0
+    assert kbatch.tools.cli.main(["dump", "--format", "json", str(seg)]) == 0
     dumped = [json.loads(x) for x in capfd.readouterr().out.splitlines()]
-    assert kbatch.cli.main(["stats", "--format", "json", str(seg)]) == 0
+    assert kbatch.tools.cli.main(["stats", "--format", "json", str(seg)]) == 0
     stats = [json.loads(x) for x in capfd.readouterr().out.splitlines()]
     batches = [o for o in dumped if o["type"] == "batch"]
     [segment] = stats[0]["segments"]
@@ -88,7 +88,7 @@ def test_stats_text_never_prints_none(capfd, tmp_path):
     part.mkdir()
     (part / "00000000000000000000.log").write_bytes(b"")            # an empty active segment
     capfd.readouterr()
-    assert kbatch.cli.main(["stats", str(part)]) == 0
+    assert kbatch.tools.cli.main(["stats", str(part)]) == 0
     out = capfd.readouterr().out
     assert "None" not in out
     assert "offsets -," in out

@@ -1,4 +1,4 @@
-"""Control record values (kbatch.control) against broker-written files and
+"""Control record values (kbatch.lib.control) against broker-written files and
 hand-built bytes.
 
 The encoders below follow the Kafka message definitions directly
@@ -22,8 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kbatch
-from kbatch.columns import BinaryColumn
-from kbatch.control import decode_control_records, parse_control_value
+from kbatch.lib.columns import BinaryColumn
+from kbatch.lib.control import decode_control_records, parse_control_value
 from kbatch.errors import CorruptRecordError
 
 from .conftest import CORPUS, NO_CORPUS, needs_corpus

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import kbatch
-from kbatch.writer import write_log, write_segment
+from kbatch.lib.writer import write_log, write_segment
 
 ROOT = Path(__file__).resolve().parent.parent
 STEM = "00000000000000000000"
@@ -64,8 +64,8 @@ def test_truncated_during_an_index_guided_seek_raises_instead_of_sigbus(tmp_path
     child = run_child(f"""
         import os
         from contextlib import contextmanager
-        import kbatch, kbatch.log
-        real = kbatch.log.open_source
+        import kbatch, kbatch.lib.log
+        real = kbatch.lib.log.open_source
 
         @contextmanager
         def shrinking(source, **kw):
@@ -73,7 +73,7 @@ def test_truncated_during_an_index_guided_seek_raises_instead_of_sigbus(tmp_path
                 os.truncate(source, 100)       # the mapping is now past the file's end
                 yield view, path
 
-        kbatch.log.open_source = shrinking
+        kbatch.lib.log.open_source = shrinking
         log = kbatch.open_log({str(part)!r}, use_index=True)
         try:
             log.read(start_offset=15_000, end_offset=15_010)
@@ -94,8 +94,8 @@ def test_python_reads_of_a_mapping_go_through_the_guard(tmp_path):
     write_segment(path, {"value": [b"x" * 1000] * 10_000})
     child = run_child(f"""
         import os, kbatch
-        from kbatch import _batch
-        from kbatch.segment import open_source
+        from kbatch._core import _batch
+        from kbatch.lib.segment import open_source
         with open_source({str(path)!r}) as (view, p):
             assert _batch.read_mapped(view, 8, 4, p) == bytes(view[8:12])
             os.truncate({str(path)!r}, 4096)
@@ -185,8 +185,8 @@ def test_compressed_batch_copied_for_python_after_the_file_shrank(tmp_path):
                   batch_records=20_000)
     child = run_child(f"""
         import os, kbatch
-        from kbatch import _batch
-        from kbatch.segment import open_source
+        from kbatch._core import _batch
+        from kbatch.lib.segment import open_source
         with open_source({str(path)!r}) as (view, p):
             dec = _batch.BatchDecoder(view, path=p, native_lz4=False)
             assert dec.run() == _batch.STATUS_COMPRESSED

@@ -21,7 +21,7 @@ import snappy
 import zstandard
 
 import kbatch
-from kbatch.writer import build_batch, write_segment
+from kbatch.lib.writer import build_batch, write_segment
 
 from .kafka_ref import build_batch as kp_build_batch
 from .kafka_ref import read_with_kafka_python
@@ -41,7 +41,7 @@ def run_child(code: str, timeout: int = 120) -> subprocess.CompletedProcess:
 def test_truncated_while_mapped_raises_instead_of_sigbus(codec):
     child = run_child(f"""
         import os, tempfile, kbatch
-        from kbatch.writer import write_segment
+        from kbatch.lib.writer import write_segment
         path = os.path.join(tempfile.mkdtemp(), "00000000000000000000.log")
         write_segment(path, {{"value": [b"v" * 300] * 200_000}}, codec="{codec}")
         it = kbatch.iter_segment(path, chunk_records=2_000)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import kbatch
-from kbatch.files import NotRegularFileError
-from kbatch.log import Segment
-from kbatch.writer import write_log
+from kbatch.lib.files import NotRegularFileError
+from kbatch.lib.log import Segment
+from kbatch.lib.writer import write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 STEM = "00000000000000000000"
@@ -90,8 +90,8 @@ def test_side_file_that_is_not_a_regular_file_is_a_clear_error(tmp_path, kind, s
                  ".txnindex": "txn_index"}[suffix]
     child = run_child(f"""
         import kbatch
-        from kbatch.files import NotRegularFileError
-        from kbatch.log import Segment
+        from kbatch.lib.files import NotRegularFileError
+        from kbatch.lib.log import Segment
         seg = Segment({str(part / (STEM + '.log'))!r})
         try:
             getattr(seg, {attribute!r})
@@ -273,6 +273,6 @@ def test_direct_read_of_a_directory_index_raises_the_library_error(tmp_path):
     d = tmp_path / (STEM + ".index")
     d.mkdir()
     with pytest.raises(NotRegularFileError, match="directory"):
-        kbatch.index.OffsetIndex.read(d, 0)
+        kbatch.lib.index.OffsetIndex.read(d, 0)
     with pytest.raises(kbatch.KbatchError):
-        kbatch.index.TimeIndex.read(d, 0)
+        kbatch.lib.index.TimeIndex.read(d, 0)

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import kbatch
-from kbatch.writer import write_segment
+from kbatch.lib.writer import write_segment
 
 from .kafka_ref import build_batch as kp_build_batch
 

@@ -687,7 +687,7 @@ def test_use_index_seeks_without_walking_the_segments(refs, name, monkeypatch):
     def no_walk(self):
         raise AssertionError(f"walked {self.path.name}")
 
-    monkeypatch.setattr(kbatch.log.Segment, "batch_bounds", no_walk)
+    monkeypatch.setattr(kbatch.lib.log.Segment, "batch_bounds", no_walk)
     log = kbatch.open_log(DATA_DIR / name, use_index=True)
     rng = random.Random(f"no-walk-{name}")
     for _ in range(40):

@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kbatch
-from kbatch import _lz4, segment
-from kbatch.compression import CodecError, unlz4
+from kbatch._core import _lz4
+from kbatch.lib import segment
+from kbatch.lib.compression import CodecError, unlz4
 
 from .kafka_ref import RandomChoices, build_batch, fix_crc, generate_segment, raw_batch
 from .test_against_kafka_python import assert_same_records

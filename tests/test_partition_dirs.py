@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 import kbatch
-from kbatch.paths import PathError, parse_partition_dir
-from kbatch.writer import write_log
+from kbatch.lib.paths import PathError, parse_partition_dir
+from kbatch.lib.writer import write_log
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "kbatch.cli", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "kbatch.tools.cli", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 

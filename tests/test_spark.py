@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 import kbatch
-from kbatch.writer import LogWriter
+from kbatch.lib.writer import LogWriter
 
 from .conftest import CORPUS, needs_corpus
 from .digest import digest
@@ -221,7 +221,7 @@ def test_use_index_plans_cover_the_same_bytes_cut_at_indexed_batches():
     slices cover at least the bytes of those planned from the header walk
     (an index entry is a sparse bound: the reader trims to the offsets), and
     every cut is an indexed position that is a real batch boundary."""
-    from kbatch.log import Segment
+    from kbatch.lib.log import Segment
     from kbatch.spark import Options, plan
     for extra in ({}, {"startingOffset": "1234", "endingOffset": "30621"}):
         opts = {"path": str(DIPENDRA), "maxPartitionBytes": "100000", **extra}
@@ -420,7 +420,7 @@ def test_split_slices_read_without_spark_equal_open_log(spark, tmp_path):
                 assert values == want.value.to_pylist()
 
 
-# --- Spark Kafka source options (kbatch.spark_options), through Spark ----------
+# --- Spark Kafka source options (kbatch.spark.options), through Spark ----------
 
 def _offsets(rows):
     out = {}

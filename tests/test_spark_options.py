@@ -1,4 +1,4 @@
-"""Options of format("kbatch") (kbatch.spark_options), without Spark: names,
+"""Options of format("kbatch") (kbatch.spark.options), without Spark: names,
 value formats and meaning of Spark's Kafka source, strict errors."""
 
 import json
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from kbatch.errors import KbatchError
-from kbatch.spark_options import (COLUMNS, OPTIONS, DataLossError, OffsetSpec, OptionError,
+from kbatch.spark.options import (COLUMNS, OPTIONS, DataLossError, OffsetSpec, OptionError,
                                   output_columns, parity_table, parse_options, schema_ddl)
 
 P = {"path": "/data"}

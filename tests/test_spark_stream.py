@@ -1,4 +1,4 @@
-"""The streaming reader (kbatch.spark_stream) driven as Spark drives it, without
+"""The streaming reader (kbatch.spark.stream) driven as Spark drives it, without
 a Spark session: latestOffset -> partitions -> read (pickled, as on an
 executor). Expected rows are what the test wrote, never what kbatch reads."""
 
@@ -9,10 +9,10 @@ import pickle
 import numpy as np
 import pytest
 
-from kbatch.spark_arrow import arrow_schema
-from kbatch.spark_options import COLUMNS, DataLossError
-from kbatch.spark_stream import KbatchStreamReader, rate_limit
-from kbatch.writer import LogWriter
+from kbatch.spark.arrow import arrow_schema
+from kbatch.spark.options import COLUMNS, DataLossError
+from kbatch.spark.stream import KbatchStreamReader, rate_limit
+from kbatch.lib.writer import LogWriter
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 SCHEMA = arrow_schema(("value", "topic", "partition", "offset"))
@@ -295,9 +295,9 @@ def test_columns_and_headers_in_the_stream(tmp_path, writer):
 
 
 def test_batch_ranges_with_spark_meaning(tmp_path, writer):
-    from kbatch.log import PartitionLog
-    from kbatch.spark_options import parse_options
-    from kbatch.spark_stream import WHOLE, batch_ranges
+    from kbatch.lib.log import PartitionLog
+    from kbatch.spark.options import parse_options
+    from kbatch.spark.stream import WHOLE, batch_ranges
     writer.append(0, 300)
     writer.append(1, 20)
     writer.close()
@@ -334,7 +334,7 @@ def test_batch_ranges_with_spark_meaning(tmp_path, writer):
 def test_counts_from_batch_headers(tmp_path, writer, isolation, monkeypatch):
     """columns=partition counts from batch headers: equal to the writer's
     truth, with offset bounds cutting batches in the middle."""
-    import kbatch.spark_read as spark_read
+    import kbatch.spark.read as spark_read
     writer.append(0, 40)
     writer.append(0, 30, txn=True)
     writer.end_txn(0, commit=False)
@@ -375,8 +375,8 @@ def test_counts_from_batch_headers(tmp_path, writer, isolation, monkeypatch):
 
 
 def test_file_range_of_a_single_segment():
-    from kbatch.spark_options import OptionError, parse_options
-    from kbatch.spark_stream import WHOLE, file_range
+    from kbatch.spark.options import OptionError, parse_options
+    from kbatch.spark.stream import WHOLE, file_range
 
     def rng(topic="t", part=0, **kw):
         return file_range(parse_options({"path": "/x/t-0/0.log", **kw}), topic, part)

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from kbatch.writer import LogWriter
+from kbatch.lib.writer import LogWriter
 
 pytestmark = pytest.mark.spark
 

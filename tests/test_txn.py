@@ -29,7 +29,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kbatch
-import kbatch.cli
+import kbatch.tools.cli
 
 from .kafka_ref import ABORT, COMMIT
 from .txn_model import B, Scenario, Txn, model, scenarios
@@ -58,7 +58,7 @@ def partition_dir(scenario: Scenario):
 def run_cli(argv):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = kbatch.cli.main(argv)
+        code = kbatch.tools.cli.main(argv)
     return code, out.getvalue()
 
 
@@ -419,7 +419,7 @@ def test_read_committed_does_not_depend_on_earlier_reads_options():
 
 def _mixed_transactional_segment(seed: int) -> bytes:
     import io
-    from kbatch.writer import ABORT, COMMIT, SegmentWriter
+    from kbatch.lib.writer import ABORT, COMMIT, SegmentWriter
     rng = random.Random(seed)
     out = io.BytesIO()
     with SegmentWriter(out, batch_records=rng.choice([1, 3, 8]), codec=rng.choice(
@@ -457,7 +457,7 @@ def test_one_pass_read_committed_equals_decode_then_filter(seed):
     """read_segment leaves aborted records out while decoding (after a cheap
     pass over headers and markers); on clean and damaged bytes alike it must
     equal decoding everything and filtering afterwards."""
-    from kbatch.txn import apply_isolation
+    from kbatch.lib.txn import apply_isolation
     buf = bytearray(_mixed_transactional_segment(seed))
     rng = random.Random(f"damage-{seed}")
     variants = [bytes(buf)]

@@ -2,7 +2,7 @@
 broker-written partitions (../shared/corpus) must reproduce the broker's own
 ``.index``, ``.timeindex`` and ``.txnindex`` files byte for byte.
 
-The broker's files are parsed here with ``struct`` (not kbatch.index), and the
+The broker's files are parsed here with ``struct`` (not kbatch.lib.index), and the
 batches are cut out of the ``.log`` files here from the batch header.
 
 How a partition is replayed (``replay``), following LogSegment.append:
@@ -36,7 +36,7 @@ from __future__ import annotations
 import pathlib
 import struct
 
-from kbatch.writer import LogWriter
+from kbatch.lib.writer import LogWriter
 
 INDEX_DIRS = [
     "dipendrasaini__kafka-learnning-series/tmp/kafka-logs",
@@ -277,7 +277,7 @@ def test_every_corpus_partition_with_index_evidence_is_reproduced(corpus, tmp_pa
 def test_append_batch_unchanged_bytes_and_follower_index_entry(tmp_path):
     """One append of several batches: one entry at the first batch, naming
     the last offset of the append (what a follower's fetch writes)."""
-    from kbatch.writer import SegmentWriter
+    from kbatch.lib.writer import SegmentWriter
     import io
     src = io.BytesIO()
     with SegmentWriter(src, batch_records=10) as w:
@@ -297,7 +297,7 @@ def test_index_entry_only_when_bytes_since_the_last_exceed_the_interval(tmp_path
     (strictly). Batches of S bytes with an interval of S: the second append
     has exactly S bytes behind it (no entry), the third 2S (entry); the
     counter restarts from the indexed batch's own size."""
-    from kbatch.writer import SegmentWriter
+    from kbatch.lib.writer import SegmentWriter
     import io
     src = io.BytesIO()
     with SegmentWriter(src, batch_records=1) as w:
@@ -320,7 +320,7 @@ def test_restart_and_running_broker_files(tmp_path):
     """A clean restart writes the final time entry and restarts the offset
     index counter; a running broker's active segment has zero-padded files
     without the final entry."""
-    from kbatch.writer import SegmentWriter
+    from kbatch.lib.writer import SegmentWriter
     import io
     src = io.BytesIO()
     with SegmentWriter(src, batch_records=1) as w:

@@ -28,8 +28,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kbatch
-from kbatch.columns import BinaryColumn, HeadersColumn
-from kbatch.writer import LogWriter, SegmentWriter, build_batch, control_batch
+from kbatch.lib.columns import BinaryColumn, HeadersColumn
+from kbatch.lib.writer import LogWriter, SegmentWriter, build_batch, control_batch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -40,8 +40,8 @@ import io, pickle, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[1] + "/tests")
-from kbatch.columns import BinaryColumn, HeadersColumn
-from kbatch.writer import write_segment
+from kbatch.lib.columns import BinaryColumn, HeadersColumn
+from kbatch.lib.writer import write_segment
 from kafka_ref import read_with_kafka_python
 
 def column(spec, utf8=False):

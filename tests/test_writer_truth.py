@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kbatch
-from kbatch.writer import ABORT, COMMIT, LogWriter, SegmentWriter
+from kbatch.lib.writer import ABORT, COMMIT, LogWriter, SegmentWriter
 from .kafka_ref import read_with_kafka_python
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

@@ -25,7 +25,7 @@ Entry points (``TARGETS``):
                   files of a fixed partition log: log.read(start, end) must
                   equal the full read filtered to [start, end) ("exact
                   whatever the index holds", kbatch/log.py)
-    control       kbatch.control.parse_control_value(type, key, value)
+    control       kbatch.lib.control.parse_control_value(type, key, value)
     differential  kbatch against kafka-python (tests/kafka_ref.py) on the
                   inputs both accept: offsets, timestamps, timestamp types,
                   keys, values, headers, control records, batch count and
@@ -121,12 +121,12 @@ def _load(instrument: bool = False, reference: bool = False,
         ctx = atheris.instrument_imports(include=include)
     with ctx:
         import kbatch
-        import kbatch.compression
-        import kbatch.control
-        import kbatch.index
-        import kbatch.log
-        import kbatch.records
-        import kbatch.segment
+        import kbatch.lib.compression
+        import kbatch.lib.control
+        import kbatch.lib.index
+        import kbatch.lib.log
+        import kbatch.lib.records
+        import kbatch.lib.segment
         if reference:
             import kafka.codec  # noqa: F401
             import kafka.record.default_records  # noqa: F401
@@ -137,15 +137,15 @@ def _load(instrument: bool = False, reference: bool = False,
     m = _K if _K is not None else _Modules()
     m.np = numpy
     m.kbatch = kbatch
-    m.compression = kbatch.compression
-    m.control = kbatch.control
-    m.index = kbatch.index
-    m.log = kbatch.log
-    m.segment_mod = kbatch.segment
-    m.Records = kbatch.records.Records
-    m.SegmentEnd = kbatch.records.SegmentEnd
+    m.compression = kbatch.lib.compression
+    m.control = kbatch.lib.control
+    m.index = kbatch.lib.index
+    m.log = kbatch.lib.log
+    m.segment_mod = kbatch.lib.segment
+    m.Records = kbatch.lib.records.Records
+    m.SegmentEnd = kbatch.lib.records.SegmentEnd
     m.Corrupt = kbatch.CorruptRecordError
-    m.DEFAULT_LIMIT = kbatch.compression.DEFAULT_MAX_DECOMPRESSED_BYTES
+    m.DEFAULT_LIMIT = kbatch.lib.compression.DEFAULT_MAX_DECOMPRESSED_BYTES
     if reference:
         from tests import kafka_ref
         m.kafka_ref = kafka_ref
@@ -1214,7 +1214,7 @@ def _child(args, passthrough: list[str]) -> None:
           trace_reference=target == "differential")
     K = _K
     print(f"kbatch-fuzz: target {target}; kbatch from {os.path.dirname(K.kbatch.__file__)} "
-          f"(compiled core {sys.modules['kbatch._batch'].__file__})",
+          f"(compiled core {sys.modules['kbatch._core._batch'].__file__})",
           file=sys.stderr, flush=True)
     files = [a for a in passthrough if not a.startswith("-")]
     flags = [a for a in passthrough if a.startswith("-")]

@@ -81,10 +81,10 @@ import base64
 from typing import TYPE_CHECKING
 
 from kbatch.errors import CorruptRecordError
-from kbatch.records import CONTROL_TYPES
+from kbatch.lib.records import CONTROL_TYPES
 
 if TYPE_CHECKING:
-    from kbatch.records import ControlRecords
+    from kbatch.lib.records import ControlRecords
 
 __all__ = ["parse_control_value", "decode_control_records", "CONTROL_TYPES"]
 

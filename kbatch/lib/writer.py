@@ -45,11 +45,11 @@ from typing import Any, BinaryIO, Mapping
 
 import numpy as np
 
-from kbatch._checksums import crc32c_of
-from kbatch._encode import encode_records
-from kbatch.columns import BinaryColumn, HeadersColumn
-from kbatch.compression import codec_id, compress
-from kbatch.records import Records
+from kbatch._core._checksums import crc32c_of
+from kbatch._core._encode import encode_records
+from kbatch.lib.columns import BinaryColumn, HeadersColumn
+from kbatch.lib.compression import codec_id, compress
+from kbatch.lib.records import Records
 
 HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte magic-2 batch header
 CRC_FROM = 21

@@ -57,17 +57,17 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from kbatch import _batch
+from kbatch._core import _batch
 from kbatch.errors import ArgumentError, CorruptRecordError, FileChangedError, LimitExceededError
-from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
-from kbatch.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
+from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
+from kbatch.lib.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
                           parse_partition_dir, partition_dirs, segment_base)
-from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.paths import PathError, PathKind, expect
-from kbatch.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
+from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.lib.paths import PathError, PathKind, expect
+from kbatch.lib.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     check_options, decode_chunks, decode_options, open_source, transaction_state, zeros_from
-from kbatch.timestamps import to_millis
-from kbatch.txn import TxnState, check_isolation
+from kbatch.lib.timestamps import to_millis
+from kbatch.lib.txn import TxnState, check_isolation
 
 _WHOLE = 1 << 62
 TIMESTAMP_MODES = ("offsets", "exact")
@@ -204,7 +204,7 @@ class Segment:
         except OSError:
             return None
 
-    # index files are read with a bound (see kbatch.index): a directory, FIFO
+    # index files are read with a bound (see kbatch.lib.index): a directory, FIFO
     # or device raises NotRegularFileError, a preallocated or sparse file costs
     # its live entries
     @functools.cached_property
@@ -375,7 +375,7 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp, **options) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp``
         (Kafka's offsets-for-times), None when no record is that recent.
-        ``timestamp``: anything ``kbatch.timestamps.to_millis`` reads;
+        ``timestamp``: anything ``kbatch.lib.timestamps.to_millis`` reads;
         ``options``: those of the read (CRC check, limits, ``on_corrupt``)
         apply to the batches decoded here too.
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kbatch.files import NotRegularFileError, data_end, open_regular, pread_exact  # noqa: F401
+from kbatch.lib.files import NotRegularFileError, data_end, open_regular, pread_exact  # noqa: F401
 
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])

@@ -26,11 +26,11 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from kbatch import _batch
-from kbatch.records import BatchTable, Records
-from kbatch.segment import DecodeOptions, decode_chunks, open_source
-from kbatch.spark_arrow import to_record_batch, topic_array
-from kbatch.spark_options import KafkaOptions
+from kbatch._core import _batch
+from kbatch.lib.records import BatchTable, Records
+from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source
+from kbatch.spark.arrow import to_record_batch, topic_array
+from kbatch.spark.options import KafkaOptions
 
 log = logging.getLogger("kbatch.spark")
 HEADER_COLUMNS = frozenset({"topic", "partition"})

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kbatch.errors import KbatchError
-from kbatch.timestamps import to_millis
+from kbatch.lib.timestamps import to_millis
 
 log = logging.getLogger("kbatch.spark")
 

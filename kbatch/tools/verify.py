@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.errors import KbatchError
-from kbatch.files import NotRegularFileError
-from kbatch.log import PartitionLog, Segment, SEGMENT_NAME, segment_base
-from kbatch.paths import PathKind, partition_dirs, resolve
-from kbatch.records import BatchTable
-from kbatch.segment import DecodeOptions, check_options, decode_chunks, open_source
+from kbatch.lib.files import NotRegularFileError
+from kbatch.lib.log import PartitionLog, Segment, SEGMENT_NAME, segment_base
+from kbatch.lib.paths import PathKind, partition_dirs, resolve
+from kbatch.lib.records import BatchTable
+from kbatch.lib.segment import DecodeOptions, check_options, decode_chunks, open_source
 
 
 @dataclass

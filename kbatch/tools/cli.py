@@ -68,11 +68,11 @@ def seed_value(text: str) -> int:
 # --- paths -----------------------------------------------------------------
 
 def _resolve(name: str, *kinds, what: str = "", check: bool = True):
-    """``kbatch.paths.resolve`` of a command-line path, its errors mapped to
+    """``kbatch.lib.paths.resolve`` of a command-line path, its errors mapped to
     exit codes: a missing path or one of the wrong kind (a device, a FIFO, a
     directory where a file is needed) is a usage error (2); a directory with
     nothing Kafka in it is "nothing to read" (1)."""
-    from kbatch.paths import PathError, PathKind, resolve
+    from kbatch.lib.paths import PathError, PathKind, resolve
     if not name:
         raise UsageError("an empty path")
     path = Path(name)
@@ -93,7 +93,7 @@ def _check_segment(path: Path) -> None:
     """A regular file given as a segment must start with a whole batch (or be
     empty, or zero padding as a preallocated segment is): a text file, an
     archive or a truncated copy cut inside its first batch has nothing to read."""
-    from kbatch.segment import iter_segment
+    from kbatch.lib.segment import iter_segment
     try:
         size = path.stat().st_size
         if size == 0:
@@ -125,8 +125,8 @@ INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 def cmd_dump(args) -> int:
-    from kbatch.dump import dump_file
-    from kbatch.paths import PathKind
+    from kbatch.tools.dump import dump_file
+    from kbatch.lib.paths import PathKind
     status = EXIT_OK
     for name in args.files:
         try:
@@ -161,8 +161,8 @@ def _stats_json(stats) -> dict:
 
 
 def cmd_stats(args) -> int:
-    from kbatch.progress import Progress
-    from kbatch.stats import segment_files, segment_stats, summarize
+    from kbatch.tools.progress import Progress
+    from kbatch.tools.stats import segment_files, segment_stats, summarize
 
     files = segment_files(_resolve(args.path).path)
     rows = []
@@ -212,9 +212,9 @@ def cmd_stats(args) -> int:
 # --- verify -------------------------------------------------------------
 
 def cmd_verify(args) -> int:
-    from kbatch.progress import Progress
-    from kbatch.stats import segment_files
-    from kbatch.verify import verify
+    from kbatch.tools.progress import Progress
+    from kbatch.tools.stats import segment_files
+    from kbatch.tools.verify import verify
 
     path = _resolve(args.path).path
     with Progress(len(segment_files(path)), "verify") as bar:
@@ -243,7 +243,7 @@ def cmd_verify(args) -> int:
 # --- txn ----------------------------------------------------------------
 
 def cmd_txn(args) -> int:
-    from kbatch.txn import transactions
+    from kbatch.lib.txn import transactions
 
     reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
     hanging = 0
@@ -274,7 +274,7 @@ def cmd_txn(args) -> int:
 # --- sample and main ----------------------------------------------------
 
 def cmd_sample(args) -> int:
-    from kbatch.sample import write_sample
+    from kbatch.tools.sample import write_sample
 
     target = Path(args.directory)
     if target.exists() and not target.is_dir():
@@ -291,8 +291,8 @@ def cmd_sample(args) -> int:
 
 
 def cmd_main(args) -> int:
-    from kbatch.paths import PathKind
-    from kbatch.pipeline import require_spark, run
+    from kbatch.lib.paths import PathKind
+    from kbatch.tools.pipeline import require_spark, run
     # before anything is written or Spark starts
     if args.log_dir is not None:
         _resolve(args.log_dir, PathKind.DATA_DIR,

@@ -19,7 +19,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from kbatch.columns import (BinaryColumn, HeadersColumn, _as_indices, _position,
+from kbatch.lib.columns import (BinaryColumn, HeadersColumn, _as_indices, _position,
                             as_contiguous_range)
 from kbatch.errors import CorruptRecordError
 
@@ -168,7 +168,7 @@ class BatchTable:
 
     @classmethod
     def empty(cls) -> "BatchTable":
-        from kbatch._batch import BATCH_DTYPE
+        from kbatch._core._batch import BATCH_DTYPE
         return cls.from_rows(np.empty(0, dtype=BATCH_DTYPE))
 
     @property
@@ -270,11 +270,11 @@ class ControlRecords:
         return [CONTROL_TYPES.get(t, "UNKNOWN") for t in self.type.tolist()]
 
     def decoded(self) -> list[dict]:
-        """Every control record's value decoded by its type (``kbatch.control``):
+        """Every control record's value decoded by its type (``kbatch.lib.control``):
         markers, leader changes, snapshot headers/footers, KRaft version and
         voters; unknown types as raw bytes. Raises ``CorruptRecordError`` for a
         malformed value."""
-        from kbatch.control import decode_control_records
+        from kbatch.lib.control import decode_control_records
         return decode_control_records(self)
 
     def __getitem__(self, i: int) -> ControlRecord:
@@ -365,7 +365,7 @@ class Records:
 
     @classmethod
     def empty(cls, end: SegmentEnd | None = None, path=None) -> "Records":
-        from kbatch._batch import BatchDecoder
+        from kbatch._core._batch import BatchDecoder
         dec = BatchDecoder(b"")
         dec.run()
         return cls.from_chunk(dec.take(), end, path)

@@ -21,13 +21,13 @@ by its own length, so no field can run into the next record.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
-from kbatch._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
+from kbatch._core._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
                               binary_reserve, columns_held_bytes, columns_reserve_rows,
                               growbuf_reserve, kb_copy, ROW_FIXED_BYTES)
-from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
+from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
                              likely, load_be16, load_be32, read_u8, read_varint,
                              read_varlong, unlikely)
-from kbatch._types cimport *
+from kbatch._core._types cimport *
 
 
 cdef enum:

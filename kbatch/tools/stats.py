@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.compression import CODEC_NAMES
+from kbatch.lib.compression import CODEC_NAMES
 from kbatch.errors import CorruptRecordError
-from kbatch.log import LogDir, PartitionLog
-from kbatch.paths import PathKind, resolve, segment_base
-from kbatch.segment import iter_segment
+from kbatch.lib.log import LogDir, PartitionLog
+from kbatch.lib.paths import PathKind, resolve, segment_base
+from kbatch.lib.segment import iter_segment
 
 
 @dataclass
@@ -118,7 +118,7 @@ def _inner_damage(st: SegmentStats, path: Path, trailing: int, on_corrupt: str) 
 
 def segment_files(path) -> list[tuple[str | None, int | None, Path]]:
     """``(topic, partition, file)`` for a file, a partition, a data directory
-    or several (classified by ``kbatch.paths.resolve``; a wrong path raises
+    or several (classified by ``kbatch.lib.paths.resolve``; a wrong path raises
     ``PathError``)."""
     found = resolve(path)
     if found.kind is PathKind.SEGMENT:

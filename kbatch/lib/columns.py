@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from kbatch._kernels import take_binary
+from kbatch._core._kernels import take_binary
 
 _INT32_LIMIT = (1 << 31) - 1
 

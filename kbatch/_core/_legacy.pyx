@@ -29,12 +29,12 @@ AbstractLegacyRecordBatch); a wrapper's row counts its inner records.
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
 
-from kbatch._checksums cimport crc32_ieee
-from kbatch._columns cimport (RecordColumns, binary_append_unchecked, binary_reserve,
+from kbatch._core._checksums cimport crc32_ieee
+from kbatch._core._columns cimport (RecordColumns, binary_append_unchecked, binary_reserve,
                               columns_reserve_rows, growbuf_reserve)
-from kbatch._cursor cimport (CUR_OK, Cursor, cursor_over, read_be32, read_be64,
+from kbatch._core._cursor cimport (CUR_OK, Cursor, cursor_over, read_be32, read_be64,
                              read_u8, skip)
-from kbatch._types cimport (E_CRC, E_LEGACY_ATTRIBUTES, E_LEGACY_EMPTY,
+from kbatch._core._types cimport (E_CRC, E_LEGACY_ATTRIBUTES, E_LEGACY_EMPTY,
                             E_LEGACY_KEY_VALUE, E_LEGACY_LENGTH, E_LEGACY_NESTED,
                             E_LEGACY_NULL_WRAPPER, E_LEGACY_OFFSETS, E_MAGIC,
                             E_NOMEM, E_RECORD_TRUNCATED, ST_ERROR, CRC_RAISE,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kbatch import _batch
+from kbatch._core import _batch
 
 WINDOW = 1 << 20
 _HEADER = 17

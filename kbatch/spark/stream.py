@@ -42,10 +42,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
 
-from kbatch.log import PartitionLog
-from kbatch.paths import PathKind, partition_dirs, resolve
-from kbatch.spark_read import read_slice
-from kbatch.spark_options import KafkaOptions, OffsetSpec, OptionError, parse_options
+from kbatch.lib.log import PartitionLog
+from kbatch.lib.paths import PathKind, partition_dirs, resolve
+from kbatch.spark.read import read_slice
+from kbatch.spark.options import KafkaOptions, OffsetSpec, OptionError, parse_options
 
 log = logging.getLogger("kbatch.spark")
 TP = tuple  # (topic, partition)

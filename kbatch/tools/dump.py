@@ -28,11 +28,11 @@ from typing import Iterator, TextIO
 
 import numpy as np
 
-from kbatch.compression import CODEC_NAMES
-from kbatch.index import OffsetIndex, TimeIndex, TxnIndex
-from kbatch.log import SEGMENT_NAME
-from kbatch.records import CONTROL_TYPES, Records
-from kbatch.segment import iter_segment
+from kbatch.lib.compression import CODEC_NAMES
+from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
+from kbatch.lib.log import SEGMENT_NAME
+from kbatch.lib.records import CONTROL_TYPES, Records
+from kbatch.lib.segment import iter_segment
 
 TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 
@@ -130,7 +130,7 @@ _KRAFT_LABELS = {2: "LeaderChange:", 3: "SnapshotHeader", 4: "SnapshotFooter",
 
 
 def _kraft_json(c) -> str:
-    from kbatch.control import parse_control_value
+    from kbatch.lib.control import parse_control_value
     from kbatch.errors import CorruptRecordError
     try:
         fields = parse_control_value(c.type, c.key, c.value)

@@ -127,7 +127,7 @@ def summary_rows(per, top) -> list[dict]:
 def _check_counts(spark, log_dir: str, per) -> bool:
     """Spark's counts against kbatch's, computed without Spark."""
     import kbatch
-    from kbatch.stats import segment_stats
+    from kbatch.tools.stats import segment_stats
 
     spark_committed = {(r["topic"], r["partition"]): r["records"] for r in per}
     uncommitted = (spark.read.format("kbatch").option("columns", "topic,partition").load(log_dir)
@@ -162,7 +162,7 @@ def preflight(log_dir: str | None, out_dir: str) -> None:
     """Everything that can be checked before anything is written or Spark
     starts: PySpark importable, LOG_DIR a broker data directory, the output
     directory writable where it is."""
-    from kbatch.paths import PathError, PathKind, expect
+    from kbatch.lib.paths import PathError, PathKind, expect
     require_spark()
     if log_dir is not None:
         expect(log_dir, PathKind.DATA_DIR, what="the main job reads a broker data directory")
@@ -179,7 +179,7 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
         log_dir = sample_dir
         if not Path(sample_dir).is_dir() or not any(Path(sample_dir).iterdir()):
             with stages.stage(f"write a sample broker data directory ({sample_records} records)"):
-                from kbatch.sample import write_sample
+                from kbatch.tools.sample import write_sample
                 write_sample(sample_dir, records=sample_records)
         else:
             print(f"== using the sample already in {sample_dir}/ (delete it to regenerate)")

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kbatch.index import TxnIndex
-from kbatch.records import BatchTable, ControlRecords, Records
+from kbatch.lib.index import TxnIndex
+from kbatch.lib.records import BatchTable, ControlRecords, Records
 
 ABORT, COMMIT = 0, 1
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -246,9 +246,9 @@ def transactions(path, **options) -> list[TransactionReport]:
     Reads batch headers and control records only (data records are not
     decoded); keeps one row per batch of a partition in memory.
     """
-    from kbatch.log import LogDir, PartitionLog
-    from kbatch.paths import PathKind, resolve
-    from kbatch.segment import decode_options, open_source, transaction_state
+    from kbatch.lib.log import LogDir, PartitionLog
+    from kbatch.lib.paths import PathKind, resolve
+    from kbatch.lib.segment import decode_options, open_source, transaction_state
 
     opts = decode_options("transactions", options)
     found = resolve(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from kbatch.records import Records
+from kbatch.lib.records import Records
 
 
 ARROW_TYPES = {

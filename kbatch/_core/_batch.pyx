@@ -37,20 +37,20 @@ from libc.string cimport memcpy
 
 import numpy as np
 
-from kbatch._checksums cimport crc32c
-from kbatch._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
+from kbatch._core._checksums cimport crc32c
+from kbatch._core._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
                               binary_append_unchecked, binary_reserve, columns_free,
                               columns_held_bytes, columns_init, columns_mark,
                               columns_payload_bytes,
                               columns_reserve_rows, columns_rollback, columns_take,
                               growbuf_free, growbuf_reserve, growbuf_take)
-from kbatch._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
+from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_zero,
                              cursor_over, likely, load_be16, load_be32, load_be64,
                              read_u8, read_varint, read_varlong, remaining, unlikely)
-from kbatch._legacy cimport legacy_inner, legacy_top
-from kbatch._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_free
-from kbatch._records cimport decode_records, parse_control
-from kbatch._types cimport *
+from kbatch._core._legacy cimport legacy_inner, legacy_top
+from kbatch._core._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_free
+from kbatch._core._records cimport decode_records, parse_control
+from kbatch._core._types cimport *
 
 from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededError
 
@@ -272,7 +272,7 @@ cdef class BatchDecoder:
         self._buf = &view[0] if size > 0 else NULL
         self._pos = start
         self._end = stop
-        # a trailing hole of the file (kbatch.files.data_end): known zeros, so
+        # a trailing hole of the file (kbatch.lib.files.data_end): known zeros, so
         # a zero-padded tail is not scanned (nor its pages faulted in)
         self._zeros_from = zeros_from if 0 <= zeros_from < stop else stop
         self.path = path

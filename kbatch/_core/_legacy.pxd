@@ -3,8 +3,8 @@
 
 from libc.stdint cimport int32_t, uint8_t
 
-from kbatch._columns cimport RecordColumns
-from kbatch._types cimport BatchRow, ErrorInfo
+from kbatch._core._columns cimport RecordColumns
+from kbatch._core._types cimport BatchRow, ErrorInfo
 
 
 cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,

@@ -23,7 +23,7 @@ packed together (like Spark's file sources) into input partitions of up to
 ``maxPartitionBytes``, at least ``minPartitions`` of them. ``read()`` yields
 ``pyarrow.RecordBatch``es built from kbatch's buffers (no Python rows).
 
-Options (case-insensitive, checked by ``kbatch.spark_options``: an unknown
+Options (case-insensitive, checked by ``kbatch.spark.options``: an unknown
 name or a bad value fails the query with one line): those of Spark's Kafka
 source with its meaning (``startingOffsets``/``endingOffsets`` with -2/-1,
 the timestamp options, ``assign``/``subscribe``/``subscribePattern``,
@@ -80,16 +80,16 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.log import (LogDir, PartitionLog, Segment, _batch_at, check_segment_end,
+from kbatch.lib.log import (LogDir, PartitionLog, Segment, _batch_at, check_segment_end,
                         parse_partition_dir)
-from kbatch.paths import PathKind, resolve
-from kbatch.records import Records
-from kbatch.segment import DecodeOptions, decode_chunks, open_source, transaction_state
-from kbatch.spark_arrow import to_record_batch
-from kbatch.spark_options import KafkaOptions, output_columns, parse_options, schema_ddl
-from kbatch.spark_read import header_count_batches
-from kbatch.spark_stream import batch_ranges, file_range
-from kbatch.txn import TxnState
+from kbatch.lib.paths import PathKind, resolve
+from kbatch.lib.records import Records
+from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transaction_state
+from kbatch.lib.txn import TxnState
+from kbatch.spark.arrow import to_record_batch
+from kbatch.spark.options import KafkaOptions, output_columns, parse_options, schema_ddl
+from kbatch.spark.read import header_count_batches
+from kbatch.spark.stream import batch_ranges, file_range
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
@@ -119,7 +119,7 @@ class Options:
 
     @classmethod
     def parse(cls, options) -> "Options":
-        """Checked by ``kbatch.spark_options`` (an unknown option or a bad
+        """Checked by ``kbatch.spark.options`` (an unknown option or a bad
         value raises ``OptionError``, one line)."""
         k = parse_options(options)
         return cls(paths=k.all_paths, isolation=k.isolation, validate_crc=k.validate_crc,
@@ -198,7 +198,7 @@ def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> lis
 
 def _logs(path: str, use_index: bool = False) -> list[tuple[PartitionLog | None, Path | None]]:
     """The partition logs (or the single segment file) a path names
-    (classified by ``kbatch.paths.resolve``; a wrong path raises ``PathError``)."""
+    (classified by ``kbatch.lib.paths.resolve``; a wrong path raises ``PathError``)."""
     found = resolve(path)
     if found.kind is PathKind.SEGMENT:
         return [(None, found.path)]
@@ -462,7 +462,7 @@ class KbatchDataSource(DataSource):
         return cls(self.options, schema)
 
     def streamReader(self, schema: StructType):
-        from kbatch.spark_stream import KbatchStreamReader
+        from kbatch.spark.stream import KbatchStreamReader
         return KbatchStreamReader(self.options, schema)
 
 
@@ -523,7 +523,7 @@ def check_workers(spark) -> None:
         sc = spark.sparkContext
     except Exception:               # Spark Connect: no driver-side context to probe
         return
-    here = str(Path(__file__).resolve().parent.parent)
+    here = str(Path(__file__).resolve().parents[2])   # the directory holding kbatch/
     if str(sc.master).startswith("local"):
         paths = [p for p in (sc.environment.get("PYTHONPATH", ""),
                              os.environ.get("PYTHONPATH", "")) if p]

@@ -3,9 +3,9 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
-from kbatch._columns cimport GrowBuf, RecordColumns
-from kbatch._lz4 cimport Lz4Scratch
-from kbatch._types cimport BatchRow, ControlRow, ErrorInfo, Limits
+from kbatch._core._columns cimport GrowBuf, RecordColumns
+from kbatch._core._lz4 cimport Lz4Scratch
+from kbatch._core._types cimport BatchRow, ControlRow, ErrorInfo, Limits
 
 
 cdef class BatchDecoder:

@@ -3,8 +3,8 @@
 
 from libc.stdint cimport int32_t, uint8_t
 
-from kbatch._columns cimport GrowBuf, RecordColumns
-from kbatch._types cimport BatchRow, ErrorInfo, Limits
+from kbatch._core._columns cimport GrowBuf, RecordColumns
+from kbatch._core._types cimport BatchRow, ErrorInfo, Limits
 
 
 cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,

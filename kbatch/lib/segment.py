@@ -20,14 +20,14 @@ from typing import Iterator
 
 import numpy as np
 
-from kbatch import _batch
-from kbatch.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
+from kbatch._core import _batch
+from kbatch.lib.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
                            FileChangedError, LimitExceededError)
-from kbatch.files import data_end, open_regular
-from kbatch.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.resync import chains_to_end, next_valid_batch
-from kbatch.txn import TxnState, apply_isolation, check_isolation
+from kbatch.lib.files import data_end, open_regular
+from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.lib.resync import chains_to_end, next_valid_batch
+from kbatch.lib.txn import TxnState, apply_isolation, check_isolation
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
@@ -62,7 +62,7 @@ class DecodeOptions:
     on_corrupt: "raise" (default), "stop": end the data before the first
         corrupt batch and report it in ``Records.end`` (a partition read
         returns nothing after it), or "skip": continue at the next valid
-        batch (see ``kbatch.resync`` for what that means and costs) and
+        batch (see ``kbatch.lib.resync`` for what that means and costs) and
         list every damaged range passed over in ``Records.skipped``.
 
     Limits against hostile input, each refused with ``LimitExceededError``
@@ -273,7 +273,7 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     "truncated"``) unless valid batches follow it one after another up to
     the end exactly: then its length field is damaged and it is treated as
     corrupt (raise, stop or skip). With ``on_corrupt="skip"`` the decode resumes at the next valid
-    batch (``kbatch.resync``) and the chunk after the gap lists it in
+    batch (``kbatch.lib.resync``) and the chunk after the gap lists it in
     ``skipped``.
     """
     # a chunk never holds more than max_read_bytes (plus one batch)
@@ -392,7 +392,7 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
 
     ``isolation``: "read_uncommitted" (everything but control records) or
     "read_committed" (transactions resolved from the markers in this
-    source alone; see ``kbatch.txn``; ``records.last_stable_offset`` says
+    source alone; see ``kbatch.lib.txn``; ``records.last_stable_offset`` says
     where the LSO is). For a whole partition use ``open_log(...).read``.
 
     Keeps in memory: the decoded columns (about the size of the keys,

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.writer import LogWriter
+from kbatch.lib.writer import LogWriter
 
 START_MS = 1_793_577_600_000          # 2026-11-02T00:00:00Z
 

@@ -1,0 +1,1 @@
+"""The library: decoding segments, partition logs, index files, transactions, records/columns, the writer."""

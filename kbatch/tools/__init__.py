@@ -1,0 +1,1 @@
+"""The tools: command line, dump, stats, verify, transactions report, sample, the make-run pipeline, progress."""

@@ -1,5 +1,5 @@
 """The options of ``format("kbatch")``: Spark's Kafka source names, value
-formats and meaning, checked strictly (pure Python; no Spark import).
+formats and meaning, checked strictly (pure Python; no Spark session needed).
 
 One declarative table (``OPTIONS``) names every option: its Spark name,
 aliases, parser, default, the query types it applies to and a doc line. An

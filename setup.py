@@ -13,7 +13,8 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-MODULES = ["_columns", "_checksums", "_lz4", "_legacy", "_records", "_batch", "_kernels", "_encode"]
+MODULES = ["_columns", "_checksums", "_lz4", "_legacy", "_records", "_batch", "_kernels", "_encode",
+           "_offsets"]
 
 sanitize = os.environ.get("KBATCH_SANITIZE") == "1"
 debug = os.environ.get("KBATCH_DEBUG") == "1"

@@ -48,6 +48,8 @@ def collect(results: dict):
     for b in results["benchmarks"]:
         info, median = b["extra_info"], b["stats"]["median"]
         test = b["name"].split("[")[0]
+        if b.get("group") == "internal":      # internal_table
+            continue
         rate = (info["records"] / median, info["bytes"] / median, median)
         if b.get("group") == "read_committed":
             txn[info["mode"]] = rate
@@ -83,6 +85,20 @@ def txn_table(txn) -> str:
                 f"read_segment read_committed costs **{(ratio - 1) * 100:+.1f}%** over "
                 f"read_uncommitted (median of the per-round ratios; quartiles "
                 f"{(q1 - 1) * 100:+.1f}% / {(q3 - 1) * 100:+.1f}%)."]
+    return "\n".join(out)
+
+
+def internal_table(results: dict) -> str:
+    """Offset-commit decoding into Arrow (bench/test_internal.py)."""
+    rows = [b for b in results["benchmarks"] if b.get("group") == "internal"]
+    if not rows:
+        return ""
+    out = ["| `__consumer_offsets` (2 M offset commits) -> Arrow, one core | rows/s | median s |",
+           "|---|---:|---:|"]
+    for b in rows:
+        med = b["stats"]["median"]
+        out.append(f"| offset_commits, {b['extra_info']['mode']} | "
+                   f"{b['extra_info']['records'] / med / 1e6:.2f} M | {med:.3f} |")
     return "\n".join(out)
 
 
@@ -174,6 +190,8 @@ def main():
         parts += [txn_table(txn), ""]
     if spark:
         parts += [spark_table(spark), ""]
+    if internal_table(results):
+        parts += [internal_table(results), ""]
     if has_chart:
         parts += ["![throughput](bench/throughput.png)", ""]
     text = "\n".join(parts)

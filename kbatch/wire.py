@@ -34,7 +34,8 @@ import enum
 __all__ = ["Attr", "Codec", "ControlType", "Header", "TimestampType",
            "LOG_OVERHEAD", "HEADER_V2", "CRC_START", "ATTR_CODEC_MASK",
            "LEGACY_ATTR_CODEC_MASK", "LEGACY_ATTR_LOG_APPEND_TIME",
-           "END_TXN_MARKERS", "codec_name", "codec_id", "control_type_name"]
+           "END_TXN_MARKERS", "CODEC_NAMES", "CONTROL_TYPE_NAMES", "UNBOUNDED",
+           "codec_name", "codec_id", "control_type_name"]
 
 
 class Header(enum.IntEnum):
@@ -109,6 +110,14 @@ class ControlType(enum.IntEnum):
 
 
 END_TXN_MARKERS = (ControlType.ABORT, ControlType.COMMIT)
+
+# id -> name tables, derived from the enums (for vectorised look-ups)
+CODEC_NAMES = {int(c): c.label for c in Codec}
+CONTROL_TYPE_NAMES = {int(t): t.name for t in ControlType}
+
+# Not on the wire: kbatch's "no bound" for offset ranges and chunk sizes
+# (above any offset a broker assigns in practice, and safe to add to).
+UNBOUNDED = 1 << 62
 
 
 def codec_name(codec: int) -> str:

@@ -51,23 +51,15 @@ from kbatch._core._legacy cimport legacy_inner, legacy_top
 from kbatch._core._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_free
 from kbatch._core._records cimport decode_records, parse_control
 from kbatch._core._types cimport *
+from kbatch._core._wire cimport *
 
 from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededError
 
 
 cdef enum:
-    LOG_OVERHEAD = 12          # baseOffset + batchLength
-    HEADER_UP_TO_MAGIC = 17
-    HEADER_V2 = 61
-    CRC_START = 21
-    MIN_LENGTH_V2 = 49         # HEADER_V2 - LOG_OVERHEAD
+    HEADER_UP_TO_MAGIC = H_MAGIC + 1   # enough to tell the format apart
+    MIN_LENGTH_V2 = HEADER_V2 - LOG_OVERHEAD
     MIN_LENGTH_ANY = 14        # smallest legacy message (magic 0)
-
-    ATTR_CODEC = 0x07
-    ATTR_LOG_APPEND_TIME = 0x08
-    ATTR_TRANSACTIONAL = 0x10
-    ATTR_CONTROL = 0x20
-    ATTR_DELETE_HORIZON = 0x40
 
 
 cdef extern from "_guard.h" nogil:
@@ -190,7 +182,7 @@ cdef struct TailCheck:
 
 cdef int _torn_tail_entry(void *arg) noexcept nogil:
     cdef TailCheck *c = <TailCheck *>arg
-    cdef int64_t length = <int32_t>load_be32(c.buf + c.position + 8)
+    cdef int64_t length = <int32_t>load_be32(c.buf + c.position + H_LENGTH)
     cdef Py_ssize_t batch_end
     if length < 0 or length > c.end - c.position - LOG_OVERHEAD:
         return 0
@@ -205,24 +197,24 @@ cdef int _run_entry(void *decoder) noexcept nogil:
 
 
 cdef inline Py_ssize_t batch_end_of(const uint8_t *buf, Py_ssize_t pos) noexcept nogil:
-    return pos + LOG_OVERHEAD + <int32_t>load_be32(buf + pos + 8)
+    return pos + LOG_OVERHEAD + <int32_t>load_be32(buf + pos + H_LENGTH)
 
 
 cdef inline void _parse_header(const uint8_t *p, Py_ssize_t position, BatchRow *row) noexcept nogil:
-    cdef int16_t attributes = <int16_t>load_be16(p + 21)
+    cdef int16_t attributes = <int16_t>load_be16(p + H_ATTRIBUTES)
     row.base_offset = <int64_t>load_be64(p)
-    row.size = <int32_t>load_be32(p + 8) + LOG_OVERHEAD
-    row.partition_leader_epoch = <int32_t>load_be32(p + 12)
+    row.size = <int32_t>load_be32(p + H_LENGTH) + LOG_OVERHEAD
+    row.partition_leader_epoch = <int32_t>load_be32(p + H_PARTITION_LEADER_EPOCH)
     row.magic = <int8_t>p[16]
-    row.crc = load_be32(p + 17)
+    row.crc = load_be32(p + H_CRC)
     row.attributes = attributes
-    row.last_offset = row.base_offset + <int32_t>load_be32(p + 23)
-    row.base_timestamp = <int64_t>load_be64(p + 27)
-    row.max_timestamp = <int64_t>load_be64(p + 35)
-    row.producer_id = <int64_t>load_be64(p + 43)
-    row.producer_epoch = <int16_t>load_be16(p + 51)
-    row.base_sequence = <int32_t>load_be32(p + 53)
-    row.records_count = <int32_t>load_be32(p + 57)
+    row.last_offset = row.base_offset + <int32_t>load_be32(p + H_LAST_OFFSET_DELTA)
+    row.base_timestamp = <int64_t>load_be64(p + H_BASE_TIMESTAMP)
+    row.max_timestamp = <int64_t>load_be64(p + H_MAX_TIMESTAMP)
+    row.producer_id = <int64_t>load_be64(p + H_PRODUCER_ID)
+    row.producer_epoch = <int16_t>load_be16(p + H_PRODUCER_EPOCH)
+    row.base_sequence = <int32_t>load_be32(p + H_BASE_SEQUENCE)
+    row.records_count = <int32_t>load_be32(p + H_RECORDS_COUNT)
     row.position = position
     row.codec = attributes & ATTR_CODEC
     row.timestamp_type = 1 if attributes & ATTR_LOG_APPEND_TIME else 0
@@ -493,13 +485,13 @@ cdef class BatchDecoder:
                 self._end_reason = (END_ZERO_PADDING if all_zero(buf, pos, self._zeros_from)
                                     else END_TRUNCATED)
                 return ST_END
-            length = <int32_t>load_be32(buf + pos + 8)
-            magic = <int8_t>buf[pos + 16]
+            length = <int32_t>load_be32(buf + pos + H_LENGTH)
+            magic = <int8_t>buf[pos + H_MAGIC]
             if length < MIN_LENGTH_ANY:
                 if all_zero(buf, pos, self._zeros_from):
                     self._end_reason = END_ZERO_PADDING
                     return ST_END
-                return self._fail(E_BATCH_LENGTH, pos + 8, length, MIN_LENGTH_ANY)
+                return self._fail(E_BATCH_LENGTH, pos + H_LENGTH, length, MIN_LENGTH_ANY)
             if length > rem - LOG_OVERHEAD:
                 self._end_reason = END_TRUNCATED
                 return ST_END
@@ -509,16 +501,16 @@ cdef class BatchDecoder:
                     return st
                 continue
             if magic != 2:
-                return self._fail(E_MAGIC, pos + 16, magic, 0)
+                return self._fail(E_MAGIC, pos + H_MAGIC, magic, 0)
             if length < MIN_LENGTH_V2:
-                return self._fail(E_BATCH_LENGTH, pos + 8, length, MIN_LENGTH_V2)
+                return self._fail(E_BATCH_LENGTH, pos + H_LENGTH, length, MIN_LENGTH_V2)
             if length > self._limits.max_batch_bytes:
-                return self._fail(E_LIMIT_BATCH_BYTES, pos + 8, length,
+                return self._fail(E_LIMIT_BATCH_BYTES, pos + H_LENGTH, length,
                                   self._limits.max_batch_bytes)
             batch_end = pos + LOG_OVERHEAD + length
             _parse_header(buf + pos, pos, &row)
             # keep a chunk's payload addressable by int32 Arrow offsets
-            if (self._batches.len > 0 and row.codec == 0
+            if (self._batches.len > 0 and row.codec == CODEC_NONE
                     and columns_payload_bytes(&self._data) + length > INT32_MAX // 2):
                 return ST_CHUNK_FULL
             if self._crc_mode != CRC_SKIP:
@@ -528,7 +520,7 @@ cdef class BatchDecoder:
                 elif self._crc_mode == CRC_RAISE:
                     self._err.base_offset = row.base_offset
                     self._err.batch_position = pos
-                    return set_error(&self._err, E_CRC, pos + 17, -1, row.crc, computed)
+                    return set_error(&self._err, E_CRC, pos + H_CRC, -1, row.crc, computed)
                 else:
                     row.crc_valid = 0
             index = self._batches.len // sizeof(BatchRow)
@@ -540,8 +532,8 @@ cdef class BatchDecoder:
                 # wanted), or a CRC-failed batch being reported
                 self._pos = batch_end
                 continue
-            if row.codec != 0 and not (row.records_count == 0 and batch_end == pos + HEADER_V2):
-                if row.codec == 3 and self._native_lz4:
+            if row.codec != CODEC_NONE and not (row.records_count == 0 and batch_end == pos + HEADER_V2):
+                if row.codec == CODEC_LZ4 and self._native_lz4:
                     st = self._lz4_batch(pos, batch_end, index)
                     if st == 0:
                         self._pos = batch_end

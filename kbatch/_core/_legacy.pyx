@@ -39,15 +39,13 @@ from kbatch._core._types cimport (E_CRC, E_LEGACY_ATTRIBUTES, E_LEGACY_EMPTY,
                             E_LEGACY_NULL_WRAPPER, E_LEGACY_OFFSETS, E_MAGIC,
                             E_NOMEM, E_RECORD_TRUNCATED, ST_ERROR, CRC_RAISE,
                             CRC_SKIP, BatchRow, ErrorInfo)
+from kbatch._core._wire cimport LEGACY_ATTR_CODEC, LEGACY_ATTR_LOG_APPEND_TIME, LOG_OVERHEAD
 
 
 cdef enum:
-    LOG_OVERHEAD = 12
     MIN_SIZE_V0 = 14   # crc, magic, attributes, key length, value length
     MIN_SIZE_V1 = 22   # + timestamp
     CRC_FROM = 16      # the CRC covers [magic, end of message)
-    CODEC_MASK = 0x07
-    LOG_APPEND_TIME = 0x08
 
 
 cdef struct Message:
@@ -170,8 +168,8 @@ cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
     if _parse(buf, pos, end, &m, err) != 0:
         return ST_ERROR
     err.base_offset = m.offset
-    codec = m.attributes & CODEC_MASK
-    ts_type = -1 if m.magic == 0 else (1 if m.attributes & LOG_APPEND_TIME else 0)
+    codec = m.attributes & LEGACY_ATTR_CODEC
+    ts_type = -1 if m.magic == 0 else (1 if m.attributes & LEGACY_ATTR_LOG_APPEND_TIME else 0)
     row.base_offset = m.offset
     row.last_offset = m.offset
     row.position = pos
@@ -235,7 +233,7 @@ cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
     while pos < n:
         if _parse(buf, pos, n, &m, err) != 0:
             return _inner_error(err, row)
-        if m.attributes & CODEC_MASK:
+        if m.attributes & LEGACY_ATTR_CODEC:
             _fail(err, E_LEGACY_NESTED, pos + 17, 0, 0)
             return _inner_error(err, row)
         if crc_mode != CRC_SKIP and not _crc_ok(buf, &m):

@@ -27,7 +27,8 @@ import lz4.frame
 import snappy
 import zstandard
 
-CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+from kbatch import wire
+
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 XERIAL_HEADER = 16
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 << 20
@@ -237,7 +238,8 @@ def unzstd(data, limit: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-_DECOMPRESSORS = {1: gunzip, 2: unsnappy, 3: unlz4, 4: unzstd}
+_DECOMPRESSORS = {wire.Codec.GZIP: gunzip, wire.Codec.SNAPPY: unsnappy,
+                  wire.Codec.LZ4: unlz4, wire.Codec.ZSTD: unzstd}
 
 
 def decompress(codec: int, data, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES, *,
@@ -248,27 +250,19 @@ def decompress(codec: int, data, limit: int = DEFAULT_MAX_DECOMPRESSED_BYTES, *,
         fn = _DECOMPRESSORS[codec]
     except KeyError:
         raise CodecError(f"unknown compression codec {codec}") from None
-    if codec == 3:
+    if codec == wire.Codec.LZ4:
         return unlz4(data, limit, magic=magic)
     return fn(data, limit)
 
 
 # --- compression, for the writer ---------------------------------------------
 
-CODEC_IDS = {name: cid for cid, name in CODEC_NAMES.items()}
 XERIAL_BLOCK = 32 * 1024
 
 
 def codec_id(codec) -> int:
     """A codec number from a number or a name ("none", "gzip", ...)."""
-    if isinstance(codec, str):
-        try:
-            return CODEC_IDS[codec.lower()]
-        except KeyError:
-            raise ValueError(f"unknown codec {codec!r}; one of {sorted(CODEC_IDS)}") from None
-    if codec not in CODEC_NAMES:
-        raise ValueError(f"unknown codec {codec!r}")
-    return int(codec)
+    return int(wire.codec_id(codec))
 
 
 def gzip_bytes(data: bytes) -> bytes:
@@ -297,7 +291,8 @@ def zstd_bytes(data: bytes) -> bytes:
     return zstandard.ZstdCompressor(level=3, write_content_size=False).compress(data)
 
 
-_COMPRESSORS = {1: gzip_bytes, 2: snappy_xerial_bytes, 3: lz4_bytes, 4: zstd_bytes}
+_COMPRESSORS = {wire.Codec.GZIP: gzip_bytes, wire.Codec.SNAPPY: snappy_xerial_bytes,
+                wire.Codec.LZ4: lz4_bytes, wire.Codec.ZSTD: zstd_bytes}
 
 
 def compress(codec: int, data: bytes) -> bytes:

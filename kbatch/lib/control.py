@@ -81,15 +81,16 @@ import base64
 from typing import TYPE_CHECKING
 
 from kbatch.errors import CorruptRecordError
-from kbatch.lib.records import CONTROL_TYPES
+from kbatch.wire import CONTROL_TYPE_NAMES as CONTROL_TYPES, ControlType
 
 if TYPE_CHECKING:
     from kbatch.lib.records import ControlRecords
 
 __all__ = ["parse_control_value", "decode_control_records", "CONTROL_TYPES"]
 
-ABORT, COMMIT, LEADER_CHANGE, SNAPSHOT_HEADER = 0, 1, 2, 3
-SNAPSHOT_FOOTER, KRAFT_VERSION, KRAFT_VOTERS = 4, 5, 6
+ABORT, COMMIT, LEADER_CHANGE = ControlType.ABORT, ControlType.COMMIT, ControlType.LEADER_CHANGE
+SNAPSHOT_HEADER, SNAPSHOT_FOOTER = ControlType.SNAPSHOT_HEADER, ControlType.SNAPSHOT_FOOTER
+KRAFT_VERSION, KRAFT_VOTERS = ControlType.KRAFT_VERSION, ControlType.KRAFT_VOTERS
 
 _MAX_STRING = 0x7FFF  # the generated readers' limit on a string's length
 

@@ -68,8 +68,8 @@ from kbatch.lib.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, Decod
     check_options, decode_chunks, decode_options, open_source, transaction_state, zeros_from
 from kbatch.lib.timestamps import to_millis
 from kbatch.lib.txn import TxnState, check_isolation
+from kbatch.wire import UNBOUNDED
 
-_WHOLE = 1 << 62
 TIMESTAMP_MODES = ("offsets", "exact")
 
 
@@ -290,7 +290,7 @@ class PartitionLog:
         bases = [s.base_offset for s in self.segments]
         out = []
         for i, base in enumerate(bases):
-            nxt = bases[i + 1] if i + 1 < len(bases) else _WHOLE
+            nxt = bases[i + 1] if i + 1 < len(bases) else UNBOUNDED
             if nxt > lo and base < hi:
                 out.append(i)
         return out
@@ -367,7 +367,7 @@ class PartitionLog:
             seg = self.segments[i]
             start = self._start_position(seg, lo) if k == 0 else 0
             whole_tail = (i + 1 < len(self.segments) and self.segments[i + 1].base_offset <= hi
-                          ) or hi >= _WHOLE
+                          ) or hi >= UNBOUNDED
             stop = None if k < len(chosen) - 1 or whole_tail else self._stop_position(seg, hi)
             plans.append(ReadPlan(seg, start, stop))
         return plans
@@ -434,16 +434,16 @@ class PartitionLog:
         start_ts = to_millis(start_timestamp, "start_timestamp")
         end_ts = to_millis(end_timestamp, "end_timestamp")
         lo = 0 if start_offset is None else _offset_arg(start_offset, "start_offset")
-        hi = _WHOLE if end_offset is None else _offset_arg(end_offset, "end_offset")
+        hi = UNBOUNDED if end_offset is None else _offset_arg(end_offset, "end_offset")
         if start_ts is not None:
             # exact or not, nothing before the first record stamped >= start
             found = self.offset_for_timestamp(start_ts, **_as_kwargs(opts))
-            lo = _WHOLE if found is None else max(lo, found)
+            lo = UNBOUNDED if found is None else max(lo, found)
         window = None
         if timestamp_mode == "exact":
             if start_ts is not None or end_ts is not None:
                 window = (-(1 << 63) if start_ts is None else start_ts,
-                          _WHOLE if end_ts is None else end_ts)
+                          UNBOUNDED if end_ts is None else end_ts)
         elif end_ts is not None:
             found = self.offset_for_timestamp(end_ts, **_as_kwargs(opts))
             if found is not None:
@@ -597,7 +597,7 @@ class PartitionLog:
         parts, held = [], 0
         for chunk in self.iter(start_offset, end_offset, start_timestamp=start_timestamp,
                                end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
-                               chunk_records=_WHOLE, chunk_bytes=1 << 30, **options):
+                               chunk_records=UNBOUNDED, chunk_bytes=1 << 30, **options):
             held += chunk.nbytes
             if held > limit:
                 raise LimitExceededError(
@@ -692,6 +692,7 @@ class LogDir:
              start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              threads: int | None = None, isolation: str = "read_uncommitted",
+             visibility: str = "all",
              **options) -> dict[tuple[str, int], Records]:
         """Every selected partition as ``{(topic, partition): Records}``:
         whole, or the range (arguments of ``PartitionLog.read``) of each.
@@ -701,8 +702,13 @@ class LogDir:
         ``threads`` threads at once (default: one per core; the decoder
         releases the GIL); ranges partition by partition on those threads.
         Damage is handled as in ``PartitionLog.read`` (``on_corrupt``).
+        ``visibility="consumer"``: only ``[log start offset, high watermark)``
+        of each partition, from the checkpoint files
+        (``kbatch.lib.visibility``); "all" (default): everything.
         Keeps in memory the decoded partitions.
         """
+        from kbatch.lib.visibility import apply_visibility, check_visibility
+        check_visibility(visibility)
         check_isolation(isolation)
         opts = decode_options("LogDir.read", options)
         parts = self.select(topics)
@@ -747,7 +753,7 @@ class LogDir:
             for p in parts:
                 key = (p.topic, p.partition)
                 result[key] = p.transaction_state(**options).filter(result[key])
-        return result
+        return apply_visibility(self.path, result, visibility)
 
 
 def open_log_dir(path, *, use_index: bool = False) -> LogDir:

@@ -22,6 +22,7 @@ import numpy as np
 from kbatch.lib.columns import (BinaryColumn, HeadersColumn, _as_indices, _position,
                             as_contiguous_range)
 from kbatch.errors import CorruptRecordError
+from kbatch.wire import CONTROL_TYPE_NAMES
 
 BATCH_COLUMNS = (
     "base_offset", "last_offset", "position", "size", "magic", "codec",
@@ -31,10 +32,7 @@ BATCH_COLUMNS = (
     "has_delete_horizon", "source",
 )
 
-CONTROL_TYPES = {
-    0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
-    4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS",
-}
+CONTROL_TYPES = CONTROL_TYPE_NAMES   # kept for callers of the old name
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,11 @@ from kbatch.lib.files import data_end, open_regular
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.lib.resync import chains_to_end, next_valid_batch
 from kbatch.lib.txn import TxnState, apply_isolation, check_isolation
+from kbatch.wire import UNBOUNDED
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
 MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
-_WHOLE = 1 << 62
 ON_CORRUPT = ("raise", "stop", "skip")
 # lz4 batches decompressed in the compiled walk, without the GIL (when liblz4's
 # C API is reachable); KBATCH_NATIVE_LZ4=0 sends them through compression.py
@@ -258,7 +258,7 @@ def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
 
 
 def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
-                  stop: int | None = None, chunk_records: int = _WHOLE,
+                  stop: int | None = None, chunk_records: int = UNBOUNDED,
                   chunk_bytes: int = 1 << 30, control_only: bool = False,
                   drop_positions=None) -> Iterator[Records]:
     """Decode ``view[start:stop]`` into Records chunks of whole batches.
@@ -286,7 +286,7 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     while True:
         dec = _decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
                        control_only, drop_positions)
-        if chunk_records >= _WHOLE and held:
+        if chunk_records >= UNBOUNDED and held:
             dec.set_read_budget(opts.max_read_bytes - held)   # one budget per read
         resume = None
         try:
@@ -304,14 +304,14 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                     end, resume, gap = _end_of(view, path, opts, dec, last_offset)
                 chunk = Records.from_chunk(cols, end, path, skipped)
                 skipped = []
-                held = chunk.nbytes if chunk_records < _WHOLE else held + chunk.nbytes
+                held = chunk.nbytes if chunk_records < UNBOUNDED else held + chunk.nbytes
                 if held > opts.max_read_bytes:
                     raise LimitExceededError(
                         f"decoded data exceeds max_read_bytes={opts.max_read_bytes} "
                         "(read in chunks with iter_segment / log.iter)",
                         path=path, position=dec.position, base_offset=None)
                 # the decoder refuses a batch whose rows would pass what is left
-                dec.set_read_budget(opts.max_read_bytes - held if chunk_records >= _WHOLE
+                dec.set_read_budget(opts.max_read_bytes - held if chunk_records >= UNBOUNDED
                                     else opts.max_read_bytes)
                 if gap is not None:
                     skipped.append(gap)   # rides on the chunk after the gap

@@ -31,8 +31,9 @@ import numpy as np
 
 from kbatch.lib.index import TxnIndex
 from kbatch.lib.records import BatchTable, ControlRecords, Records
+from kbatch.wire import ControlType
 
-ABORT, COMMIT = 0, 1
+ABORT, COMMIT = ControlType.ABORT, ControlType.COMMIT
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
@@ -237,31 +238,3 @@ def transaction_report(source: str, batches: BatchTable, control: ControlRecords
                 marker, status, int(batches.records_count[group].sum()), len(group), coord))
     report.transactions.sort(key=lambda t: (t.first_offset, t.producer_id))
     return report
-
-
-def transactions(path, **options) -> list[TransactionReport]:
-    """Transaction reports for a segment file, a partition directory or a
-    broker data directory (one report per partition; per file for a file).
-
-    Reads batch headers and control records only (data records are not
-    decoded); keeps one row per batch of a partition in memory.
-    """
-    from kbatch.lib.log import LogDir, PartitionLog
-    from kbatch.lib.paths import PathKind, resolve
-    from kbatch.lib.segment import decode_options, open_source, transaction_state
-
-    opts = decode_options("transactions", options)
-    found = resolve(path)
-    if found.kind is PathKind.SEGMENT:
-        with open_source(found.path) as (view, src):
-            batches, control = transaction_state(view, src, opts)
-        return [transaction_report(str(found.path), batches, control)]
-    if found.kind is PathKind.PARTITION:
-        logs = [PartitionLog(found.path)]
-    else:
-        logs = [p for d in found.paths for p in LogDir(d).partitions]
-    reports = []
-    for log in logs:
-        batches, control, txn_index = log.transaction_tables(**options)
-        reports.append(transaction_report(str(log.path), batches, control, txn_index))
-    return reports

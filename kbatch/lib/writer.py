@@ -48,15 +48,16 @@ import numpy as np
 from kbatch._core._checksums import crc32c_of
 from kbatch._core._encode import encode_records
 from kbatch.lib.columns import BinaryColumn, HeadersColumn
+from kbatch.wire import ATTR_CODEC_MASK, Attr, ControlType
 from kbatch.lib.compression import codec_id, compress
 from kbatch.lib.records import Records
 
 HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte magic-2 batch header
 CRC_FROM = 21
-ATTR_LOG_APPEND_TIME = 0x08
-ATTR_TRANSACTIONAL = 0x10
-ATTR_CONTROL = 0x20
-ABORT, COMMIT = 0, 1
+ATTR_LOG_APPEND_TIME = Attr.LOG_APPEND_TIME
+ATTR_TRANSACTIONAL = Attr.TRANSACTIONAL
+ATTR_CONTROL = Attr.CONTROL
+ABORT, COMMIT = ControlType.ABORT, ControlType.COMMIT
 DEFAULT_BATCH_RECORDS = 1000
 DEFAULT_BATCH_BYTES = 16 * 1024
 DEFAULT_SEGMENT_BYTES = 1 << 30
@@ -461,7 +462,7 @@ class SegmentWriter:
                 if len(packed) < len(area):
                     area = packed
                 else:  # as producers do: store uncompressed when it does not pay
-                    attributes &= ~0x07
+                    attributes &= ~ATTR_CODEC_MASK
             sequence = -1
             if producer_id >= 0:
                 sequence = self._sequences.get(producer_id, 0)
@@ -651,7 +652,7 @@ def _varlong(view, pos: int, end: int) -> tuple[int, int]:
 def _control_type(area, attributes: int, at: int) -> int | None:
     """The type of a control batch's first record (``>hh`` key: version,
     type); None when it has no record."""
-    if attributes & 0x07:
+    if attributes & ATTR_CODEC_MASK:
         raise ValueError(f"control batch at byte {at} is compressed")
     end = len(area)
     if end == 0:

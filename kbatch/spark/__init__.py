@@ -90,11 +90,11 @@ from kbatch.spark.arrow import to_record_batch
 from kbatch.spark.options import KafkaOptions, output_columns, parse_options, schema_ddl
 from kbatch.spark.read import header_count_batches
 from kbatch.spark.stream import batch_ranges, file_range
+from kbatch.wire import UNBOUNDED
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
           "headers array<struct<key:string,value:binary>>")
-_WHOLE = 1 << 62
 log = logging.getLogger("kbatch.spark")
 
 
@@ -114,7 +114,7 @@ class Options:
     topics: set | None = None          # pushed-down filters
     partitions: set | None = None
     offset_lo: int = 0
-    offset_hi: int = _WHOLE
+    offset_hi: int = UNBOUNDED
     kafka: KafkaOptions | None = None  # every option, as Spark's Kafka source means it
 
     @classmethod

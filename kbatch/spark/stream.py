@@ -46,10 +46,11 @@ from kbatch.lib.log import PartitionLog
 from kbatch.lib.paths import PathKind, partition_dirs, resolve
 from kbatch.spark.read import read_slice
 from kbatch.spark.options import KafkaOptions, OffsetSpec, OptionError, parse_options
+from kbatch.wire import UNBOUNDED
 
 log = logging.getLogger("kbatch.spark")
 TP = tuple  # (topic, partition)
-WHOLE = 1 << 62
+WHOLE = UNBOUNDED                     # an end offset no log reaches
 
 
 def discover(o: KafkaOptions) -> dict[TP, Path]:

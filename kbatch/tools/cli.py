@@ -4,6 +4,7 @@
     kbatch stats PATH       per partition and segment: records, offsets, times, ...
     kbatch verify PATH      CRCs, offsets, indexes, where valid data ends
     kbatch txn PATH         transactions per producer, open ones flagged
+    kbatch lag DATA_DIR     consumer lag over time (kbatch.internal)
     kbatch sample DIR       write a realistic broker data directory
     kbatch main             the main job (make run): sample + Spark pipeline
 
@@ -21,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from kbatch.errors import KbatchError
+from kbatch.tools import internal_cli
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 INT64_MAX = (1 << 63) - 1
@@ -243,7 +245,7 @@ def cmd_verify(args) -> int:
 # --- txn ----------------------------------------------------------------
 
 def cmd_txn(args) -> int:
-    from kbatch.lib.txn import transactions
+    from kbatch.tools.transactions import transactions
 
     reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
     hanging = 0
@@ -320,7 +322,7 @@ def _version() -> str:
         from importlib.metadata import version
         return version("kbatch")
     except Exception:               # not installed (a source checkout on PYTHONPATH)
-        from kbatch import __version__
+        from kbatch._version import __version__
         return __version__
 
 
@@ -347,6 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-data", action="store_true", help="omit keys and payloads")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
     p.set_defaults(func=cmd_dump)
+    internal_cli.extend_dump(p, cmd_dump)
 
     p = sub.add_parser("stats", help="records, offsets, times, codecs per partition/segment",
                        description="Statistics per partition and segment of a segment file, a "
@@ -358,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="damaged data: report the segment as failed (raise), count up to it "
                         "(stop), or count past it, listing the skipped bytes (skip)")
     p.set_defaults(func=cmd_stats)
+    internal_cli.extend_stats(p, cmd_stats)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes without changing files",
                        description="Check segments like the broker's recovery: CRCs, offsets, "
@@ -373,6 +377,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
     p.set_defaults(func=cmd_txn)
+    internal_cli.extend_txn(p, cmd_txn)
+    internal_cli.add_subcommands(sub)
 
     p = sub.add_parser("sample", help="write a realistic broker data directory",
                        description="Write a broker data directory: several topics and "

@@ -28,10 +28,10 @@ from typing import Iterator, TextIO
 
 import numpy as np
 
-from kbatch.lib.compression import CODEC_NAMES
 from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.lib.log import SEGMENT_NAME
-from kbatch.lib.records import CONTROL_TYPES, Records
+from kbatch.lib.records import Records
+from kbatch.wire import CODEC_NAMES, CONTROL_TYPE_NAMES as CONTROL_TYPES
 from kbatch.lib.segment import iter_segment
 
 TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}

@@ -126,7 +126,7 @@ def summary_rows(per, top) -> list[dict]:
 
 def _check_counts(spark, log_dir: str, per) -> bool:
     """Spark's counts against kbatch's, computed without Spark."""
-    import kbatch
+    from kbatch.lib.log import open_log_dir
     from kbatch.tools.stats import segment_stats
 
     spark_committed = {(r["topic"], r["partition"]): r["records"] for r in per}
@@ -134,7 +134,7 @@ def _check_counts(spark, log_dir: str, per) -> bool:
                    .groupBy("topic", "partition").count().collect())
     spark_all = {(r["topic"], r["partition"]): r["count"] for r in uncommitted}
     ok = True
-    for part in kbatch.open_log_dir(log_dir).partitions:
+    for part in open_log_dir(log_dir).partitions:
         key = (part.topic, part.partition)
         stats = sum(segment_stats(s.path).records for s in part.segments)
         committed = len(part.read(isolation="read_committed"))
@@ -202,6 +202,9 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
     print()
     with stages.stage("check counts against kbatch (no Spark)"):
         ok = _check_counts(spark, log_dir, per)
+    with stages.stage("internal topics: consumer lag, transactions, metadata (kbatch.internal)"):
+        from kbatch.tools.internal_cli import print_internal_summary
+        print_internal_summary(log_dir)
     summary_path = Path(out_dir, "summary.json")
     summary_path.write_text(json.dumps(summary_rows(per, top), indent=1, ensure_ascii=False))
     spark.stop()

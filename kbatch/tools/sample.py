@@ -7,6 +7,9 @@
     payments-0..1          gzip, two transactional producers, committed and
                            aborted transactions interleaved
     inventory.events-v2-0  LogAppendTime, tombstones (null values)
+    __consumer_offsets-N   consumer groups committing offsets (with lag), group metadata
+    __transaction_state-N  the payments producers' transactional ids
+    __cluster_metadata-0   a KRaft metadata log (kbatch.internal.sample_topics)
 
 Segments roll at ``segment_bytes`` (1 MiB: several per partition) with their
 indexes; the directory also holds the broker's checkpoint files. The values
@@ -34,6 +37,7 @@ class SampleSummary:
     directory: str
     records: dict = field(default_factory=dict)     # "topic-p" -> data records
     committed: dict = field(default_factory=dict)   # "topic-p" -> read_committed records
+    internal: dict = field(default_factory=dict)    # internal topic dir -> records
 
     @property
     def total(self) -> int:
@@ -102,8 +106,9 @@ def _select(items, rows):
 
 
 def write_sample(directory, *, records: int = 1_500_000, seed: int = 7,
-                 segment_bytes: int = 1 << 20) -> SampleSummary:
-    """Write the sample broker data directory; returns what it holds."""
+                 segment_bytes: int = 1 << 20, internal: bool = True) -> SampleSummary:
+    """Write the sample broker data directory; returns what it holds
+    (``internal``: with the internal topics, see the module docstring)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -127,6 +132,12 @@ def write_sample(directory, *, records: int = 1_500_000, seed: int = 7,
             summary.records[name] = written
             summary.committed[name] = kept
             checkpoints.append((topic, p, end))
+    if internal:
+        from kbatch.internal.sample_topics import write_internal_topics
+        span = 6 * 3600 * 1000
+        summary.internal = write_internal_topics(
+            root, {t: n for t, (n, _) in plan.items()}, START_MS, START_MS + span, seed)
+        checkpoints += _internal_ends(root)
     _broker_files(root, checkpoints)
     return summary
 
@@ -174,13 +185,35 @@ def _write_partition(path: Path, topic: str, partition: int, cols: dict, rng,
         return n, kept, log.next_offset
 
 
+def _internal_ends(root: Path) -> list:
+    from kbatch.lib.log import PartitionLog, parse_partition_dir
+    out = []
+    for d in sorted(root.iterdir()):
+        parsed = parse_partition_dir(d.name)
+        if d.is_dir() and parsed and parsed[0].startswith("__"):
+            bounds = [s.batch_bounds() for s in PartitionLog(d).segments]
+            ends = [int(b["last_offset"][-1]) + 1 for b in bounds if len(b)]
+            out.append((*parsed, max(ends, default=0)))
+    return out
+
+
+# What a consumer could fetch differs from what is on disk in two partitions:
+# page-views-0's last records were not yet replicated when the broker wrote its
+# high watermark, and retention moved inventory.events-v2-0's log start.
+UNREPLICATED = {("page-views", 0): 250}
+LOG_START = {("inventory.events-v2", 0): 1000}
+
+
 def _broker_files(root: Path, checkpoints: list) -> None:
     (root / "meta.properties").write_text(
         "version=1\nbroker.id=1\ncluster.id=kbatch-sample-cluster\n")
-    body = "".join(f"{t} {p} {o}\n" for t, p, o in checkpoints)
     head = f"0\n{len(checkpoints)}\n"
-    for name in ("recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
-        (root / name).write_text(head + body)
+    (root / "recovery-point-offset-checkpoint").write_text(
+        head + "".join(f"{t} {p} {o}\n" for t, p, o in checkpoints))
+    (root / "replication-offset-checkpoint").write_text(
+        head + "".join(f"{t} {p} {max(o - UNREPLICATED.get((t, p), 0), 0)}\n"
+                       for t, p, o in checkpoints))
     (root / "log-start-offset-checkpoint").write_text(
-        head + "".join(f"{t} {p} 0\n" for t, p, _ in checkpoints))
+        head + "".join(f"{t} {p} {min(LOG_START.get((t, p), 0), o)}\n"
+                       for t, p, o in checkpoints))
     (root / "cleaner-offset-checkpoint").write_text("0\n0\n")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.lib.compression import CODEC_NAMES
+from kbatch.wire import CODEC_NAMES
 from kbatch.errors import CorruptRecordError
 from kbatch.lib.log import LogDir, PartitionLog
 from kbatch.lib.paths import PathKind, resolve, segment_base

@@ -1,0 +1,221 @@
+"""Generate ``kbatch/internal/_schemas.py`` from Kafka's JSON message specs.
+
+    python -m kbatch.internal._gen_schemas /path/to/kafka.git [commit]
+
+Reads the specs straight out of a git directory of apache/kafka (``git show
+<commit>:<file>``), strips their ``//`` comments, and writes every message
+as plain Python data: no code from Kafka, only the field tables. Run it
+again against a newer Kafka commit to pick up new record types or versions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SPEC_DIRS = (
+    "group-coordinator/src/main/resources/common/message/",
+    "transaction-coordinator/src/main/resources/common/message/",
+    "share-coordinator/src/main/resources/common/message/",
+    "metadata/src/main/resources/common/metadata/",
+    "storage/src/main/resources/message/",
+)
+# The consumer protocol's subscription and assignment, found in group metadata.
+EXTRA = (
+    "clients/src/main/resources/common/message/ConsumerProtocolSubscription.json",
+    "clients/src/main/resources/common/message/ConsumerProtocolAssignment.json",
+)
+MAX = 0x7FFF
+# Layouts that Kafka's trunk wrote for a while and later changed in place
+# (unreleased metadata versions that test and early-access clusters did
+# write): (spec file, commit, versions of that layout). The decoder falls
+# back to them only when the current layout cannot read a record.
+HISTORICAL = (
+    # PartitionRecord v1 was ELR (KIP-966) from af747fbfed7 until a94bc8d6d52
+    # renumbered it (v1 Directories, v2 ELR); Kafka's own test data has it.
+    ("metadata/src/main/resources/common/metadata/PartitionRecord.json", "af747fbfed7", (1, 1)),
+)
+
+
+def _git(git_dir: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", git_dir, *args], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def _strip_comments(text: str) -> str:
+    out = []
+    for line in text.splitlines():
+        # a // comment outside a string: the specs put them on their own
+        # lines or after a value
+        in_str, cut = False, None
+        for i, ch in enumerate(line):
+            if ch == '"' and (i == 0 or line[i - 1] != "\\"):
+                in_str = not in_str
+            elif not in_str and line.startswith("//", i):
+                cut = i
+                break
+        out.append(line if cut is None else line[:cut])
+    return "\n".join(out)
+
+
+def _range(spec: str | None):
+    """'0+' -> (0, MAX), '1-3' -> (1, 3), '2' -> (2, 2), 'none'/None -> None."""
+    if spec is None or spec == "none":
+        return None
+    spec = spec.strip()
+    if spec.endswith("+"):
+        return (int(spec[:-1]), MAX)
+    if "-" in spec:
+        lo, hi = spec.split("-")
+        return (int(lo), int(hi))
+    return (int(spec), int(spec))
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name)
+    s = re.sub(r"(?<=[A-Z])([A-Z][a-z])", r"_\1", s)
+    return s.lower()
+
+
+def _default(ftype: str, value):
+    if ftype == "[]":
+        return None if value == "null" else []
+    if value is None:
+        if ftype in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
+            return 0
+        if ftype == "float64":
+            return 0.0
+        if ftype == "bool":
+            return False
+        if ftype == "string":
+            return ""
+        if ftype == "uuid":
+            return "AAAAAAAAAAAAAAAAAAAAAA"
+        return None
+    if isinstance(value, str):
+        if value == "null":
+            return None
+        if ftype in ("int8", "int16", "int32", "int64", "uint16", "uint32"):
+            return int(value, 0)
+        if ftype == "float64":
+            return float(value)
+        if ftype == "bool":
+            return value == "true"
+    return value
+
+
+def _fields(fields: list, commons: dict) -> tuple:
+    out = []
+    for f in fields:
+        ftype = f["type"]
+        base = ftype[2:] if ftype.startswith("[]") else ftype
+        sub = None
+        if "fields" in f:
+            sub = _fields(f["fields"], commons)
+        elif base in commons:
+            sub = commons[base]
+        out.append({
+            "name": f["name"],
+            "column": snake(f["name"]),
+            "type": ftype if sub is None else ("[]" if ftype.startswith("[]") else "") + "struct",
+            "struct": base if sub is not None else None,
+            "versions": _range(f.get("versions")),
+            "nullable": _range(f.get("nullableVersions")),
+            "tagged": _range(f.get("taggedVersions")),
+            "tag": None if f.get("tag") is None else int(f["tag"]),
+            "default": _default("[]" if ftype.startswith("[]") else
+                                base if sub is None else "struct", f.get("default")),
+            "fields": sub,
+        })
+    return tuple(out)
+
+
+def _message(spec: dict, path: str) -> dict:
+    commons: dict = {}
+    for c in spec.get("commonStructs", ()):
+        commons[c["name"]] = _fields(c["fields"], commons)
+    return {
+        "kind": spec["type"],
+        "api_key": spec.get("apiKey"),
+        "valid": _range(spec["validVersions"]),
+        "flexible": _range(spec.get("flexibleVersions")),
+        "fields": _fields(spec["fields"], commons),
+        "spec": path,
+    }
+
+
+def load_variants(git_dir: str) -> dict:
+    out: dict = {}
+    for path, commit, versions in HISTORICAL:
+        full = _git(git_dir, "rev-parse", commit).strip()
+        spec = json.loads(_strip_comments(_git(git_dir, "show", f"{full}:{path}")))
+        m = _message(spec, path)
+        m["valid"] = versions
+        m["commit"] = full
+        out.setdefault(spec["name"], []).append(m)
+    return out
+
+
+def load(git_dir: str, commit: str) -> dict:
+    names = _git(git_dir, "ls-tree", "-r", "--name-only", commit).splitlines()
+    files = [n for n in names if n.endswith(".json")
+             and any(n.startswith(d) and "/" not in n[len(d):] for d in SPEC_DIRS)]
+    files = sorted(set(files) | set(EXTRA))
+    messages = {}
+    for path in files:
+        spec = json.loads(_strip_comments(_git(git_dir, "show", f"{commit}:{path}")))
+        messages[spec["name"]] = _message(spec, path)
+    return messages
+
+
+def render(messages: dict, variants: dict, commit: str) -> str:
+    lines = [
+        '"""Kafka message schemas as data (generated: do not edit).',
+        "",
+        f"Generated by kbatch/internal/_gen_schemas.py from apache/kafka commit {commit},",
+        "from the JSON message specs under group-coordinator/, transaction-coordinator/,",
+        "share-coordinator/, metadata/ and storage/ (plus the consumer protocol's",
+        "subscription and assignment from clients/). Apache Kafka's specs are",
+        "Apache-2.0 licensed data; this table is our own rendering of them.",
+        "",
+        "MESSAGES[name] = {kind, api_key, valid: (lo, hi), flexible: (lo, hi) | None,",
+        "                  fields, spec}",
+        "field = {name, column (snake_case), type, struct, versions, nullable, tagged,",
+        "         tag, default, fields (for struct and []struct types)}",
+        "Version ranges are inclusive (lo, hi); hi = 0x7FFF means 'and later'.",
+        "",
+        "VARIANTS[name] = [message from an older commit (its 'commit'), valid only for",
+        "                  the versions it lists]: layouts Kafka's trunk once wrote under",
+        "                  a version number it later reused (see HISTORICAL in the script).",
+        '"""',
+        "",
+        f"KAFKA_COMMIT = {commit!r}",
+        "",
+        "MESSAGES = {",
+    ]
+    for name in sorted(messages):
+        lines.append(f"    {name!r}: {messages[name]!r},")
+    lines.append("}")
+    lines.append("")
+    lines.append("VARIANTS = {")
+    for name in sorted(variants):
+        lines.append(f"    {name!r}: {variants[name]!r},")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    git_dir = argv[0]
+    commit = _git(git_dir, "rev-parse", argv[1] if len(argv) > 1 else "HEAD").strip()
+    out = Path(__file__).with_name("_schemas.py")
+    out.write_text(render(load(git_dir, commit), load_variants(git_dir), commit))
+    print(f"wrote {out} from {commit}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""A broker's checkpoint text files.
+
+    replication-offset-checkpoint       high watermark per partition
+    recovery-point-offset-checkpoint    offset up to which the log was flushed
+    log-start-offset-checkpoint         log start offset per partition
+    cleaner-offset-checkpoint           where the log cleaner got to
+    <topic>-<p>/leader-epoch-checkpoint leader epoch -> first offset
+
+    line 1: version (0) | line 2: entry count | then one entry per line:
+    "<topic> <partition> <offset>" (offset files) or "<epoch> <start offset>"
+
+Parsed strictly: a wrong version, count, or line raises
+``CorruptRecordError`` naming the file and line. Files are read whole (they
+hold one line per partition); at most ``MAX_CHECKPOINT_BYTES``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kbatch.errors import CorruptRecordError
+
+OFFSET_FILES = {"replication-offset-checkpoint": "high_watermark",
+                "recovery-point-offset-checkpoint": "recovery_point",
+                "log-start-offset-checkpoint": "log_start_offset",
+                "cleaner-offset-checkpoint": "cleaner_offset"}
+EPOCH_FILE = "leader-epoch-checkpoint"
+MAX_CHECKPOINT_BYTES = 256 << 20
+
+
+def _lines(path: Path) -> list[str]:
+    if path.stat().st_size > MAX_CHECKPOINT_BYTES:
+        raise CorruptRecordError(f"checkpoint file over {MAX_CHECKPOINT_BYTES} bytes", path=path)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptRecordError("checkpoint file is not UTF-8 text", path=path,
+                                 position=exc.start) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_checkpoint(path) -> tuple[str, list[tuple]]:
+    """``(kind, entries)``: ``kind`` is "high_watermark", "recovery_point",
+    "log_start_offset", "cleaner_offset" (entries ``(topic, partition,
+    offset)``) or "leader_epoch" (entries ``(epoch, start_offset)``). An
+    empty file (a broker that crashed while writing it) has no entries."""
+    path = Path(os.fspath(path))
+    kind = OFFSET_FILES.get(path.name, "leader_epoch" if path.name == EPOCH_FILE else None)
+    if kind is None:
+        raise ValueError(f"not a checkpoint file name: {path.name}")
+    lines = _lines(path)
+    if not lines:
+        return kind, []
+
+    def bad(i: int, why: str) -> CorruptRecordError:
+        return CorruptRecordError(f"line {i + 1}: {why}", path=path)
+
+    def number(text: str, i: int) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise bad(i, f"{text!r} is not a number") from None
+
+    if number(lines[0].strip(), 0) != 0:
+        raise bad(0, f"version {lines[0].strip()} (only 0 is known)")
+    if len(lines) < 2:
+        raise bad(1, "no entry count")
+    count = number(lines[1].strip(), 1)
+    if count != len(lines) - 2:
+        raise bad(1, f"count {count} but {len(lines) - 2} entry lines")
+    entries = []
+    for i, line in enumerate(lines[2:], start=2):
+        parts = line.split()
+        if kind == "leader_epoch":
+            if len(parts) != 2:
+                raise bad(i, f"{line!r}: want '<epoch> <offset>'")
+            entries.append((number(parts[0], i), number(parts[1], i)))
+        else:
+            if len(parts) != 3:
+                raise bad(i, f"{line!r}: want '<topic> <partition> <offset>'")
+            entries.append((parts[0], number(parts[1], i), number(parts[2], i)))
+    return kind, entries
+
+
+def checkpoints(data_dir):
+    """Every checkpoint file of a broker data directory (or one checkpoint
+    file) as a ``pyarrow.Table``: ``file, kind, topic, partition,
+    leader_epoch`` (leader-epoch files only) ``, offset``."""
+    import pyarrow as pa
+    from kbatch.lib.paths import parse_partition_dir
+    path = Path(os.fspath(data_dir))
+    if path.is_file():
+        files = [path]
+    else:
+        files = sorted(p for p in path.iterdir() if p.name in OFFSET_FILES)
+        files += sorted(path.glob(f"*/{EPOCH_FILE}"))
+    rows = []
+    for f in files:
+        kind, entries = read_checkpoint(f)
+        if kind == "leader_epoch":
+            topic, part = parse_partition_dir(f.parent.name) or (None, None)
+            rows += [{"file": str(f), "kind": kind, "topic": topic, "partition": part,
+                      "leader_epoch": e, "offset": o} for e, o in entries]
+        else:
+            rows += [{"file": str(f), "kind": kind, "topic": t, "partition": p,
+                      "leader_epoch": None, "offset": o} for t, p, o in entries]
+    schema = pa.schema([("file", pa.string()), ("kind", pa.string()), ("topic", pa.string()),
+                        ("partition", pa.int32()), ("leader_epoch", pa.int32()),
+                        ("offset", pa.int64())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def offsets_of(data_dir, kind: str) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): offset}`` from one offset checkpoint file of the
+    data directory ({} when the file is absent)."""
+    name = {v: k for k, v in OFFSET_FILES.items()}[kind]
+    path = Path(os.fspath(data_dir)) / name
+    if not path.is_file():
+        return {}
+    return {(t, p): o for t, p, o in read_checkpoint(path)[1]}

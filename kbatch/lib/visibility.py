@@ -1,0 +1,52 @@
+"""What a consumer could have seen: each partition's visible offset range
+from the broker's checkpoint files.
+
+A consumer fetches offsets in ``[log start offset, high watermark)``: the log
+start offset from ``log-start-offset-checkpoint`` (records below it were
+deleted by retention or DeleteRecords but may still be on disk until their
+segment goes), the high watermark from ``replication-offset-checkpoint``
+(records above it were not yet replicated to the whole ISR when the broker
+wrote the file). A partition missing from a file is not limited on that side
+(``None``). The checkpoints are written periodically, so this is the view at
+the last checkpoint, which is what a backup of the directory holds.
+"""
+
+from __future__ import annotations
+
+from kbatch.lib.checkpoints import offsets_of
+
+VISIBILITY = ("all", "consumer")
+
+
+def check_visibility(visibility: str) -> str:
+    if visibility not in VISIBILITY:
+        raise ValueError(f"visibility must be one of {VISIBILITY}, not {visibility!r}")
+    return visibility
+
+
+def visible_ranges(data_dir) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+    """``{(topic, partition): (log_start_offset, high_watermark)}`` for
+    every partition named in either checkpoint file."""
+    start = offsets_of(data_dir, "log_start_offset")
+    hw = offsets_of(data_dir, "high_watermark")
+    return {key: (start.get(key), hw.get(key)) for key in sorted(start.keys() | hw.keys())}
+
+
+def visible(records, bounds: tuple[int | None, int | None]):
+    """``records`` restricted to the visible range ``bounds``."""
+    lo, hi = bounds
+    if lo is None and hi is None:
+        return records
+    lo = -(1 << 63) if lo is None else lo
+    hi = (1 << 63) - 1 if hi is None else hi
+    return records.select_offsets(lo, hi)
+
+
+def apply_visibility(data_dir, parts: dict, visibility: str) -> dict:
+    """``{(topic, partition): Records}`` of a data directory read, each
+    restricted to what ``visibility`` allows ("all": unchanged;
+    "consumer": ``[log start offset, high watermark)`` from the checkpoints)."""
+    if check_visibility(visibility) == "all":
+        return parts
+    ranges = visible_ranges(data_dir)
+    return {key: visible(rec, ranges.get(key, (None, None))) for key, rec in parts.items()}

@@ -1,0 +1,338 @@
+"""Command-line pieces of kbatch.internal, hooked into ``kbatch.cli``:
+
+    kbatch dump --decode offsets|transactions|metadata|remote-log-metadata|share-state FILE...
+    kbatch dump FILE.snapshot | replication-offset-checkpoint | leader-epoch-checkpoint ...
+    kbatch lag DATA_DIR [--group G] [--history]
+    kbatch txn DATA_DIR     also names the transactional id of each producer
+
+``extend_dump``/``extend_txn`` wrap the existing subcommands; everything
+takes ``--format json`` (one JSON object per line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from kbatch.errors import KbatchError
+from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES
+from kbatch.lib.log import LogDir
+from kbatch.lib.paths import PathKind, resolve
+from kbatch.lib.visibility import visible_ranges
+
+FAMILY_CHOICES = ("offsets", "transactions", "metadata", "remote-log-metadata", "share-state")
+
+
+def _when(ms) -> str:
+    if ms is None or ms == -1:
+        return "-"
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (ValueError, OverflowError, OSError):
+        return f"{ms} ms"
+
+
+def _json_default(obj):
+    if isinstance(obj, (bytes, bytearray)):
+        import base64
+        return base64.b64encode(bytes(obj)).decode()
+    if isinstance(obj, datetime):
+        return int(obj.timestamp() * 1000)
+    return str(obj)
+
+
+def _out(obj) -> None:
+    print(json.dumps(obj, default=_json_default))
+
+
+def is_internal_file(path: Path) -> bool:
+    return path.suffix == ".snapshot" or path.name in OFFSET_FILES or path.name == EPOCH_FILE
+
+
+def dump_decode(args) -> int:
+    """``kbatch dump`` for internal data: records of an internal topic
+    decoded (``--decode FAMILY``), producer snapshots, checkpoint files."""
+    status = 0
+    for name in args.files:
+        path = Path(name)
+        try:
+            if path.suffix == ".snapshot":
+                _dump_snapshot(path, args)
+            elif path.name in OFFSET_FILES or path.name == EPOCH_FILE:
+                _dump_checkpoint(path, args)
+            else:
+                _dump_records(path, args)
+        except BrokenPipeError:
+            raise
+        except (KbatchError, OSError) as exc:
+            sys.stdout.flush()
+            print(f"kbatch dump: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def _dump_snapshot(path: Path, args) -> None:
+    from kbatch.internal.snapshot import read_producer_snapshot
+    snap = read_producer_snapshot(path, validate_crc=not getattr(args, "no_crc", False))
+    if args.format == "json":
+        for e in snap["entries"]:
+            _out({"file": str(path), **e})
+        return
+    print(f"Dumping {path}")
+    print(f"producer snapshot version {snap['version']}, crc {snap['crc']:#010x} "
+          f"({'ok' if snap['crc_ok'] else 'MISMATCH'}), {len(snap['entries'])} producers")
+    for e in snap["entries"]:
+        print(f"producerId: {e['producer_id']} producerEpoch: {e['epoch']} "
+              f"coordinatorEpoch: {e['coordinator_epoch']} currentTxnFirstOffset: "
+              f"{e['current_txn_first_offset']} lastSequence: {e['last_sequence']} "
+              f"lastOffset: {e['last_offset']} offsetDelta: {e['offset_delta']} "
+              f"lastTimestamp: {_when(e['timestamp'])}")
+
+
+def _dump_checkpoint(path: Path, args) -> None:
+    from kbatch.lib.checkpoints import read_checkpoint
+    kind, entries = read_checkpoint(path)
+    if args.format == "json":
+        for e in entries:
+            _out({"file": str(path), "kind": kind,
+                  **({"leader_epoch": e[0], "start_offset": e[1]} if kind == "leader_epoch"
+                     else {"topic": e[0], "partition": e[1], "offset": e[2]})})
+        return
+    print(f"Dumping {path} ({kind}, {len(entries)} entries)")
+    for e in entries:
+        print(f"epoch: {e[0]} startOffset: {e[1]}" if kind == "leader_epoch"
+              else f"{e[0]}-{e[1]}: {e[2]}")
+
+
+def _dump_records(path: Path, args) -> None:
+    from kbatch.internal.decode import jsonable
+    from kbatch.internal.registry import FAMILIES, family_of_topic
+    from kbatch.internal.sources import _named
+    from kbatch.internal.tables import iter_decoded
+    family = args.decode
+    if family not in FAMILIES:
+        family = family_of_topic(_named(path if path.is_dir() else path.parent)[0])
+    if family is None:
+        raise KbatchError(f"{path}: not an internal topic; say which with --decode")
+    if args.format != "json":
+        print(f"Dumping {path} (decoded as {FAMILIES[family][0]})")
+    for meta, d in iter_decoded(path, family, snapshots=False):
+        version = d.get("value_version", d.get("version"))
+        row = {"offset": meta["record_offset"], "timestamp": meta["record_timestamp"],
+               "type": d["type"], "type_id": d["type_id"], "version": version}
+        if "key" in d:
+            row["key_version"] = d["key_version"]
+            row["key"] = jsonable(d["key"])
+            row["tombstone"] = d["tombstone"]
+        row["value"] = jsonable(d["value"])
+        if not d["known"]:
+            row["raw_key"] = jsonable(meta["raw_key"])
+            row["raw_value"] = jsonable(meta["raw_value"])
+        if d["error"]:
+            row["error"] = d["error"]
+        if args.format == "json":
+            _out(row)
+            continue
+        what = d["type"] or f"unknown type {d['type_id']}"
+        line = (f"offset: {row['offset']} time: {_when(row['timestamp'])} {what} "
+                f"v{'-' if version is None else version}")
+        if "key" in row:
+            line += f" key: {json.dumps(row['key'])}"
+        line += " value: " + ("<tombstone>" if row.get("tombstone") else json.dumps(row["value"]))
+        if not d["known"]:
+            line += f" raw: {json.dumps(row['raw_value'])}"
+        if d["error"]:
+            line += f" ERROR: {d['error']}"
+        print(line)
+
+
+def extend_dump(parser: argparse.ArgumentParser, cmd_dump) -> None:
+    """Let ``kbatch dump`` decode internal topics and read producer
+    snapshots and checkpoint files (other files go to ``cmd_dump``)."""
+    for action in parser._actions:
+        if action.dest == "decode":
+            action.choices = list(action.choices) + list(FAMILY_CHOICES)
+            action.help = ("JSON: keys/values as UTF-8 text; or decode an internal topic's "
+                           "records: " + ", ".join(FAMILY_CHOICES))
+
+    def run(args) -> int:
+        status = 0
+        for name in args.files:
+            path = Path(name)
+            mine = args.decode in FAMILY_CHOICES or is_internal_file(path)
+            one = argparse.Namespace(**{**vars(args), "files": [name]})
+            status = max(status, dump_decode(one) if mine else cmd_dump(one))
+        return status
+
+    parser.set_defaults(func=run)
+
+
+def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
+    """After ``kbatch txn``'s report, name the transactional id behind each
+    producer id from the directory's ``__transaction_state`` (when it holds
+    one): the join that tells whose transaction is hanging."""
+
+    def run(args) -> int:
+        status = cmd_txn(args)
+        path = Path(args.path)
+        if not path.is_dir():
+            return status
+        from kbatch.internal.transactions import transaction_log
+        log = [r for r in transaction_log(path).to_pylist()
+               if r["producer_id"] is not None and r["transactional_id"] is not None]
+        if not log:
+            return status
+        latest = {}
+        for r in log:
+            latest[r["producer_id"]] = r
+        if args.format == "json":
+            for pid, r in sorted(latest.items()):
+                _out({"producer_id": pid, "transactional_id": r["transactional_id"],
+                      "coordinator_state": r["state"], "producer_epoch": r["producer_epoch"],
+                      "last_update_timestamp": r["last_update_timestamp"]})
+            return status
+        print("transactional ids (from __transaction_state; the coordinator's last state):")
+        for pid, r in sorted(latest.items()):
+            print(f"  producer {pid:>10} epoch {r['producer_epoch']:>5}: "
+                  f"{r['transactional_id']}  {r['state']} at "
+                  f"{_when(_ms(r['last_update_timestamp']))}")
+        return status
+
+    parser.set_defaults(func=run)
+
+
+def extend_stats(parser: argparse.ArgumentParser, cmd_stats) -> None:
+    """Before ``kbatch stats`` of a data directory (text; the total stays the
+    last line), what a consumer could fetch per partition beside what is on
+    disk, from the log-start-offset and replication-offset (high watermark)
+    checkpoints."""
+
+    def run(args) -> int:
+        if args.format == "text":
+            try:
+                found = resolve(args.path)
+            except KbatchError:
+                found = None            # cmd_stats says what is wrong with the path
+            if found is not None and found.kind is PathKind.DATA_DIR:
+                _visibility_table(found.path)
+        return cmd_stats(args)
+
+    parser.set_defaults(func=run)
+
+
+def _visibility_table(path: Path) -> None:
+    try:
+        rows = [r for r in on_disk_and_visible(path)
+                if r["log_start_offset"] is not None or r["high_watermark"] is not None]
+    except KbatchError as exc:          # a damaged checkpoint file: stats still runs
+        print(f"kbatch stats: {exc}", file=sys.stderr)
+        return
+    if rows:
+        print("on disk vs visible to a consumer (log-start-offset and replication-offset "
+              "checkpoints):")
+        for r in rows:
+            lo = "-" if r["log_start_offset"] is None else r["log_start_offset"]
+            hi = "-" if r["high_watermark"] is None else r["high_watermark"]
+            note = []
+            if r["end_offset"] is not None and r["high_watermark"] is not None \
+                    and r["high_watermark"] < r["end_offset"]:
+                note.append(f"{r['end_offset'] - r['high_watermark']} offsets above the "
+                            "high watermark")
+            if r["first_offset"] is not None and r["log_start_offset"] is not None \
+                    and r["log_start_offset"] > r["first_offset"]:
+                note.append(f"{r['log_start_offset'] - r['first_offset']} offsets below the "
+                            "log start")
+            print(f"  {r['topic']}-{r['partition']}: on disk [{r['first_offset']}, "
+                  f"{r['end_offset']}), visible [{lo}, {hi})"
+                  + (f"  <-- {'; '.join(note)}" if note else ""))
+
+
+def _ms(ts):
+    return None if ts is None else int(ts.timestamp() * 1000)
+
+
+def cmd_lag(args) -> int:
+    from kbatch.internal.lag import consumer_lag, latest_lag
+    path = Path(args.data_dir)
+    if not path.is_dir():
+        print(f"kbatch lag: not a directory: {path}", file=sys.stderr)
+        return 2
+    table = consumer_lag(path, groups=args.group or None)
+    if not args.history:
+        table = latest_lag(table)
+    rows = table.to_pylist()
+    if args.format == "json":
+        for r in rows:
+            _out({**r, "commit_timestamp": _ms(r["commit_timestamp"])})
+        return 0
+    if not rows:
+        print("no offset commits for partitions in this directory")
+        return 0
+    print(f"{'group':<24} {'topic':<24} {'part':>4} {'committed at (UTC)':<23} "
+          f"{'committed':>12} {'log end':>12} {'lag':>10}")
+    for r in rows:
+        print(f"{r['group']:<24} {r['topic']:<24} {r['partition']:>4} "
+              f"{_when(_ms(r['commit_timestamp'])):<23} {r['committed_offset']:>12} "
+              f"{r['log_end_offset']:>12} {r['lag']:>10}")
+    return 0
+
+
+def add_subcommands(sub) -> None:
+    """Register ``kbatch lag``."""
+    p = sub.add_parser("lag", help="consumer lag over time from __consumer_offsets",
+                       description="For each consumer group, topic and partition: the "
+                                   "committed offset beside the log end offset at the commit's "
+                                   "time, from the data and offsets topics of a broker data "
+                                   "directory. Default: the latest commit; --history: all.")
+    p.add_argument("data_dir", metavar="DATA_DIR")
+    p.add_argument("--group", action="append", help="only this group (repeatable)")
+    p.add_argument("--history", action="store_true", help="every commit, not just the latest")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.set_defaults(func=cmd_lag)
+
+
+def print_internal_summary(data_dir) -> None:
+    """What ``make run`` shows of the internal topics: the latest lag per
+    group and partition, the transaction coordinator's last state per
+    transactional id, the topics named in the metadata log."""
+    from kbatch.internal.lag import consumer_lag, latest_lag
+    from kbatch.internal.metadata import cluster_metadata
+    from kbatch.internal.transactions import transaction_log
+    path = Path(data_dir)
+    lag = latest_lag(consumer_lag(path)).to_pylist()
+    if lag:
+        print("consumer groups (latest commit; kbatch lag for more):")
+        for r in lag:
+            where = f"{r['topic']}-{r['partition']}"
+            print(f"  {r['group']:<16} {where:<24} committed "
+                  f"{r['committed_offset']:>9} log end {r['log_end_offset']:>9} lag {r['lag']:>7}")
+    last: dict = {}
+    for r in transaction_log(path).to_pylist():
+        if r["transactional_id"] is not None and not r["tombstone"]:
+            last[r["transactional_id"]] = r
+    if last:
+        print("transactional ids (__transaction_state): " + ", ".join(
+            f"{t} (producer {r['producer_id']}, {r['state']})" for t, r in sorted(last.items())))
+    names = cluster_metadata(path).topics.column("topic_name").to_pylist()
+    if names:
+        print("topics in __cluster_metadata: " + ", ".join(sorted(set(filter(None, names)))))
+
+
+def on_disk_and_visible(data_dir) -> list[dict]:
+    """Per partition of the directory: offsets on disk (first batch's base
+    offset, offset after the last batch) and the visible range, for
+    ``kbatch stats``. Reads batch headers only."""
+    ranges = visible_ranges(data_dir)
+    out = []
+    for part in LogDir(data_dir).partitions:
+        bounds = [b for b in (s.batch_bounds() for s in part.segments) if len(b)]
+        first = int(bounds[0]["base_offset"][0]) if bounds else None
+        end = int(bounds[-1]["last_offset"][-1]) + 1 if bounds else None
+        lo, hi = ranges.get((part.topic, part.partition), (None, None))
+        out.append({"topic": part.topic, "partition": part.partition, "first_offset": first,
+                    "end_offset": end, "log_start_offset": lo, "high_watermark": hi})
+    return out

@@ -1,0 +1,124 @@
+"""The table-driven message decoder (kbatch.internal.protocol) and encoder:
+round trips for every version of every schema against a test-side encoder,
+historical layouts, unknown tags, damage."""
+
+import random
+import struct
+
+import pytest
+
+from kbatch.errors import CorruptRecordError
+from kbatch.internal import encode
+from kbatch.internal import protocol as wire
+from kbatch.internal._schemas import KAFKA_COMMIT, MESSAGES, VARIANTS
+from kbatch.internal.decode import decode_coordinator, decode_framed
+from kbatch.internal.registry import FAMILIES
+from tests.internal_ref import enc_struct, expected, rand_struct, uvarint
+
+ALL = [(name, v) for name, m in sorted(MESSAGES.items())
+       for v in range(m["valid"][0], m["valid"][1] + 1)]
+
+
+def _flex(m, v):
+    return m["flexible"] is not None and m["flexible"][0] <= v <= m["flexible"][1]
+
+
+def test_schema_table_is_complete():
+    assert len(KAFKA_COMMIT) == 40
+    # the families users meet, with the newest record types of that commit
+    offsets = FAMILIES["offsets"][1]
+    assert offsets[0] == offsets[1] == "OffsetCommit" and offsets[2] == "GroupMetadata"
+    assert {offsets[k] for k in range(3, 9)} >= {"ConsumerGroupMetadata",
+                                                 "ConsumerGroupMemberMetadata",
+                                                 "ConsumerGroupCurrentMemberAssignment"}
+    assert "ShareGroupStatePartitionMetadata" in offsets.values()
+    assert FAMILIES["transactions"][1] == {0: "TransactionLog"}
+    assert FAMILIES["share-state"][1] == {0: "ShareSnapshot", 1: "ShareUpdate"}
+    assert FAMILIES["metadata"][1][3] == "PartitionRecord"
+    assert MESSAGES["OffsetCommitValue"]["valid"] == (0, 4)
+    assert MESSAGES["GroupMetadataValue"]["valid"] == (0, 4)
+    assert len(ALL) > 80
+
+
+@pytest.mark.parametrize("name,version", ALL, ids=[f"{n}-v{v}" for n, v in ALL])
+def test_round_trip(name, version):
+    m = MESSAGES[name]
+    rnd = random.Random(f"{name}/{version}")
+    for _ in range(6):
+        values = rand_struct(m["fields"], version, rnd)
+        raw = enc_struct(m["fields"], values, version, _flex(m, version))
+        assert wire.decode(name, version, raw) == expected(m["fields"], values, version)
+        # the library's encoder writes the same bytes
+        assert encode.encode(name, version, values) == raw
+
+
+def test_historical_partition_record_v1():
+    old = VARIANTS["PartitionRecord"][0]
+    rnd = random.Random(3)
+    for _ in range(5):
+        values = rand_struct(old["fields"], 1, rnd)
+        values["eligible_leader_replicas"] = [1, 2]
+        raw = enc_struct(old["fields"], values, 1, True)
+        got = wire.decode("PartitionRecord", 1, raw)
+        assert got.pop("_schema_commit") == old["commit"]
+        assert got == expected(old["fields"], values, 1)
+
+
+def test_unknown_tags_are_kept():
+    m = MESSAGES["TransactionLogValue"]
+    values = rand_struct(m["fields"], 1, random.Random(1))
+    raw = enc_struct(m["fields"], values, 1, True, extra_tags=[(40, b"xyz")])
+    got = wire.decode("TransactionLogValue", 1, raw)
+    assert got.pop("_unknown_tags") == {40: b"xyz"}
+    assert got == expected(m["fields"], values, 1)
+
+
+@pytest.mark.parametrize("name,version", [("GroupMetadataValue", 3), ("GroupMetadataValue", 4),
+                                          ("RegisterBrokerRecord", 3), ("TransactionLogValue", 1),
+                                          ("ConsumerGroupMemberMetadataValue", 0),
+                                          ("RemoteLogSegmentMetadataRecord", 0)])
+def test_every_truncation_raises_corrupt(name, version):
+    m = MESSAGES[name]
+    rnd = random.Random(9)
+    values = rand_struct(m["fields"], version, rnd)
+    raw = enc_struct(m["fields"], values, version, _flex(m, version))
+    for cut in range(len(raw)):
+        with pytest.raises(CorruptRecordError):
+            wire.decode(name, version, raw[:cut])
+    with pytest.raises(CorruptRecordError, match="trailing"):
+        wire.decode(name, version, raw + b"\x00")
+
+
+def test_hostile_counts_and_varints():
+    # an array count far beyond the bytes left: refused before any allocation
+    raw = struct.pack(">qhibi", 1, 1, 60000, 1, 0x7FFFFFFF)
+    with pytest.raises(CorruptRecordError, match="cannot fit"):
+        wire.decode("TransactionLogValue", 0, raw + b"\x00" * 8)
+    with pytest.raises(CorruptRecordError, match="varint"):
+        wire.decode("TopicRecord", 0, b"\xff" * 6)
+    with pytest.raises(CorruptRecordError, match="non-nullable"):
+        wire.decode("OffsetCommitKey", 1, struct.pack(">h", -1))
+    with pytest.raises(CorruptRecordError, match="UTF-8"):
+        wire.decode("OffsetCommitKey", 1, struct.pack(">h", 2) + b"\xff\xfe")
+
+
+def test_unknown_types_and_versions_come_out_raw():
+    # a key version no schema knows
+    d = decode_coordinator("offsets", struct.pack(">h", 99) + b"abc", b"\x00\x00zz")
+    assert d["type_id"] == 99 and d["type"] is None and not d["known"] and d["error"] is None
+    assert d["value_version"] == 0
+    # a known type at an unknown value version
+    key = struct.pack(">hh", 1, 1) + b"g" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    d = decode_coordinator("offsets", key, struct.pack(">h", 77) + b"\x00" * 30)
+    assert d["type"] == "OffsetCommit" and d["value_version"] == 77 and not d["known"]
+    assert d["key"] == {"group": "g", "topic": "t", "partition": 0}
+    # a metadata api key and a version no schema knows
+    d = decode_framed("metadata", uvarint(1) + uvarint(200) + uvarint(0) + b"\x00")
+    assert (d["type_id"], d["type"], d["known"]) == (200, None, False)
+    d = decode_framed("metadata", uvarint(1) + uvarint(2) + uvarint(9) + b"\x00")
+    assert (d["type"], d["version"], d["known"]) == ("TopicRecord", 9, False)
+    # damage is reported, not raised (strict raises)
+    d = decode_framed("metadata", uvarint(1) + uvarint(2) + uvarint(0) + b"\x05")
+    assert d["error"] and not d["known"]
+    with pytest.raises(CorruptRecordError):
+        decode_framed("metadata", uvarint(1) + uvarint(2) + uvarint(0) + b"\x05", strict=True)

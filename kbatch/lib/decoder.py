@@ -8,6 +8,8 @@ Every other module decodes through these functions:
                                      resynchronisation after damage)
     header_walk(view, path, ...)     header rows up to the first damage
                                      (seeks, split points)
+    header_rows(view, path, ...)     header rows of a range, damage raises
+                                     (counts from batch headers)
     chains_to_end(view, pos, stop)   valid batches follow each other exactly
                                      to ``stop`` (torn tail or damaged length?)
     empty_chunk()                    what a decoder gives for no bytes
@@ -96,6 +98,19 @@ def header_walk(view, path, start: int = 0, *, zeros_from: int = -1) -> np.ndarr
     the damage and raises, stops or skips as the read's ``on_corrupt`` says."""
     dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True,
                               path=path, stop_on_corrupt=True, zeros_from=zeros_from)
+    try:
+        dec.run()
+        return dec.take()["batches"]
+    finally:
+        dec.release()
+
+
+def header_rows(view, path, start: int = 0, stop: int | None = None, *,
+                validate_crc: bool = True) -> np.ndarray:
+    """Header rows of every batch in ``view[start:stop]`` (records are not
+    decoded); damage raises ``CorruptRecordError`` as a full read would."""
+    dec = _batch.BatchDecoder(view, start=start, stop=-1 if stop is None else stop,
+                              validate_crc=validate_crc, headers_only=True, path=path)
     try:
         dec.run()
         return dec.take()["batches"]

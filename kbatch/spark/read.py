@@ -26,7 +26,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from kbatch._core import _batch
+from kbatch.lib.decoder import header_rows
 from kbatch.lib.records import BatchTable, Records
 from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source
 from kbatch.spark.arrow import to_record_batch, topic_array
@@ -85,14 +85,7 @@ def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
     """Records of the slice in ``[lo, hi)`` (read_committed applied) from the
     batch headers, decoding only the batches that straddle the bounds; None
     when the slice holds magic 0/1 data."""
-    dec = _batch.BatchDecoder(view, start=piece.start,
-                              stop=-1 if piece.stop is None else piece.stop,
-                              validate_crc=o.validate_crc, headers_only=True, path=path)
-    try:
-        dec.run()
-        rows = dec.take()["batches"]
-    finally:
-        dec.release()
+    rows = header_rows(view, path, piece.start, piece.stop, validate_crc=o.validate_crc)
     if len(rows) and (rows["magic"] < 2).any():
         return None
     keep = ~rows["is_control"].astype(bool)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import kbatch
 from kbatch._core import _lz4
-from kbatch.lib import segment
+from kbatch.lib import decoder, segment
 from kbatch.lib.compression import CodecError, unlz4
 
 from .kafka_ref import RandomChoices, build_batch, fix_crc, generate_segment, raw_batch
@@ -86,7 +86,7 @@ def test_damaged_frames_fail_exactly_where_the_python_path_fails(data_frame, dra
 
 
 def _read(buf, native, monkeypatch, **options):
-    monkeypatch.setattr(segment, "NATIVE_LZ4", native)
+    monkeypatch.setattr(decoder, "NATIVE_LZ4", native)
     try:
         return kbatch.read_segment(buf, **options), None
     except kbatch.CorruptRecordError as exc:
@@ -94,7 +94,7 @@ def _read(buf, native, monkeypatch, **options):
 
 
 def _chunks(buf, native, monkeypatch, **options):
-    monkeypatch.setattr(segment, "NATIVE_LZ4", native)
+    monkeypatch.setattr(decoder, "NATIVE_LZ4", native)
     got = []
     try:
         for chunk in kbatch.iter_segment(buf, chunk_records=3, **options):
@@ -158,6 +158,6 @@ def test_bomb_over_the_limit_raises_the_limit_error(monkeypatch):
     frame = lz4.frame.compress(bytes(4 << 20), block_size=lz4.frame.BLOCKSIZE_MAX4MB)
     data = raw_batch(frame, records_count=1, attributes=3)
     for native in (True, False):
-        monkeypatch.setattr(segment, "NATIVE_LZ4", native)
+        monkeypatch.setattr(decoder, "NATIVE_LZ4", native)
         with pytest.raises(kbatch.DecompressionLimitError):
             kbatch.read_segment(data, max_decompressed_bytes=1 << 20)

@@ -26,7 +26,7 @@ import kbatch
 from kbatch._core import _codecs
 from kbatch._core import _gzip
 from kbatch.lib import compression
-from kbatch.lib import segment
+from kbatch.lib import decoder, segment
 from kbatch.lib.compression import CodecError, snappy_xerial_bytes
 
 from .kafka_ref import (RandomChoices, VARIANTS, build_batch, compress_records, fix_crc,
@@ -285,7 +285,7 @@ def test_gzip_members_after_a_whole_one_keep_what_python_keeps():
 
 def _set_native(monkeypatch, native):
     for flag in NATIVE_FLAGS.values():
-        monkeypatch.setattr(segment, flag, native)
+        monkeypatch.setattr(decoder, flag, native)
 
 
 def _read(buf, native, monkeypatch, **options):
@@ -404,7 +404,7 @@ def test_bomb_over_the_limit_raises_the_limit_error(codec, monkeypatch):
 
 
 def test_environment_switches_turn_each_native_path_off():
-    code = ("from kbatch.lib import segment as s; "
+    code = ("from kbatch.lib import decoder as s; "
             "print(s.NATIVE_GZIP, s.NATIVE_SNAPPY, s.NATIVE_LZ4, s.NATIVE_ZSTD)")
     env = dict(os.environ, KBATCH_NATIVE_GZIP="0", KBATCH_NATIVE_ZSTD="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

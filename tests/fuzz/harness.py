@@ -1071,16 +1071,7 @@ def _generated_legacy() -> list[bytes]:
 
 def _control_values() -> list[tuple[int, bytes]]:
     """One value of every known control type, laid out as kbatch/control.py says."""
-    def uv(n):
-        out = bytearray()
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            if n:
-                out.append(b | 0x80)
-            else:
-                out.append(b)
-                return bytes(out)
+    from tests.kafka_ref import uvarint as uv
 
     def cstr(s):
         return uv(len(s) + 1) + s

@@ -217,3 +217,28 @@ def test_one_home_for_the_wire_vocabulary(what, pattern):
     homes = {"kbatch.wire", "kbatch._core._wire"}
     defined = [m for m, p in MODULES.items() if m not in homes and pattern.search(p.read_text())]
     assert defined == [], f"{what} defined outside kbatch/wire.py: {defined}"
+
+
+def test_one_module_constructs_the_compiled_decoder():
+    """``kbatch.lib.decoder`` owns ``BatchDecoder(...)``; the rest call it."""
+    makers = [m for m, p in MODULES.items() if p.suffix == ".py"
+              and re.search(r"\bBatchDecoder\(", p.read_text())]
+    assert makers == ["kbatch.lib.decoder"]
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    """``from kbatch.x import _name`` only inside one package layer's own
+    compiled core (``kbatch._core``) and test-free helpers of the same
+    package; a private name is private to its module."""
+    reach = re.compile(r"^\s*from (kbatch[\w.]*) import \(?([^)\n]*)", re.M)
+    wrong = []
+    for m, p in MODULES.items():
+        if p.suffix != ".py":
+            continue
+        for mod, names in reach.findall(p.read_text()):
+            for n in re.findall(r"\b(_[a-z]\w*)", names):
+                target = f"{mod}.{n}"
+                if target in MODULES:          # a private module (kbatch._core._batch)
+                    continue
+                wrong.append(f"{m}: from {mod} import {n}")
+    assert wrong == []

@@ -22,25 +22,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kbatch
+from kbatch.errors import CorruptRecordError
 from kbatch.lib.columns import BinaryColumn
 from kbatch.lib.control import decode_control_records, parse_control_value
-from kbatch.errors import CorruptRecordError
 
 from .conftest import CORPUS, NO_CORPUS, needs_corpus
+from .kafka_ref import uvarint, varint
 
 # --- an independent encoder ------------------------------------------------
 
 
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def i16(n): return struct.pack(">h", n)
@@ -500,14 +491,12 @@ def _crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def _zigzag(n: int) -> bytes:
-    return uvarint((n << 1) ^ (n >> 63))
 
 
 def _control_batch(base_offset, producer_id, key, value, timestamp=1_700_000_000_000):
-    body = b"\x00" + _zigzag(0) + _zigzag(0)  # attributes, timestamp delta, offset delta
-    body += _zigzag(len(key)) + key + _zigzag(len(value)) + value + _zigzag(0)
-    record = _zigzag(len(body)) + body
+    body = b"\x00" + varint(0) + varint(0)  # attributes, timestamp delta, offset delta
+    body += varint(len(key)) + key + varint(len(value)) + value + varint(0)
+    record = varint(len(body)) + body
     after_crc = (struct.pack(">hiqqqhii", 0x30, 0, timestamp, timestamp, producer_id, 0, -1, 1)
                  + record)  # attributes: transactional | control
     head = struct.pack(">iB", 0, 2) + struct.pack(">I", _crc32c(after_crc))

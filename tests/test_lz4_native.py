@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 import kbatch
 from kbatch._core import _lz4
-from kbatch.lib import segment
+from kbatch.lib import decoder, segment
 from kbatch.lib.compression import CodecError, unlz4
 
 from .kafka_ref import RandomChoices, build_batch, fix_crc, generate_segment, raw_batch
+from .native_paths import flip_bits, same_outcome
 from .test_against_kafka_python import assert_same_records
 
 BLOCK_SIZES = [lz4.frame.BLOCKSIZE_MAX64KB, lz4.frame.BLOCKSIZE_MAX256KB,
@@ -86,7 +87,7 @@ def test_damaged_frames_fail_exactly_where_the_python_path_fails(data_frame, dra
 
 
 def _read(buf, native, monkeypatch, **options):
-    monkeypatch.setattr(segment, "NATIVE_LZ4", native)
+    monkeypatch.setattr(decoder, "NATIVE_LZ4", native)
     try:
         return kbatch.read_segment(buf, **options), None
     except kbatch.CorruptRecordError as exc:
@@ -94,7 +95,7 @@ def _read(buf, native, monkeypatch, **options):
 
 
 def _chunks(buf, native, monkeypatch, **options):
-    monkeypatch.setattr(segment, "NATIVE_LZ4", native)
+    monkeypatch.setattr(decoder, "NATIVE_LZ4", native)
     got = []
     try:
         for chunk in kbatch.iter_segment(buf, chunk_records=3, **options):
@@ -104,25 +105,6 @@ def _chunks(buf, native, monkeypatch, **options):
     return got, None
 
 
-def _same(a, b):
-    (ra, ea), (rb, eb) = a, b
-    assert ea == eb
-    if ra is not None:
-        end_a, end_b = ra.end, rb.end
-        assert (end_a.valid_bytes, end_a.reason) == (end_b.valid_bytes, end_b.reason)
-        assert repr(end_a.error) == repr(end_b.error)
-        ra.end = rb.end = None   # compared above (errors are distinct objects)
-        assert_same_records(ra, rb)
-
-
-def _damage(buf, rng):
-    out = bytearray(buf)
-    for _ in range(rng.randint(1, 3)):
-        i = rng.randrange(len(out))
-        out[i] ^= 1 << rng.randrange(8)
-    return bytes(out)
-
-
 @pytest.mark.parametrize("seed", range(40))
 def test_segments_decode_the_same_on_both_paths(seed, monkeypatch):
     """Generated segments, mostly lz4 (all frame variants), whole and
@@ -130,13 +112,13 @@ def test_segments_decode_the_same_on_both_paths(seed, monkeypatch):
     rng = random.Random(seed)
     buf, _ = generate_segment(RandomChoices(rng), max_batches=8, max_records=12,
                               codecs=(3, 3, 3, 0))
-    variants = [buf, buf[:rng.randrange(len(buf))], _damage(buf, rng)]
+    variants = [buf, buf[:rng.randrange(len(buf))], flip_bits(buf, rng)]
     for data in variants:
         for options in ({}, {"validate_crc": False}, {"on_corrupt": "stop"},
                         {"include_control": True, "validate_crc": False},
                         {"isolation": "read_committed", "validate_crc": False},
                         {"max_decompressed_bytes": 200, "validate_crc": False}):
-            _same(_read(data, True, monkeypatch, **options),
+            same_outcome(_read(data, True, monkeypatch, **options),
                   _read(data, False, monkeypatch, **options))
         native, native_err = _chunks(data, True, monkeypatch, validate_crc=False)
         python, python_err = _chunks(data, False, monkeypatch, validate_crc=False)
@@ -158,6 +140,6 @@ def test_bomb_over_the_limit_raises_the_limit_error(monkeypatch):
     frame = lz4.frame.compress(bytes(4 << 20), block_size=lz4.frame.BLOCKSIZE_MAX4MB)
     data = raw_batch(frame, records_count=1, attributes=3)
     for native in (True, False):
-        monkeypatch.setattr(segment, "NATIVE_LZ4", native)
+        monkeypatch.setattr(decoder, "NATIVE_LZ4", native)
         with pytest.raises(kbatch.DecompressionLimitError):
             kbatch.read_segment(data, max_decompressed_bytes=1 << 20)

@@ -26,11 +26,12 @@ import kbatch
 from kbatch._core import _codecs
 from kbatch._core import _gzip
 from kbatch.lib import compression
-from kbatch.lib import segment
+from kbatch.lib import decoder, segment
 from kbatch.lib.compression import CodecError, snappy_xerial_bytes
 
 from .kafka_ref import (RandomChoices, VARIANTS, build_batch, compress_records, fix_crc,
                         generate_segment, raw_batch)
+from .native_paths import flip_bits, same_outcome
 from .test_against_kafka_python import assert_same_records
 
 GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
@@ -285,7 +286,7 @@ def test_gzip_members_after_a_whole_one_keep_what_python_keeps():
 
 def _set_native(monkeypatch, native):
     for flag in NATIVE_FLAGS.values():
-        monkeypatch.setattr(segment, flag, native)
+        monkeypatch.setattr(decoder, flag, native)
 
 
 def _read(buf, native, monkeypatch, **options):
@@ -305,25 +306,6 @@ def _chunks(buf, native, monkeypatch, **options):
     except kbatch.CorruptRecordError as exc:
         return got, (type(exc), str(exc))
     return got, None
-
-
-def _same(a, b):
-    (ra, ea), (rb, eb) = a, b
-    assert ea == eb
-    if ra is not None:
-        end_a, end_b = ra.end, rb.end
-        assert (end_a.valid_bytes, end_a.reason) == (end_b.valid_bytes, end_b.reason)
-        assert repr(end_a.error) == repr(end_b.error)
-        ra.end = rb.end = None   # compared above (errors are distinct objects)
-        assert_same_records(ra, rb)
-
-
-def _damage(buf, rng):
-    out = bytearray(buf)
-    for _ in range(rng.randint(1, 3)):
-        i = rng.randrange(len(out))
-        out[i] ^= 1 << rng.randrange(8)
-    return bytes(out)
 
 
 OPTION_SETS = ({}, {"validate_crc": False}, {"on_corrupt": "stop"},
@@ -349,10 +331,10 @@ def test_gzip_segments_decode_the_same_with_zlib(seed, gzip_library, monkeypatch
 def _segments_agree(codec, rng, monkeypatch):
     buf, _ = generate_segment(RandomChoices(rng), max_batches=8, max_records=12,
                               codecs=(codec, codec, codec, 0, rng.choice([1, 2, 3, 4])))
-    variants = [buf, buf[:rng.randrange(len(buf))], _damage(buf, rng)]
+    variants = [buf, buf[:rng.randrange(len(buf))], flip_bits(buf, rng)]
     for data in variants:
         for options in OPTION_SETS:
-            _same(_read(data, True, monkeypatch, **options),
+            same_outcome(_read(data, True, monkeypatch, **options),
                   _read(data, False, monkeypatch, **options))
         native, native_err = _chunks(data, True, monkeypatch, validate_crc=False)
         python, python_err = _chunks(data, False, monkeypatch, validate_crc=False)
@@ -404,7 +386,7 @@ def test_bomb_over_the_limit_raises_the_limit_error(codec, monkeypatch):
 
 
 def test_environment_switches_turn_each_native_path_off():
-    code = ("from kbatch.lib import segment as s; "
+    code = ("from kbatch.lib import decoder as s; "
             "print(s.NATIVE_GZIP, s.NATIVE_SNAPPY, s.NATIVE_LZ4, s.NATIVE_ZSTD)")
     env = dict(os.environ, KBATCH_NATIVE_GZIP="0", KBATCH_NATIVE_ZSTD="0")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,

@@ -55,6 +55,11 @@ def spark_digest(rows) -> str:
                   for r in rows)
 
 
+def kb(spark):
+    """format("kbatch") with the headers column (Spark's includeHeaders)."""
+    return spark.read.format("kbatch").option("includeHeaders", "true")
+
+
 def by_partition(df):
     rows = df.orderBy("topic", "partition", "offset").collect()
     out = {}
@@ -86,7 +91,7 @@ def txn_dir(tmp_path_factory):
 
 @needs_corpus
 def test_schema_is_the_kafka_source_schema(spark):
-    df = spark.read.format("kbatch").load(str(DIPENDRA / "invoice-0"))
+    df = kb(spark).load(str(DIPENDRA / "invoice-0"))
     assert df.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
         "timestamp:timestamp,timestampType:int,"
@@ -112,7 +117,7 @@ def test_arrow_batches_match_the_declared_schema_exactly(spark):
 
 @needs_corpus
 def test_corpus_directory_equals_open_log(spark):
-    df = spark.read.format("kbatch").load(str(DIPENDRA))
+    df = kb(spark).load(str(DIPENDRA))
     got = by_partition(df)
     logs = kbatch.open_log_dir(DIPENDRA).partitions
     assert set(got) == {(p.topic, p.partition) for p in logs}
@@ -125,7 +130,7 @@ def test_corpus_directory_equals_open_log(spark):
 
 def test_headers_and_nulls_survive(spark, txn_dir):
     path = txn_dir / "pay.v1-0"
-    rows = by_partition(spark.read.format("kbatch").load(str(path)))[("pay.v1", 0)]
+    rows = by_partition(kb(spark).load(str(path)))[("pay.v1", 0)]
     want = kbatch.open_log(path).read()
     assert spark_digest(rows) == digest(want)
     # a record without headers has headers = null, as in Spark's Kafka source
@@ -134,7 +139,7 @@ def test_headers_and_nulls_survive(spark, txn_dir):
 
 
 def test_read_committed_equals_open_log(spark, txn_dir):
-    df = (spark.read.format("kbatch").option("isolation", "read_committed")
+    df = (kb(spark).option("isolation", "read_committed")
           .load(str(txn_dir)))
     got = by_partition(df)
     for p in kbatch.open_log_dir(txn_dir).partitions:
@@ -151,7 +156,7 @@ def test_read_committed_equals_open_log(spark, txn_dir):
 @pytest.mark.parametrize("lo,hi", [(0, 10), (1000, 31000), (30620, 30621), (99000, 200000)])
 def test_offset_ranges(spark, lo, hi):
     path = DIPENDRA / "invoice-1"
-    df = (spark.read.format("kbatch").option("startingOffset", str(lo))
+    df = (kb(spark).option("startingOffset", str(lo))
           .option("endingOffset", str(hi)).load(str(path)))
     rows = df.orderBy("offset").collect()
     assert spark_digest(rows) == digest(kbatch.open_log(path).read(lo, hi))
@@ -159,11 +164,12 @@ def test_offset_ranges(spark, lo, hi):
 
 @needs_corpus
 def test_per_partition_json_offsets(spark):
-    df = (spark.read.format("kbatch")
-          .option("startingOffset", json.dumps({"invoice": {"0": 100, "3": 90000}}))
-          .option("endingOffset", json.dumps({"invoice": {"0": 200}}))
+    df = (kb(spark).option("assign", '{"invoice": [0, 2, 3]}')
+          .option("startingOffsets", json.dumps({"invoice": {"0": 100, "2": -2, "3": 90000}}))
+          .option("endingOffsets", json.dumps({"invoice": {"0": 200, "2": -1, "3": -1}}))
           .load(str(DIPENDRA)))
     got = by_partition(df)
+    assert set(got) == {("invoice", 0), ("invoice", 2), ("invoice", 3)}
     assert [r["offset"] for r in got[("invoice", 0)]] == list(range(100, 200))
     assert min(r["offset"] for r in got[("invoice", 3)]) == 90000
     assert len(got[("invoice", 2)]) == len(kbatch.open_log(DIPENDRA / "invoice-2").read())
@@ -175,7 +181,7 @@ def test_timestamp_range(spark):
     full = kbatch.open_log(path).read()
     ts = np.sort(full.timestamp)
     t0, t1 = int(ts[len(ts) // 4]), int(ts[len(ts) // 2])
-    df = (spark.read.format("kbatch").option("startingTimestamp", str(t0))
+    df = (kb(spark).option("startingTimestamp", str(t0))
           .option("endingTimestamp", str(t1)).load(str(path)))
     # independent: the earliest offsets whose timestamp reaches t0 and t1
     lo = int(full.offset[np.flatnonzero(full.timestamp >= t0)[0]])
@@ -187,7 +193,7 @@ def test_timestamp_range(spark):
 @needs_corpus
 def test_several_paths(spark, txn_dir):
     paths = [str(DIPENDRA / "invoice-3"), str(txn_dir / "pay.v1-0")]
-    got = by_partition(spark.read.format("kbatch").load(paths))
+    got = by_partition(kb(spark).load(paths))
     assert set(got) == {("invoice", 3), ("pay.v1", 0)}
     assert len(got[("invoice", 3)]) == len(kbatch.open_log(paths[0]).read())
 
@@ -195,7 +201,7 @@ def test_several_paths(spark, txn_dir):
 @needs_corpus
 def test_a_single_segment_file(spark):
     seg = DIPENDRA / "invoice-4" / "00000000000000000000.log"
-    rows = spark.read.format("kbatch").load(str(seg)).orderBy("offset").collect()
+    rows = kb(spark).load(str(seg)).orderBy("offset").collect()
     assert spark_digest(rows) == digest(kbatch.read_segment(seg))
     assert {(r["topic"], r["partition"]) for r in rows} == {("invoice", 4)}
 
@@ -203,7 +209,7 @@ def test_a_single_segment_file(spark):
 @needs_corpus
 def test_small_partitions_split_large_segments(spark):
     path = DIPENDRA / "invoice-0"
-    df = (spark.read.format("kbatch").option("maxPartitionBytes", "100000")
+    df = (kb(spark).option("maxPartitionBytes", "100000")
           .load(str(path)))
     assert df.rdd.getNumPartitions() > 4
     assert spark_digest(df.orderBy("offset").collect()) == digest(kbatch.open_log(path).read())
@@ -249,7 +255,7 @@ def test_use_index_reads_equal_open_log(spark):
     path = DIPENDRA / "invoice-0"
     full = kbatch.open_log(path).read()
     t0 = int(np.sort(full.timestamp)[len(full) // 3])
-    df = (spark.read.format("kbatch").option("useIndex", "true")
+    df = (kb(spark).option("useIndex", "true")
           .option("maxPartitionBytes", "100000").option("startingOffset", "777")
           .option("endingTimestamp", str(t0)).load(str(path)))
     want = kbatch.open_log(path, use_index=True).read(777, end_timestamp=t0)
@@ -264,7 +270,7 @@ def test_filter_pushdown_on_and_off_give_the_same_rows(spark):
 
     from kbatch.spark import register
     path = str(DIPENDRA)
-    query = lambda: (spark.read.format("kbatch").load(path)  # noqa: E731
+    query = lambda: (kb(spark).load(path)  # noqa: E731
                      .where((F.col("offset") >= 500) & (F.col("offset") < 700)
                             & (F.col("partition") == 2) & (F.col("topic") == "invoice"))
                      .orderBy("offset").collect())
@@ -298,7 +304,7 @@ def _corrupt_copy(tmp_path):
 def test_corrupt_segment_names_the_file(spark, tmp_path):
     part, pos = _corrupt_copy(tmp_path)
     with pytest.raises(Exception) as info:
-        spark.read.format("kbatch").load(str(part)).count()
+        kb(spark).load(str(part)).count()
     text = str(info.value)
     assert "00000000000000000000.log" in text and "CRC mismatch" in text
     assert f"at byte {pos + 17}" in text
@@ -307,7 +313,7 @@ def test_corrupt_segment_names_the_file(spark, tmp_path):
 @needs_corpus
 def test_on_corrupt_stop_keeps_the_good_batches(spark, tmp_path):
     part, pos = _corrupt_copy(tmp_path)
-    rows = (spark.read.format("kbatch").option("onCorrupt", "stop").load(str(part))
+    rows = (kb(spark).option("onCorrupt", "stop").load(str(part))
             .orderBy("offset").collect())
     want = kbatch.read_segment(part / "00000000000000000000.log", on_corrupt="stop")
     assert want.end.reason == "corrupt" and want.end.valid_bytes == pos
@@ -317,9 +323,9 @@ def test_on_corrupt_stop_keeps_the_good_batches(spark, tmp_path):
 @needs_corpus
 def test_bad_options_are_refused(spark):
     with pytest.raises(Exception, match="isolation"):
-        spark.read.format("kbatch").option("isolation", "bogus").load(str(DIPENDRA)).count()
+        kb(spark).option("isolation", "bogus").load(str(DIPENDRA)).count()
     with pytest.raises(Exception, match="onCorrupt"):
-        spark.read.format("kbatch").option("onCorrupt", "maybe").load(str(DIPENDRA)).count()
+        kb(spark).option("onCorrupt", "maybe").load(str(DIPENDRA)).count()
 
 
 def test_arrow_type_of_headers_is_list_of_struct():
@@ -375,7 +381,7 @@ def test_on_corrupt_stop_and_skip_equal_open_log_however_split(spark, tmp_path):
     for mode in ("stop", "skip"):
         want = kbatch.open_log(part).read(on_corrupt=mode)
         for max_bytes in ("500", str(128 << 20)):
-            rows = (spark.read.format("kbatch").option("onCorrupt", mode)
+            rows = (kb(spark).option("onCorrupt", mode)
                     .option("maxPartitionBytes", max_bytes).option("minPartitions", "1")
                     .load(str(part)).orderBy("offset").collect())
             assert spark_digest(rows) == digest(want), (mode, max_bytes)
@@ -412,3 +418,81 @@ def test_split_slices_read_without_spark_equal_open_log(spark, tmp_path):
                 values = [v for b in got for v in b.column("value").to_pylist()]
                 assert offsets == want.offset.tolist(), (part.name, mode, max_bytes)
                 assert values == want.value.to_pylist()
+
+
+# --- Spark Kafka source options (kbatch.spark.options), through Spark ----------
+
+def _offsets(rows):
+    out = {}
+    for r in rows:
+        out.setdefault((r["topic"], r["partition"]), []).append(r["offset"])
+    return {k: sorted(v) for k, v in out.items()}
+
+
+@needs_corpus
+def test_kafka_options_choose_partitions_and_offsets(spark):
+    logs = {(p.topic, p.partition): p for p in kbatch.open_log_dir(DIPENDRA).partitions}
+    invoice = sorted(tp for tp in logs if tp[0] == "invoice")
+
+    def want(tp, lo=0, hi=None):
+        return kbatch.open_log(logs[tp].path).read(lo, hi).offset.tolist()
+
+    # assign + Spark's JSON offsets: -2 earliest, -1 latest (the -1 used to give 0 rows)
+    df = (spark.read.format("kbatch").option("assign", '{"invoice": [0, 3]}')
+          .option("startingOffsets", '{"invoice": {"0": 100, "3": -2}}')
+          .option("endingOffsets", '{"invoice": {"0": 200, "3": -1}}').load(str(DIPENDRA)))
+    got = _offsets(df.select("topic", "partition", "offset").collect())
+    assert got == {("invoice", 0): want(("invoice", 0), 100, 200),
+                   ("invoice", 3): want(("invoice", 3))}
+    # subscribe / subscribePattern: whole topic names
+    for opt, value in (("subscribe", "invoice"), ("subscribePattern", "inv.*")):
+        got = (spark.read.format("kbatch").option(opt, value).load(str(DIPENDRA))
+               .groupBy("topic", "partition").count().collect())
+        assert {(r["topic"], r["partition"]): r["count"] for r in got} == \
+            {tp: len(want(tp)) for tp in invoice}
+    assert spark.read.format("kbatch").option("subscribePattern", "inv").load(
+        str(DIPENDRA)).count() == 0
+
+
+def test_kafka_options_headers_columns_and_counts(spark, txn_dir):
+    df = spark.read.format("kbatch").load(str(txn_dir))
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp",
+                          "timestampType"]
+    assert "headers" in spark.read.format("kbatch").option("includeHeaders", "true").load(
+        str(txn_dir)).columns
+    for isolation in ("read_uncommitted", "read_committed"):
+        narrow = (spark.read.format("kbatch").option("columns", "partition")
+                  .option("isolation", isolation).load(str(txn_dir)))
+        assert narrow.columns == ["partition"]
+        got = {r["partition"]: r["count"] for r in narrow.groupBy("partition").count().collect()}
+        assert got == {p.partition: len(p.read(isolation=isolation))
+                       for p in kbatch.open_log_dir(txn_dir).partitions}
+
+
+def test_kafka_options_fail_on_data_loss(spark, tmp_path):
+    part = tmp_path / "gone-0"
+    with LogWriter(part, segment_bytes=3000, batch_records=10) as w:
+        w.append({"value": [b"%d" % i for i in range(300)]})
+    oldest = sorted(part.glob("*.log"))[0]
+    for f in part.glob(oldest.stem + ".*"):
+        f.unlink()
+    first = int(sorted(part.glob("*.log"))[0].stem)
+    query = spark.read.format("kbatch").option("startingOffsets", '{"gone": {"0": 0}}')
+    with pytest.raises(Exception, match="failOnDataLoss=false"):
+        query.load(str(part)).count()
+    rows = query.option("failOnDataLoss", "false").load(str(part)).select("offset").collect()
+    assert sorted(r["offset"] for r in rows) == list(range(first, 300))
+
+
+@needs_corpus
+@pytest.mark.parametrize("name,value,accepted", [
+    ("isolaton", "read_committed", "unknown option"),
+    ("validateCrc", "nope", "expected true or false"),
+    ("startingOffsets", "latest", "cannot start at latest"),
+    ("maxOffsetsPerTrigger", "10", "streaming queries only"),
+])
+def test_bad_kafka_options_fail_with_one_line(spark, name, value, accepted):
+    with pytest.raises(Exception) as info:
+        spark.read.format("kbatch").option(name, value).load(str(DIPENDRA)).count()
+    line = next(x for x in str(info.value).splitlines() if "kbatch: option" in x)
+    assert f"option {name}={value!r} is not accepted" in line and accepted in line

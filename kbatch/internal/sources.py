@@ -28,7 +28,7 @@ class Part:
     records: Records
 
 
-def _named(path: Path) -> tuple[str | None, int | None]:
+def partition_of_dir(path: Path) -> tuple[str | None, int | None]:
     parsed = parse_partition_dir(path.name)
     return parsed if parsed else (None, None)
 
@@ -55,7 +55,7 @@ def iter_parts(source, topic: str, *, snapshots: bool = False, **options) -> Ite
         dirs = [d for data_dir in found.paths for t, _, d in partition_dirs(data_dir)
                 if t == topic]
     for d in dirs:
-        t, p = _named(d)
+        t, p = partition_of_dir(d)
         has_log = any(segment_base(f.name) is not None for f in d.iterdir())
         if has_log:
             yield Part(t, p, None, open_log(d).read(**options))

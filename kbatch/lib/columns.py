@@ -26,7 +26,7 @@ def _pack_validity(valid: np.ndarray) -> np.ndarray:
     return np.packbits(valid, bitorder="little")
 
 
-def _as_indices(indices, length: int) -> np.ndarray:
+def as_indices(indices, length: int) -> np.ndarray:
     idx = np.asarray(indices)
     if idx.dtype == bool:
         if idx.shape != (length,):
@@ -38,7 +38,7 @@ def _as_indices(indices, length: int) -> np.ndarray:
     return np.where(idx < 0, idx + length, idx)
 
 
-def _position(i: int, n: int) -> int:
+def checked_position(i: int, n: int) -> int:
     """``i`` as a position in ``[0, n)`` (negative counts from the end)."""
     i = int(i)
     if i < 0:
@@ -184,7 +184,7 @@ class BinaryColumn:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return self.take(np.arange(*i.indices(len(self)), dtype=np.int64))
-        i = _position(i, len(self))
+        i = checked_position(i, len(self))
         if not self._valid_at(i):
             return None
         raw = self.data[self.offsets[i]:self.offsets[i + 1]].tobytes()
@@ -221,7 +221,7 @@ class BinaryColumn:
 
     def take(self, indices) -> "BinaryColumn":
         """The values at ``indices`` (ints or a boolean mask), in that order."""
-        idx = _as_indices(indices, len(self))
+        idx = as_indices(indices, len(self))
         rng = as_contiguous_range(idx)
         if rng is not None:
             return self._slice(*rng)
@@ -356,7 +356,7 @@ class HeadersColumn:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return self.take(np.arange(*i.indices(len(self)), dtype=np.int64))
-        i = _position(i, len(self))
+        i = checked_position(i, len(self))
         return [(self.keys[j], self.values[j])
                 for j in range(int(self.offsets[i]), int(self.offsets[i + 1]))]
 
@@ -385,7 +385,7 @@ class HeadersColumn:
         return f"HeadersColumn({len(self)} records, {int(self.offsets[-1] - self.offsets[0])} headers)"
 
     def take(self, indices) -> "HeadersColumn":
-        idx = _as_indices(indices, len(self))
+        idx = as_indices(indices, len(self))
         rng = as_contiguous_range(idx)
         if rng is not None:
             start, stop = rng

@@ -57,8 +57,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from kbatch._core import _batch
-from kbatch.errors import ArgumentError, CorruptRecordError, FileChangedError, LimitExceededError
+from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
+from kbatch.lib.decoder import batch_at, header_walk
 from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.lib.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
                           parse_partition_dir, partition_dirs, segment_base)
@@ -99,48 +99,6 @@ MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
 BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
                          ("base_offset", np.int64), ("last_offset", np.int64),
                          ("max_timestamp", np.int64), ("magic", np.int8)])
-
-
-def _batch_at(view, position: int, path=None):
-    """Header row of a whole, CRC-valid batch at ``position``, or None.
-
-    Every byte of the mapping is read under the SIGBUS guard (the compiled
-    decoder, ``read_mapped``); a file truncated meanwhile raises
-    ``CorruptRecordError``."""
-    if position < 0 or position > len(view) - 12:
-        return None
-    # the size field (bytes 8-11, in every format) bounds the read to this batch
-    size = int.from_bytes(_batch.read_mapped(view, position + 8, 4, path), "big", signed=True)
-    if size < 14 or size > len(view) - position - 12:
-        return None
-    dec = _batch.BatchDecoder(view, start=position, stop=position + 12 + size, path=path,
-                              validate_crc=True, headers_only=True, chunk_records=1)
-    try:
-        dec.run()
-        rows = dec.take()["batches"]
-    except LimitExceededError:
-        return None
-    except FileChangedError:
-        raise
-    except CorruptRecordError:
-        return None
-    finally:
-        dec.release()
-    return rows[0] if len(rows) else None
-
-
-def _header_walk(view, path, start: int = 0) -> np.ndarray:
-    """Header rows of the batches from ``start`` on (records are not
-    decoded), ending at the first corrupt header: seeks use it only to find
-    where to start decoding, and the decode then meets the damage and
-    raises, stops or skips as the read's ``on_corrupt`` says."""
-    dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True,
-                              path=path, stop_on_corrupt=True, zeros_from=zeros_from(view))
-    try:
-        dec.run()
-        return dec.take()["batches"]
-    finally:
-        dec.release()
 
 
 def check_segment_end(chunk: Records, path, inner: bool, next_base: int | None,
@@ -231,7 +189,7 @@ class Segment:
         key = (stat.st_size, stat.st_mtime_ns)
         if self._bounds is None or self._bounds[0] != key:
             with open_source(self.path) as (view, path):
-                rows = _header_walk(view, path)
+                rows = header_walk(view, path, zeros_from=zeros_from(view))
             bounds = np.empty(len(rows), BOUNDS_DTYPE)
             for name in BOUNDS_DTYPE.names:
                 bounds[name] = rows["size" if name == "size" else name]
@@ -324,7 +282,7 @@ class PartitionLog:
         if position == 0:
             return 0
         with open_source(seg.path) as (view, path):
-            row = _batch_at(view, position, path)
+            row = batch_at(view, position, path)
         if row is None or int(row["base_offset"]) > offset:
             return None
         return position
@@ -352,7 +310,7 @@ class PartitionLog:
         with open_source(seg.path) as (view, path):
             for k in range(first, min(first + 3, len(idx))):
                 position = int(idx.positions[k])
-                row = _batch_at(view, position, path)
+                row = batch_at(view, position, path)
                 if row is None:
                     return None
                 if int(row["base_offset"]) >= offset:
@@ -414,14 +372,15 @@ class PartitionLog:
         in_order = not (np.any(np.diff(ti.timestamps) < 0) or np.any(np.diff(ti.offsets) < 0))
         if below is not None and in_order:
             entry_ts, entry_offset = below
-            rows = _header_walk(view, path, self._start_position(seg, entry_offset))
+            rows = header_walk(view, path, self._start_position(seg, entry_offset),
+                                   zeros_from=zeros_from(view))
             hit = np.flatnonzero(rows["last_offset"] >= entry_offset)
             if len(hit):
                 row = rows[hit[0]]
                 if (int(row["base_offset"]) <= entry_offset
                         and int(row["max_timestamp"]) == entry_ts):
                     return rows[hit[0]:]
-        return _header_walk(view, path, 0)
+        return header_walk(view, path, 0, zeros_from=zeros_from(view))
 
     def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp,
                       opts: DecodeOptions, timestamp_mode: str = "offsets"):

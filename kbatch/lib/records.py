@@ -19,7 +19,8 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from kbatch.lib.columns import (BinaryColumn, HeadersColumn, _as_indices, _position,
+from kbatch.lib.decoder import empty_chunk
+from kbatch.lib.columns import (BinaryColumn, HeadersColumn, as_indices, checked_position,
                             as_contiguous_range)
 from kbatch.errors import CorruptRecordError
 from kbatch.wire import CONTROL_TYPE_NAMES
@@ -197,7 +198,7 @@ class BatchTable:
         return f"BatchTable({len(self)} batches)"
 
     def take(self, indices) -> "BatchTable":
-        return BatchTable(_take_columns(self._all(), _as_indices(indices, len(self))))
+        return BatchTable(_take_columns(self._all(), as_indices(indices, len(self))))
 
     def with_source(self, source_map: np.ndarray) -> "BatchTable":
         cols = dict(self._all())
@@ -289,7 +290,7 @@ class ControlRecords:
         return f"ControlRecords({len(self)} records)"
 
     def take(self, indices) -> "ControlRecords":
-        idx = _as_indices(indices, len(self))
+        idx = as_indices(indices, len(self))
         arrays = {name: getattr(self, name)[idx] for name in self._ARRAYS}
         return ControlRecords(**arrays, key=self.key.take(idx), value=self.value.take(idx))
 
@@ -316,6 +317,66 @@ class ControlRecords:
         return pa.table(cols)
 
 
+@dataclass(frozen=True)
+class RecordColumn:
+    """One per-record column of ``Records``: the column registry.
+
+    ``name`` is the ``Records`` attribute and the key of the decoder's chunk
+    (``BatchDecoder.take()["data"]``); ``kind`` says what holds it ("fixed":
+    a numpy array, "binary": a ``BinaryColumn``, "headers": a
+    ``HeadersColumn``); ``arrow`` is its Arrow type in ``to_arrow()`` (None:
+    not an Arrow column). Adding a column means: the record loop fills it
+    (``_core/_records.pyx``, ``_core/_columns``), one entry here, and, for
+    Arrow, a type name in ``to_arrow``'s table of Arrow types.
+    """
+
+    name: str
+    kind: str
+    arrow: str | None
+
+    def wrap(self, data: dict):
+        if self.kind == "fixed":
+            return data[self.name]
+        if self.kind == "binary":
+            return BinaryColumn.from_parts(data[self.name])
+        return HeadersColumn(data[self.name],      # the decoder's header_key/_value
+                             BinaryColumn.from_parts(data["header_key"], utf8=True),
+                             BinaryColumn.from_parts(data["header_value"]))
+
+    def take(self, column, idx, pick):
+        return pick(column) if self.kind == "fixed" else column.take(idx)
+
+    def concat(self, columns: list):
+        if self.kind == "fixed":
+            return np.concatenate(columns)
+        cls = BinaryColumn if self.kind == "binary" else HeadersColumn
+        return cls.concat(columns)
+
+    def nbytes(self, column) -> int:
+        if self.kind == "fixed":
+            return column.nbytes
+        if self.kind == "binary":
+            return _binary_nbytes(column)
+        return column.offsets.nbytes + _binary_nbytes(column.keys) + _binary_nbytes(column.values)
+
+
+def _binary_nbytes(col: BinaryColumn) -> int:
+    return (col.offsets.nbytes + col.data.nbytes
+            + (col.validity.nbytes if col.validity is not None else 0))
+
+
+RECORD_COLUMNS = (
+    RecordColumn("offset", "fixed", "int64"),
+    RecordColumn("timestamp", "fixed", "timestamp_ms"),    # -1 (none) becomes null
+    RecordColumn("timestamp_type", "fixed", "int8"),
+    RecordColumn("key", "binary", "binary"),
+    RecordColumn("value", "binary", "binary"),
+    RecordColumn("headers", "headers", "headers"),
+    RecordColumn("batch", "fixed", None),     # row in ``batches``; its fields are columns
+)
+_COLUMN_NAMES = tuple(c.name for c in RECORD_COLUMNS)
+
+
 class Records:
     """Decoded records of a segment, a chunk of one, or a range of a log.
 
@@ -323,22 +384,16 @@ class Records:
     Columns are numpy arrays in Arrow layout; see the module docstring.
     """
 
-    __slots__ = ("offset", "timestamp", "timestamp_type", "key", "value", "headers",
-                 "batch", "batches", "control", "end", "sources", "last_stable_offset",
-                 "skipped", "__weakref__")
+    __slots__ = _COLUMN_NAMES + ("batches", "control", "end", "sources", "last_stable_offset",
+                                 "skipped", "__weakref__")
 
-    def __init__(self, offset, timestamp, timestamp_type, key, value, headers, batch,
-                 batches: BatchTable, control: ControlRecords,
+    def __init__(self, columns: dict, batches: BatchTable, control: ControlRecords,
                  end: SegmentEnd | None = None, sources: Sequence[str | None] = (None,),
                  last_stable_offset: int | None = None,
                  skipped: Sequence[SkippedRange] = ()):
-        self.offset = offset
-        self.timestamp = timestamp
-        self.timestamp_type = timestamp_type
-        self.key = key
-        self.value = value
-        self.headers = headers
-        self.batch = batch
+        """``columns``: one entry per ``RECORD_COLUMNS`` name."""
+        for name in _COLUMN_NAMES:
+            setattr(self, name, columns[name])
         self.batches = batches
         self.control = control
         self.end = end
@@ -346,27 +401,23 @@ class Records:
         self.last_stable_offset = last_stable_offset
         self.skipped = tuple(skipped)
 
+    def columns(self) -> dict:
+        """The per-record columns by name (``RECORD_COLUMNS`` order)."""
+        return {name: getattr(self, name) for name in _COLUMN_NAMES}
+
     @classmethod
     def from_chunk(cls, chunk: dict, end: SegmentEnd | None, path,
                    skipped: Sequence[SkippedRange] = ()) -> "Records":
         """Wrap what ``BatchDecoder.take()`` returned (no copies)."""
         d = chunk["data"]
         batches = BatchTable.from_rows(chunk["batches"])
-        headers = HeadersColumn(d["headers"],
-                                BinaryColumn.from_parts(d["header_key"], utf8=True),
-                                BinaryColumn.from_parts(d["header_value"]))
         control = ControlRecords.from_chunk(chunk["control"], chunk["control_rows"], batches)
-        return cls(d["offset"], d["timestamp"], d["timestamp_type"],
-                   BinaryColumn.from_parts(d["key"]), BinaryColumn.from_parts(d["value"]),
-                   headers, d["batch"], batches, control, end,
+        return cls({c.name: c.wrap(d) for c in RECORD_COLUMNS}, batches, control, end,
                    [None if path is None else str(path)], None, skipped)
 
     @classmethod
     def empty(cls, end: SegmentEnd | None = None, path=None) -> "Records":
-        from kbatch._core._batch import BatchDecoder
-        dec = BatchDecoder(b"")
-        dec.run()
-        return cls.from_chunk(dec.take(), end, path)
+        return cls.from_chunk(empty_chunk(), end, path)
 
     # --- size and access ------------------------------------------------
 
@@ -376,13 +427,7 @@ class Records:
     @property
     def nbytes(self) -> int:
         """Bytes of the record columns (data buffers, offsets, bitmaps)."""
-        def binary(col):
-            return (col.offsets.nbytes + col.data.nbytes
-                    + (col.validity.nbytes if col.validity is not None else 0))
-        return (self.offset.nbytes + self.timestamp.nbytes + self.timestamp_type.nbytes
-                + self.batch.nbytes + binary(self.key) + binary(self.value)
-                + self.headers.offsets.nbytes + binary(self.headers.keys)
-                + binary(self.headers.values))
+        return sum(c.nbytes(getattr(self, c.name)) for c in RECORD_COLUMNS)
 
     @property
     def path(self) -> str | None:
@@ -390,7 +435,7 @@ class Records:
         return self.sources[0] if len(self.sources) == 1 else None
 
     def __getitem__(self, i: int) -> Record:
-        i = _position(i, len(self))
+        i = checked_position(i, len(self))
         return Record(int(self.offset[i]), int(self.timestamp[i]),
                       int(self.timestamp_type[i]), self.key[i], self.value[i],
                       self.headers[i])
@@ -430,12 +475,11 @@ class Records:
     def take(self, indices) -> "Records":
         """The records at ``indices`` (ints or a boolean mask); batch and
         control tables are kept whole, so ``batch`` indices stay valid."""
-        idx = _as_indices(indices, len(self))
+        idx = as_indices(indices, len(self))
         rng = as_contiguous_range(idx)
         pick = (lambda a: a[rng[0]:rng[1]]) if rng is not None else (lambda a: a[idx])
-        return Records(pick(self.offset), pick(self.timestamp), pick(self.timestamp_type),
-                       self.key.take(idx), self.value.take(idx), self.headers.take(idx),
-                       pick(self.batch), self.batches, self.control, self.end, self.sources,
+        columns = {c.name: c.take(getattr(self, c.name), idx, pick) for c in RECORD_COLUMNS}
+        return Records(columns, self.batches, self.control, self.end, self.sources,
                        self.last_stable_offset, self.skipped)
 
     def replace(self, **fields) -> "Records":
@@ -494,13 +538,10 @@ class Records:
             controls.append(p.control.shifted(shift))
             batch_cols.append(p.batch + np.int32(shift))
             shift += len(p.batches)
-        cat = np.concatenate
-        return Records(cat([p.offset for p in parts]), cat([p.timestamp for p in parts]),
-                       cat([p.timestamp_type for p in parts]),
-                       BinaryColumn.concat([p.key for p in parts]),
-                       BinaryColumn.concat([p.value for p in parts]),
-                       HeadersColumn.concat([p.headers for p in parts]),
-                       cat(batch_cols), BatchTable.concat(tables),
+        columns = {c.name: c.concat([getattr(p, c.name) for p in parts])
+                   for c in RECORD_COLUMNS if c.name != "batch"}
+        columns["batch"] = np.concatenate(batch_cols)    # rows of the joined batch table
+        return Records(columns, BatchTable.concat(tables),
                        ControlRecords.concat(controls), parts[-1].end, sources or [None],
                        parts[-1].last_stable_offset,
                        tuple(r for p in parts for r in p.skipped))
@@ -528,13 +569,20 @@ class Records:
         ts_nulls = int(n - has_ts.sum())
         ts_valid = pa.py_buffer(np.packbits(has_ts, bitorder="little")) if ts_nulls else None
         bt = self.batches
-        return pa.table({
-            "offset": prim(self.offset, pa.int64()),
-            "timestamp": prim(self.timestamp, pa.timestamp("ms", tz="UTC"), ts_valid, ts_nulls),
-            "timestamp_type": prim(self.timestamp_type, pa.int8()),
-            "key": self.key.to_arrow(),
-            "value": self.value.to_arrow(),
-            "headers": self.headers.to_arrow(),
+        arrow_types = {"int64": pa.int64(), "int32": pa.int32(), "int16": pa.int16(),
+                       "int8": pa.int8()}
+        cols = {}
+        for c in RECORD_COLUMNS:
+            col = getattr(self, c.name)
+            if c.arrow is None:
+                continue
+            if c.kind != "fixed":
+                cols[c.name] = col.to_arrow()
+            elif c.arrow == "timestamp_ms":
+                cols[c.name] = prim(col, pa.timestamp("ms", tz="UTC"), ts_valid, ts_nulls)
+            else:
+                cols[c.name] = prim(col, arrow_types[c.arrow])
+        return pa.table(cols | {
             "partition_leader_epoch": prim(bt.partition_leader_epoch[self.batch], pa.int32()),
             "producer_id": prim(bt.producer_id[self.batch], pa.int64()),
             "producer_epoch": prim(bt.producer_epoch[self.batch], pa.int16()),

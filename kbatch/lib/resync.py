@@ -32,52 +32,44 @@ from __future__ import annotations
 
 import numpy as np
 
-from kbatch._core import _batch
+from kbatch.lib.decoder import batch_at, chains_to_end, read_mapped  # noqa: F401
 
 WINDOW = 1 << 20
 _HEADER = 17
 
 
-def _check(view, position: int, stop: int, after_offset: int):
+def _check(view, position: int, stop: int, after_offset: int, path=None):
     """The header row of a whole, CRC-valid batch at ``position`` ending by
     ``stop`` whose last offset is above ``after_offset``, or None."""
-    length = int.from_bytes(view[position + 8:position + 12], "big", signed=True)
-    if length < 14 or length > stop - position - 12:
+    row = batch_at(view, position, path, stop=stop)
+    if row is None:
         return None
-    dec = _batch.BatchDecoder(view, start=position, stop=position + 12 + length, validate_crc=True,
-                              headers_only=True, chunk_records=1)
-    try:
-        dec.run()
-        rows = dec.take()["batches"]
-    except ValueError:
-        return None
-    finally:
-        dec.release()
-    if not len(rows):
-        return None
-    row = rows[0]
     if int(row["position"]) != position or int(row["last_offset"]) <= after_offset:
         return None
     return row
 
 
 def next_valid_batch(view, start: int, stop: int | None = None, *, after_offset: int = -1,
-                     max_batch_bytes: int = 1 << 30):
+                     max_batch_bytes: int = 1 << 30, path=None):
     """``(position, header_row)`` of the first valid batch starting at or after
-    ``start`` and ending by ``stop`` (see the module docstring), or None."""
+    ``start`` and ending by ``stop`` (see the module docstring), or None.
+
+    Each window is copied out of the source under the SIGBUS guard
+    (``read_mapped``) before numpy looks at it: a mapped file truncated
+    during the scan raises ``FileChangedError`` instead of killing the
+    process."""
     size = len(view)
     stop = size if stop is None else min(stop, size)
     if start < 0:
         start = 0
-    data = np.frombuffer(view, np.uint8, count=stop) if stop else np.empty(0, np.uint8)
     pos = start
     while stop - pos >= _HEADER:
         hi = min(stop, pos + WINDOW + _HEADER - 1)
-        w = data[pos:hi]
+        w = np.frombuffer(read_mapped(view, pos, hi - pos, path), np.uint8)
         count = len(w) - _HEADER + 1
         # the length field of every position in the window, from 4 byte slices
         # (an unaligned big-endian int32 view at every byte: no copy)
-        length = np.ndarray((count,), ">i4", data, pos + 8, (1,))
+        length = np.ndarray((count,), ">i4", w, 8, (1,))
         magic = w[16:16 + count]
         ok = (magic <= 2) & (length >= 14) & (w[:count] < 0x80)
         idx = np.flatnonzero(ok)
@@ -88,24 +80,8 @@ def next_valid_batch(view, start: int, stop: int | None = None, *, after_offset:
                     & ((magic[idx] != 2) | (lens >= 49)))
             idx = idx[keep]
         for c in idx.tolist():
-            row = _check(view, pos + c, stop, after_offset)
+            row = _check(view, pos + c, stop, after_offset, path)
             if row is not None:
                 return pos + c, row
         pos += count
     return None
-
-
-def chains_to_end(view, position: int, stop: int) -> bool:
-    """True when CRC-valid batches follow one another from ``position``
-    exactly to ``stop`` (a header walk, records not decoded). A batch found
-    inside a torn tail (stored in a record value) rarely ends exactly at the
-    tear; real batches after a damaged length field do."""
-    dec = _batch.BatchDecoder(view, start=position, stop=stop, validate_crc=True,
-                              headers_only=True, stop_on_corrupt=True)
-    try:
-        dec.run()
-        return dec.end_reason is None and dec.valid_end == stop
-    except ValueError:
-        return False
-    finally:
-        dec.release()

@@ -26,7 +26,9 @@ from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimit
                            FileChangedError, LimitExceededError)
 from kbatch.lib.files import data_end, open_regular
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.lib.resync import chains_to_end, next_valid_batch
+from kbatch.lib.decoder import (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY,  # noqa: F401
+                                NATIVE_ZSTD, chains_to_end, decoder)
+from kbatch.lib.resync import next_valid_batch
 from kbatch.lib.txn import TxnState, apply_isolation, check_isolation
 from kbatch.wire import UNBOUNDED
 
@@ -34,13 +36,6 @@ DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
 MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
 ON_CORRUPT = ("raise", "stop", "skip")
-# compressed batches decompressed in the compiled walk, without the GIL (when
-# the codec's library is reachable, see _core/_codecs.pyx); KBATCH_NATIVE_LZ4=0
-# (_GZIP, _SNAPPY, _ZSTD) sends that codec's batches through compression.py
-NATIVE_LZ4 = os.environ.get("KBATCH_NATIVE_LZ4", "1") != "0"
-NATIVE_GZIP = os.environ.get("KBATCH_NATIVE_GZIP", "1") != "0"
-NATIVE_SNAPPY = os.environ.get("KBATCH_NATIVE_SNAPPY", "1") != "0"
-NATIVE_ZSTD = os.environ.get("KBATCH_NATIVE_ZSTD", "1") != "0"
 
 
 def _default_read_limit() -> int:
@@ -231,23 +226,6 @@ def open_source(source, *, populate: bool = False):
     yield view, None
 
 
-def _decoder(view, path, opts: DecodeOptions, start: int, stop: int | None,
-             chunk_records: int, chunk_bytes: int,
-             control_only: bool = False, drop_positions=None) -> _batch.BatchDecoder:
-    return _batch.BatchDecoder(
-        view, start=start, stop=-1 if stop is None else stop, path=path,
-        control_only=control_only, drop_positions=drop_positions,
-        validate_crc=opts.validate_crc, include_control=opts.include_control,
-        strict=opts.strict, stop_on_corrupt=opts.on_corrupt in ("stop", "skip"),
-        chunk_records=chunk_records, chunk_bytes=chunk_bytes,
-        max_batch_bytes=opts.max_batch_bytes,
-        max_records_per_batch=opts.max_records_per_batch,
-        max_headers_per_record=opts.max_headers_per_record,
-        max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
-        zeros_from=zeros_from(view), max_read_bytes=opts.max_read_bytes,
-        native_gzip=NATIVE_GZIP, native_snappy=NATIVE_SNAPPY, native_zstd=NATIVE_ZSTD)
-
-
 def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
     """Decompress the batch the decoder waits on (a guarded copy of its bytes)
     and feed it back; a codec failure becomes the decoder's error."""
@@ -289,8 +267,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     last_offset = -1
     position = start
     while True:
-        dec = _decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
-                       control_only, drop_positions)
+        dec = decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
+                      control_only=control_only, drop_positions=drop_positions,
+                      zeros_from=zeros_from(view))
         if chunk_records >= UNBOUNDED and held:
             dec.set_read_budget(opts.max_read_bytes - held)   # one budget per read
         resume = None
@@ -344,10 +323,10 @@ def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
     if end.reason not in ("corrupt", "truncated"):
         return end, None, None
     found = next_valid_batch(view, end.valid_bytes + 1, dec.stop, after_offset=last_offset,
-                             max_batch_bytes=opts.max_batch_bytes)
+                             max_batch_bytes=opts.max_batch_bytes, path=path)
     error = end.error
     if end.reason == "truncated":
-        if found is None or not chains_to_end(view, found[0], dec.stop):
+        if found is None or not chains_to_end(view, found[0], dec.stop, path):
             return end, None, None    # a torn tail: no run of valid batches follows
         error = CorruptRecordError(
             f"batch length runs past the end of the data, but a valid batch starts at "

@@ -9,10 +9,12 @@
 Schema: exactly Spark's built-in Kafka source, in its order:
 
     key binary, value binary, topic string, partition int, offset long,
-    timestamp timestamp, timestampType int, headers array<struct<key:string,value:binary>>
+    timestamp timestamp, timestampType int
 
-(``headers`` is null for a record without headers, as there.) Topic and
-partition come from the ``<topic>-<partition>`` directory name.
+and with ``includeHeaders=true``, as there, ``headers
+array<struct<key:string,value:binary>>`` (null for a record without
+headers); ``columns`` keeps only the columns named. Topic and partition come
+from the ``<topic>-<partition>`` directory name.
 
 Every segment is a slice of work; a segment larger than ``maxPartitionBytes``
 is split at batch boundaries (from a walk over its batch headers, or with
@@ -21,14 +23,17 @@ packed together (like Spark's file sources) into input partitions of up to
 ``maxPartitionBytes``, at least ``minPartitions`` of them. ``read()`` yields
 ``pyarrow.RecordBatch``es built from kbatch's buffers (no Python rows).
 
-Options (case-insensitive):
+Options (case-insensitive, checked by ``kbatch.spark.options``: an unknown
+name or a bad value fails the query with one line): those of Spark's Kafka
+source with its meaning (``startingOffsets``/``endingOffsets`` with -2/-1,
+the timestamp options, ``assign``/``subscribe``/``subscribePattern``,
+``includeHeaders``, ``failOnDataLoss``, ``minPartitions``; the README has the
+table), and kbatch's own:
 
     isolation            read_uncommitted (default) | read_committed
-    startingOffset       an offset for every partition, or JSON
-                         {"topic": {"0": 42}}; "earliest" is the default
-    endingOffset         exclusive; same forms; "latest" is the default
-    startingTimestamp    ms: start at the earliest offset whose timestamp >= it
-    endingTimestamp      ms: stop before the earliest offset whose timestamp >= it
+                         (alias kafka.isolation.level)
+    columns              the schema's columns to produce; topic/partition only
+                         counts records from the batch headers
     validateCrc          true (default) | false
     maxDecompressedBytes refuse batches that decompress to more (bytes)
     onCorrupt            fail (default) | stop | skip. stop: the driver decodes
@@ -49,12 +54,6 @@ Options (case-insensitive):
     minPartitions        at least this many input partitions when the data
                          allows (default: the driver's core count)
     chunkRecords         records per Arrow batch (default 65536)
-    storage.<key>        for s3://, gs://... paths (any fsspec URL): the
-                         filesystem's storage options (storage.endpoint_url,
-                         storage.key, storage.client_kwargs as JSON, ...)
-    layout               plain (default: copied broker directories) | tiered
-                         (the tiered-storage plugin's bucket layout)
-    privateKey           PEM text or path: encrypted tiered segments
     useIndex             false (default): seeks and splits from a walk over the
                          batch headers, exact whatever the index files hold;
                          true: from the .index/.timeindex entries (checked, as
@@ -68,10 +67,9 @@ filters on ``offset``, ``topic`` and ``partition`` are pushed down as well.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -82,15 +80,19 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from kbatch.lib.log import (LogDir, PartitionLog, Segment, _batch_at, check_segment_end,
+from kbatch.lib.decoder import batch_at
+from kbatch.lib.log import (LogDir, PartitionLog, Segment, check_segment_end,
                         parse_partition_dir)
 from kbatch.lib.paths import PathKind, resolve
 from kbatch.lib.records import Records
 from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transaction_state
-from kbatch.lib.timestamps import to_millis
-from kbatch.lib.txn import TxnState, check_isolation
+from kbatch.lib.txn import TxnState
+from kbatch.spark.arrow import to_record_batch
+from kbatch.spark.options import KafkaOptions, output_columns, parse_options, schema_ddl
+from kbatch.spark.read import header_count_batches
+from kbatch.spark.stream import batch_ranges, file_range
 from kbatch.wire import UNBOUNDED
-from kbatch.spark import remote as _remote   # URL paths (object storage)
+from kbatch.spark import remote as remote_paths   # URL paths (object storage)
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
           "timestamp timestamp, timestampType int, "
@@ -100,26 +102,10 @@ log = logging.getLogger("kbatch.spark")
 
 # --- options ---------------------------------------------------------------
 
-def _bounds(text: str | None, default):
-    """An int for every partition, or {(topic, partition): int} from JSON."""
-    if text is None or text in ("earliest", "latest"):
-        return default
-    text = text.strip()
-    if text.startswith("{"):
-        parsed = json.loads(text)
-        return {(topic, int(p)): int(v) for topic, parts in parsed.items()
-                for p, v in parts.items()}
-    return int(text)
-
-
 @dataclass
 class Options:
     paths: list
     isolation: str = "read_uncommitted"
-    starting_offset: object = 0
-    ending_offset: object = UNBOUNDED
-    starting_timestamp: int | None = None
-    ending_timestamp: int | None = None
     validate_crc: bool = True
     max_decompressed_bytes: int | None = None
     on_corrupt: str = "fail"
@@ -131,43 +117,17 @@ class Options:
     partitions: set | None = None
     offset_lo: int = 0
     offset_hi: int = UNBOUNDED
-    # remote paths (kbatch.spark.remote): storage.* options, layout, privateKey
-    storage: dict = field(default_factory=dict)
-    layout: str = "plain"
-    private_key: str | None = None
+    kafka: KafkaOptions | None = None  # every option, as Spark's Kafka source means it
 
     @classmethod
     def parse(cls, options) -> "Options":
-        opts = {str(k).lower(): v for k, v in dict(options).items()}
-        if "paths" in opts:
-            paths = json.loads(opts["paths"])
-        elif "path" in opts:
-            paths = [opts["path"]]
-        else:
-            raise ValueError("kbatch: give a path: spark.read.format('kbatch').load(path)")
-        on_corrupt = opts.get("oncorrupt", "fail").lower()
-        if on_corrupt not in ("fail", "stop", "skip"):
-            raise ValueError(f"kbatch: onCorrupt must be 'fail', 'stop' or 'skip', "
-                             f"not {on_corrupt!r}")
-        out = cls(
-            paths=[str(p) for p in paths],
-            isolation=check_isolation(opts.get("isolation", "read_uncommitted").lower()),
-            starting_offset=_bounds(opts.get("startingoffset"), 0),
-            ending_offset=_bounds(opts.get("endingoffset"), UNBOUNDED),
-            starting_timestamp=to_millis(opts.get("startingtimestamp"), "startingTimestamp"),
-            ending_timestamp=to_millis(opts.get("endingtimestamp"), "endingTimestamp"),
-            validate_crc=opts.get("validatecrc", "true").lower() != "false",
-            max_decompressed_bytes=(int(opts["maxdecompressedbytes"])
-                                    if "maxdecompressedbytes" in opts else None),
-            on_corrupt=on_corrupt,
-            max_partition_bytes=int(opts.get("maxpartitionbytes", 128 << 20)),
-            min_partitions=int(opts.get("minpartitions", os.cpu_count() or 1)),
-            chunk_records=int(opts.get("chunkrecords", 1 << 16)),
-            use_index=str(opts.get("useindex", "false")).lower() == "true",
-            storage=_remote.storage_options(opts),
-            layout=str(opts.get("layout", "plain")).lower(),
-            private_key=opts.get("privatekey"))
-        return out
+        """Checked by ``kbatch.spark.options`` (an unknown option or a bad
+        value raises ``OptionError``, one line)."""
+        k = parse_options(options)
+        return cls(paths=k.all_paths, isolation=k.isolation, validate_crc=k.validate_crc,
+                   max_decompressed_bytes=k.max_decompressed_bytes, on_corrupt=k.on_corrupt,
+                   max_partition_bytes=k.max_partition_bytes, min_partitions=k.partition_min(),
+                   chunk_records=k.chunk_records, use_index=k.use_index, kafka=k)
 
     def decode_options(self) -> DecodeOptions:
         extra = {}
@@ -181,15 +141,6 @@ class Options:
         """``decode_options()`` as keyword arguments of the log functions."""
         opts = self.decode_options()
         return {name: getattr(opts, name) for name in DecodeOptions.__dataclass_fields__}
-
-    def offset_range(self, topic, partition) -> tuple[int, int]:
-        def pick(bound, default):
-            if isinstance(bound, dict):
-                return bound.get((topic, partition), default)
-            return bound
-        lo = max(pick(self.starting_offset, 0), self.offset_lo)
-        hi = min(pick(self.ending_offset, UNBOUNDED), self.offset_hi)
-        return lo, hi
 
 
 # --- planning ----------------------------------------------------------------
@@ -321,7 +272,7 @@ def _split(seg: Segment, start: int, stop: int | None, max_bytes: int,
     if use_index:
         with open_source(seg.path) as (view, _):
             for pos in np.unique(seg.offset_index.positions).tolist():
-                if target <= pos < end and _batch_at(view, pos) is not None:
+                if target <= pos < end and batch_at(view, pos) is not None:
                     cuts.append(pos)
                     target = pos + max_bytes
     else:
@@ -333,135 +284,117 @@ def _split(seg: Segment, start: int, stop: int | None, max_bytes: int,
     return list(zip(bounds, cuts + [stop]))
 
 
-def plan(options: Options) -> list[SegmentSlice]:
-    """Input partitions for a read (runs on the driver)."""
+def _plan_remote(options: Options) -> list:
+    """Slices of the URL paths (``kbatch.spark.remote``: listings, manifests
+    and offset indexes only). Offsets: a number per partition (or all),
+    earliest/latest, and the timestamp options."""
+    k = options.kafka
+
+    def offset_range(topic, partition):
+        start, end = k.start_spec(topic, partition), k.end_spec(topic, partition)
+        lo = start[1] if start[0] == "offset" and start[1] >= 0 else 0
+        hi = end[1] if end[0] == "offset" and end[1] >= 0 else UNBOUNDED
+        return max(lo, options.offset_lo), min(hi, options.offset_hi)
     slices = []
     for path in options.paths:
-        if _remote.is_url(path):      # object storage: listings and indexes only
-            slices += _remote.plan_remote(
-                path, layout=options.layout, storage=options.storage,
-                private_key=options.private_key, offset_range=options.offset_range,
-                max_bytes=options.max_partition_bytes, isolation=options.isolation,
-                topics=options.topics, partitions=options.partitions,
-                starting_timestamp=options.starting_timestamp,
-                ending_timestamp=options.ending_timestamp)
-            continue
-        for log_, file in _logs(path, options.use_index):
-            if file is not None:
-                topic, part = parse_partition_dir(file.parent.name) or (None, None)
-                if options.on_corrupt != "fail":
-                    with open_source(file) as (view, src):
-                        gaps = Records.concat(list(decode_chunks(
-                            view, src, options.decode_options(), control_only=True))).skipped
-                    if gaps:
-                        log.warning("kbatch: onCorrupt=skip: %s: %d damaged range(s), %d bytes "
-                                    "skipped", file, len(gaps),
-                                    sum(g.stop - g.start for g in gaps))
-                lo, hi = options.offset_range(topic, part)
-                state = None
-                if options.isolation == "read_committed":
-                    with open_source(file) as (view, src):
-                        state = TxnState.build(*transaction_state(view, src,
-                                                                  options.decode_options()))
-                slices.append(SegmentSlice(topic, part, str(file), 0, None, lo, hi, state))
-                continue
-            if options.topics is not None and log_.topic not in options.topics:
-                continue
-            if options.partitions is not None and log_.partition not in options.partitions:
-                continue
-            kwargs = options.option_kwargs()
-            lo, hi = options.offset_range(log_.topic, log_.partition)
-            if options.starting_timestamp is not None:
-                found = log_.offset_for_timestamp(options.starting_timestamp, **kwargs)
-                lo = UNBOUNDED if found is None else max(lo, found)
-            if options.ending_timestamp is not None:
-                found = log_.offset_for_timestamp(options.ending_timestamp, **kwargs)
-                hi = hi if found is None else min(hi, found)
-            if lo >= hi:
-                continue
-            state = drops = None
-            if options.isolation == "read_committed":
-                state = log_.transaction_state(**kwargs)
-                drops = log_.dropped_batches(state, kwargs)
-            index = {seg.path: i for i, seg in enumerate(log_.segments)}
-            plans = log_.plan(lo, hi)
-            stop_at = None
+        if remote_paths.is_url(path):
+            found = remote_paths.plan_remote(
+                path, layout=k.layout, storage=k.storage, private_key=k.private_key,
+                offset_range=offset_range, max_bytes=options.max_partition_bytes,
+                isolation=options.isolation, topics=options.topics,
+                partitions=options.partitions, starting_timestamp=k.starting_timestamp,
+                ending_timestamp=k.ending_timestamp)
+            slices += [s for s in found if k.wants(s.topic, s.partition)]
+    return slices
+
+
+def plan(options: Options) -> list[SegmentSlice]:
+    """Input partitions for a read (runs on the driver)."""
+    slices = _plan_remote(options)
+    k = options.kafka
+    entries = [entry for path in options.paths if not remote_paths.is_url(path)
+               for entry in _logs(path, options.use_index)]
+    found = [(log_.topic, log_.partition) for log_, _ in entries if log_ is not None]
+    chosen = set(k.select(found))
+    ranges = batch_ranges(k, {(log_.topic, log_.partition): log_ for log_, _ in entries
+                              if log_ is not None and (log_.topic, log_.partition) in chosen},
+                          options.option_kwargs())
+    for log_, file in entries:
+        if file is not None:
+            topic, part = parse_partition_dir(file.parent.name) or (None, None)
             if options.on_corrupt != "fail":
-                stop_at, gaps = scan_damage(log_, plans, options.decode_options())
-                _warn_damage(log_, options, stop_at, gaps)
-            for rp in plans:
-                i = index[rp.segment.path]
-                seg_stop = rp.stop
-                if stop_at is not None:
-                    if i > stop_at[0]:
-                        break            # nothing after the first damage
-                    if i == stop_at[0]:
-                        seg_stop = stop_at[1] if rp.stop is None else min(rp.stop, stop_at[1])
-                        if seg_stop <= rp.start:
-                            break
-                inner = seg_stop is None and i + 1 < len(log_.segments)
-                next_base = log_.segments[i + 1].base_offset if inner else None
-                for start, stop in _split(rp.segment, rp.start, seg_stop,
-                                          options.max_partition_bytes, options.use_index):
-                    drop = None
-                    if drops is not None:   # only this slice's batches travel with it
-                        drop = drops[rp.segment.path]
-                        end = np.iinfo(np.int64).max if stop is None else stop
-                        drop = drop[(drop >= start) & (drop < end)]
-                    slices.append(SegmentSlice(log_.topic, log_.partition, str(rp.segment.path),
-                                               start, stop, lo, hi, state, drop,
-                                               inner and stop is None, next_base))
+                with open_source(file) as (view, src):
+                    gaps = Records.concat(list(decode_chunks(
+                        view, src, options.decode_options(), control_only=True))).skipped
+                if gaps:
+                    log.warning("kbatch: onCorrupt=skip: %s: %d damaged range(s), %d bytes "
+                                "skipped", file, len(gaps),
+                                sum(g.stop - g.start for g in gaps))
+            if not k.wants(topic, part):
+                continue
+            lo, hi = file_range(k, topic, part)
+            lo, hi = max(lo, options.offset_lo), min(hi, options.offset_hi)
+            state = None
+            if options.isolation == "read_committed":
+                with open_source(file) as (view, src):
+                    state = TxnState.build(*transaction_state(view, src,
+                                                              options.decode_options()))
+            slices.append(SegmentSlice(topic, part, str(file), 0, None, lo, hi, state))
+            continue
+        if options.topics is not None and log_.topic not in options.topics:
+            continue
+        if options.partitions is not None and log_.partition not in options.partitions:
+            continue
+        kwargs = options.option_kwargs()
+        if (log_.topic, log_.partition) not in ranges:
+            continue
+        lo, hi = ranges[(log_.topic, log_.partition)]
+        lo, hi = max(lo, options.offset_lo), min(hi, options.offset_hi)
+        if lo >= hi:
+            continue
+        state = drops = None
+        if options.isolation == "read_committed":
+            state = log_.transaction_state(**kwargs)
+            drops = log_.dropped_batches(state, kwargs)
+        index = {seg.path: i for i, seg in enumerate(log_.segments)}
+        plans = log_.plan(lo, hi)
+        stop_at = None
+        if options.on_corrupt != "fail":
+            stop_at, gaps = scan_damage(log_, plans, options.decode_options())
+            _warn_damage(log_, options, stop_at, gaps)
+        for rp in plans:
+            i = index[rp.segment.path]
+            seg_stop = rp.stop
+            if stop_at is not None:
+                if i > stop_at[0]:
+                    break            # nothing after the first damage
+                if i == stop_at[0]:
+                    seg_stop = stop_at[1] if rp.stop is None else min(rp.stop, stop_at[1])
+                    if seg_stop <= rp.start:
+                        break
+            inner = seg_stop is None and i + 1 < len(log_.segments)
+            next_base = log_.segments[i + 1].base_offset if inner else None
+            for start, stop in _split(rp.segment, rp.start, seg_stop,
+                                      options.max_partition_bytes, options.use_index):
+                drop = None
+                if drops is not None:   # only this slice's batches travel with it
+                    drop = drops[rp.segment.path]
+                    end = np.iinfo(np.int64).max if stop is None else stop
+                    drop = drop[(drop >= start) & (drop < end)]
+                slices.append(SegmentSlice(log_.topic, log_.partition, str(rp.segment.path),
+                                           start, stop, lo, hi, state, drop,
+                                           inner and stop is None, next_base))
     return slices
 
 
 # --- reading -----------------------------------------------------------------
 
-def to_record_batch(records: Records, topic: str | None, partition: int | None,
-                    schema: pa.Schema) -> pa.RecordBatch:
-    """One Arrow batch in the Kafka source's schema; key/value buffers shared."""
-    n = len(records)
-    key = records.key.to_arrow()
-    value = records.value.to_arrow()
-    if topic is None:
-        topic_arr = pa.nulls(n, pa.string())
-    else:
-        raw = topic.encode()
-        topic_arr = pa.Array.from_buffers(
-            pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * len(raw)),
-                             pa.py_buffer(raw * n)])
-    part_arr = (pa.nulls(n, pa.int32()) if partition is None
-                else pa.array(np.full(n, partition, np.int32)))
-    ts = records.timestamp
-    has_ts = ts != -1
-    micros = np.where(has_ts, ts, 0) * 1000
-    ts_arr = pa.Array.from_buffers(
-        schema.field("timestamp").type, n,
-        [None if has_ts.all() else pa.py_buffer(np.packbits(has_ts, bitorder="little")),
-         pa.py_buffer(micros)], null_count=int(n - has_ts.sum()))
-    headers = records.headers
-    list_type = schema.field("headers").type
-    struct_type = list_type.value_type
-    lo, hi = int(headers.offsets[0]), int(headers.offsets[-1])
-    keys, values = headers.keys, headers.values
-    if lo != 0 or hi != len(keys):
-        entries = np.arange(lo, hi, dtype=np.int64)
-        keys, values = keys.take(entries), values.take(entries)
-    entries_arr = pa.StructArray.from_arrays([keys.to_arrow(), values.to_arrow()],
-                                             fields=list(struct_type))
-    counts = headers.counts()
-    has_headers = counts > 0
-    headers_arr = pa.Array.from_buffers(
-        list_type, n,
-        [None if has_headers.all() else pa.py_buffer(np.packbits(has_headers, bitorder="little")),
-         pa.py_buffer((headers.offsets - headers.offsets[0]).astype(np.int32))],
-        null_count=int(n - has_headers.sum()), children=[entries_arr])
-    return pa.RecordBatch.from_arrays(
-        [key, value, topic_arr, part_arr, pa.array(records.offset), ts_arr,
-         pa.array(records.timestamp_type.astype(np.int32)), headers_arr], schema=schema)
-
-
 def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
     """Arrow batches of one input partition (runs on an executor)."""
+    counted = header_count_batches(piece, options.kafka, schema)
+    if counted is not None:     # columns topic/partition only: records not decoded
+        yield from counted
+        return
     opts = options.decode_options()
     with open_source(piece.path) as (view, path):
         for chunk in decode_chunks(view, path, opts, start=piece.start, stop=piece.stop,
@@ -487,7 +420,7 @@ def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
 def read_remote(piece, options: Options, schema: pa.Schema):
     """Arrow batches of one remote slice (runs on an executor): only the
     slice's own byte ranges are read (``kbatch.spark.remote``)."""
-    for chunk in _remote.read_remote_slice(piece, options.decode_options(),
+    for chunk in remote_paths.read_remote_slice(piece, options.decode_options(),
                                            options.chunk_records):
         yield to_record_batch(chunk, piece.topic, piece.partition, schema)
 
@@ -508,7 +441,7 @@ class KbatchReader(DataSourceReader):
             return iter(())
         return (batch for piece in partition.slices
                 for batch in (read_remote(piece, self.options, self.arrow_schema)
-                              if isinstance(piece, _remote.RemoteSlice)
+                              if isinstance(piece, remote_paths.RemoteSlice)
                               else read_slice(piece, self.options, self.arrow_schema)))
 
 
@@ -559,11 +492,15 @@ class KbatchDataSource(DataSource):
         return "kbatch"
 
     def schema(self) -> str:
-        return SCHEMA
+        return schema_ddl(output_columns(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = KbatchPushdownReader if self.pushdown else KbatchReader
         return cls(self.options, schema)
+
+    def streamReader(self, schema: StructType):
+        from kbatch.spark.stream import KbatchStreamReader
+        return KbatchStreamReader(self.options, schema)
 
 
 WORKER_FIX = (

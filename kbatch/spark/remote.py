@@ -26,7 +26,7 @@ import numpy as np
 from kbatch.errors import KbatchError
 from kbatch.lib.remote import tiered
 from kbatch.lib.remote.fs import RangeSource, is_url, resolve
-from kbatch.lib.remote.log import RemoteLog, RemoteLogDir, _entries
+from kbatch.lib.remote.log import RemoteLog, RemoteLogDir, live_entries
 from kbatch.lib.remote.scan import scan
 
 _END = (1 << 63) - 1
@@ -129,7 +129,7 @@ def _cuts(seg, size: int, lo: int, hi: int, max_bytes: int) -> list[int]:
     """Byte positions splitting the segment's range for ``[lo, hi)`` at
     offset-index entries (batch starts), about ``max_bytes`` apart."""
     raw = seg.read_offset_index()
-    entries = _entries(raw)
+    entries = live_entries(raw)
     if not len(entries):
         return [0, size]
     rel = entries["relative_offset"].astype(np.int64) + seg.base_offset

@@ -111,11 +111,11 @@ def _dump_checkpoint(path: Path, args) -> None:
 def _dump_records(path: Path, args) -> None:
     from kbatch.internal.decode import jsonable
     from kbatch.internal.registry import FAMILIES, family_of_topic
-    from kbatch.internal.sources import _named
+    from kbatch.internal.sources import partition_of_dir
     from kbatch.internal.tables import iter_decoded
     family = args.decode
     if family not in FAMILIES:
-        family = family_of_topic(_named(path if path.is_dir() else path.parent)[0])
+        family = family_of_topic(partition_of_dir(path if path.is_dir() else path.parent)[0])
     if family is None:
         raise KbatchError(f"{path}: not an internal topic; say which with --decode")
     if args.format != "json":

@@ -130,7 +130,7 @@ def _check_counts(spark, log_dir: str, per) -> bool:
     from kbatch.tools.stats import segment_stats
 
     spark_committed = {(r["topic"], r["partition"]): r["records"] for r in per}
-    uncommitted = (spark.read.format("kbatch").load(log_dir)
+    uncommitted = (spark.read.format("kbatch").option("columns", "topic,partition").load(log_dir)
                    .groupBy("topic", "partition").count().collect())
     spark_all = {(r["topic"], r["partition"]): r["count"] for r in uncommitted}
     ok = True
@@ -192,7 +192,8 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
     with stages.stage(f"read {log_dir} read_committed, write Parquet by topic"):
         if Path(parquet_dir).exists():
             shutil.rmtree(parquet_dir)
-        (spark.read.format("kbatch").option("isolation", "read_committed").load(log_dir)
+        (spark.read.format("kbatch").option("isolation", "read_committed")
+         .option("includeHeaders", "true").load(log_dir)
          .write.partitionBy("topic").parquet(parquet_dir))
     with stages.stage("summarize per topic/partition"):
         per, top = _summary(spark, parquet_dir)
@@ -213,3 +214,8 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
     print("Stages: " + ", ".join(f"{name} {took:.1f} s" for name, took in stages.times))
     print("Counts agree with kbatch." if ok else "COUNTS DISAGREE (see above).")
     return 0 if ok else 1
+
+
+# public names for the other pipelines (kbatch.tools.remote_run)
+summarize = _summary
+print_table = _print_table

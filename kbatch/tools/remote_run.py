@@ -75,7 +75,7 @@ def upload(log_dir: str, options: dict) -> tuple[int, int]:
 def run_s3(log_dir: str, out_dir: str, cores: str = "*") -> int:
     from kbatch.lib.log import open_log
     from kbatch.spark import local_session
-    from kbatch.tools.pipeline import Stages, _print_table, _summary, summary_rows
+    from kbatch.tools.pipeline import Stages, print_table, summarize, summary_rows
 
     stages = Stages()
     with stages.stage("start a local S3 server (moto) and upload the partitions"):
@@ -96,9 +96,9 @@ def run_s3(log_dir: str, out_dir: str, cores: str = "*") -> int:
                 shutil.rmtree(parquet_dir)
             reader.load(url).write.partitionBy("topic").parquet(parquet_dir)
         with stages.stage("summarize per topic/partition"):
-            per, top = _summary(spark, parquet_dir)
+            per, top = summarize(spark, parquet_dir)
         print()
-        _print_table(per, top)
+        print_table(per, top)
         print()
         ok = True
         with stages.stage("check counts and offset ranges against kbatch's local read"):

@@ -123,6 +123,7 @@ def _load(instrument: bool = False, reference: bool = False,
         import kbatch
         import kbatch.lib.compression
         import kbatch.lib.control
+        import kbatch.lib.decoder
         import kbatch.lib.index
         import kbatch.lib.log
         import kbatch.lib.records
@@ -141,6 +142,7 @@ def _load(instrument: bool = False, reference: bool = False,
     m.control = kbatch.lib.control
     m.index = kbatch.lib.index
     m.log = kbatch.lib.log
+    m.decoder = kbatch.lib.decoder
     m.segment_mod = kbatch.lib.segment
     m.Records = kbatch.lib.records.Records
     m.SegmentEnd = kbatch.lib.records.SegmentEnd
@@ -624,7 +626,7 @@ class _IndexLog:
         with K.segment_mod.open_source(seg) as (view, _):
             self.inner_batches = {p for p in range(len(seg) - 61)
                                   if p not in boundaries and seg[p + 16] == 2
-                                  and K.log._batch_at(view, p) is not None}
+                                  and K.decoder.batch_at(view, p) is not None}
         import atexit
         atexit.register(shutil.rmtree, self.dir.parent, True)
 
@@ -1069,16 +1071,7 @@ def _generated_legacy() -> list[bytes]:
 
 def _control_values() -> list[tuple[int, bytes]]:
     """One value of every known control type, laid out as kbatch/control.py says."""
-    def uv(n):
-        out = bytearray()
-        while True:
-            b = n & 0x7F
-            n >>= 7
-            if n:
-                out.append(b | 0x80)
-            else:
-                out.append(b)
-                return bytes(out)
+    from tests.kafka_ref import uvarint as uv
 
     def cstr(s):
         return uv(len(s) + 1) + s

@@ -63,7 +63,7 @@ class RemoteSegment:
         return self._source
 
 
-def _entries(raw: bytes) -> np.ndarray:
+def live_entries(raw: bytes) -> np.ndarray:
     """The live entries of an offset index (up to the first all-zero one
     after the first: preallocated space)."""
     n = len(raw) // OFFSET_ENTRY.itemsize
@@ -82,7 +82,7 @@ def seek_position(raw_index: bytes, base_offset: int, target: int, size: int,
     at or past ``end - 1``; the object's size when none). None when the
     index has no usable entry (entries out of order or outside the object:
     read from the start)."""
-    entries = _entries(raw_index)
+    entries = live_entries(raw_index)
     if not len(entries):
         return None
     rel = entries["relative_offset"].astype(np.int64)

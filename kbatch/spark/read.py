@@ -1,0 +1,125 @@
+"""Reading one planned slice of a segment into Arrow batches (executors), for
+the batch and the streaming reader of ``format("kbatch")``.
+
+A slice names a segment, the bytes ``[start, stop)`` to decode, the offsets
+``[lo, hi)`` to keep, and for read_committed the partition's transaction
+state and the positions of the batches to leave out.
+
+When the query's columns are only ``topic`` and/or ``partition`` (a
+``count()``, a ``groupBy("partition").count()`` with ``columns``), records
+are not decoded: one walk over the batch headers (CRCs checked unless
+``validateCrc=false``) gives each batch's record count; only the batches
+that straddle ``lo`` or ``hi`` are decoded, to count exactly the records in
+range. Such a count trusts a CRC-valid header's record count (a batch whose
+records are malformed behind a valid CRC is not detected; a full read
+raises). Magic 0/1 data and ``onCorrupt`` other than ``fail`` take the
+decoding path.
+
+Keeps in memory one chunk of records (the header path: one row per batch).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from kbatch.lib.decoder import header_rows
+from kbatch.lib.records import BatchTable, Records
+from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source
+from kbatch.spark.arrow import to_record_batch, topic_array
+from kbatch.spark.options import KafkaOptions
+
+log = logging.getLogger("kbatch.spark")
+HEADER_COLUMNS = frozenset({"topic", "partition"})
+
+
+def decode_options(o: KafkaOptions) -> DecodeOptions:
+    extra = {}
+    if o.max_decompressed_bytes is not None:
+        extra["max_decompressed_bytes"] = o.max_decompressed_bytes
+    on_corrupt = {"fail": "raise", "stop": "stop", "skip": "skip"}[o.on_corrupt]
+    return DecodeOptions(validate_crc=o.validate_crc, on_corrupt=on_corrupt, **extra)
+
+
+def read_slice(piece, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (``schema``'s columns) of one slice. Raises
+    FileNotFoundError when the segment is gone."""
+    counted = header_count_batches(piece, o, schema)
+    if counted is not None:
+        yield from counted
+        return
+    with open_source(piece.path) as (view, path):
+        yield from _decoded(view, path, piece, o, schema)
+
+
+def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
+    """The slice's batches from its batch headers when ``schema`` holds only
+    topic/partition (and ``onCorrupt=fail``), else None: decode instead."""
+    if not set(schema.names) <= HEADER_COLUMNS or o.on_corrupt != "fail":
+        return None
+    with open_source(piece.path) as (view, path):
+        counted = _count_from_headers(view, path, piece, o)
+    if counted is None:
+        return None
+    return _constant_batches(counted, piece, schema, o.chunk_records)
+
+
+def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema):
+    for chunk in decode_chunks(view, path, decode_options(o), start=piece.start,
+                               stop=piece.stop, chunk_records=o.chunk_records,
+                               chunk_bytes=64 << 20, drop_positions=piece.drop_positions):
+        if chunk.end is not None and chunk.end.reason == "corrupt":
+            log.warning("kbatch: stopped reading %s at byte %d (the last good batch ends "
+                        "there): %s", path, chunk.end.valid_bytes, chunk.end.error)
+        chunk = chunk.select_offsets(piece.lo, piece.hi)
+        if piece.txn_state is not None:
+            chunk = piece.txn_state.filter(chunk)
+        if len(chunk):
+            yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+
+
+def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
+    """Records of the slice in ``[lo, hi)`` (read_committed applied) from the
+    batch headers, decoding only the batches that straddle the bounds; None
+    when the slice holds magic 0/1 data."""
+    rows = header_rows(view, path, piece.start, piece.stop, validate_crc=o.validate_crc)
+    if len(rows) and (rows["magic"] < 2).any():
+        return None
+    keep = ~rows["is_control"].astype(bool)
+    if piece.txn_state is not None:
+        # read_committed: aborted and open transactions, everything at or after the LSO
+        keep &= ~piece.txn_state.dropped(BatchTable.from_rows(rows))
+    base, last = rows["base_offset"], rows["last_offset"]
+    keep &= (last >= piece.lo) & (base < piece.hi)
+    inside = keep & (base >= piece.lo) & (last < piece.hi)
+    total = int(rows["records_count"][inside].sum())
+    opts = decode_options(o)
+    for i in np.flatnonzero(keep & ~inside).tolist():      # straddling batches
+        pos, size = int(rows["position"][i]), int(rows["size"][i])
+        records = Records.concat(list(decode_chunks(view, path, opts, start=pos,
+                                                    stop=pos + size)))
+        records = records.select_offsets(piece.lo, piece.hi)
+        if piece.txn_state is not None:
+            records = piece.txn_state.filter(records)
+        total += len(records)
+    return total
+
+
+def _constant_batches(n: int, piece, schema: pa.Schema, chunk: int):
+    chunk = max(chunk, 1 << 20)
+    for start in range(0, n, chunk):
+        rows = min(chunk, n - start)
+        arrays = []
+        for f in schema:
+            if f.name == "topic":
+                arrays.append(topic_array(piece.topic, rows))
+            else:
+                arrays.append(pa.nulls(rows, pa.int32()) if piece.partition is None else
+                              pa.array(np.full(rows, piece.partition, np.int32)))
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+__all__ = ["decode_options", "header_count_batches", "read_slice"]

@@ -1,0 +1,396 @@
+"""``spark.readStream.format("kbatch")``: a streaming source over partition
+directories that grow (the active segment appended to, segments rolled, old
+ones deleted by retention), with the meaning of Spark's Kafka source.
+
+Offsets are Kafka offsets, the next one to read per topic-partition, as
+JSON ``{"topic": {"0": 42}}`` (Spark checkpoints them). Each call of
+``latestOffset`` lists the directories again: a partition's available end is
+its log end offset (the last whole batch on disk), or for read_committed its
+last stable offset, so an open transaction holds the stream back as it
+holds back a Kafka consumer. New partitions start at their earliest offset.
+
+Read limits: ``maxOffsetsPerTrigger`` (at most that many offsets per
+micro-batch, split across partitions in proportion to their backlog; never
+more in total), ``minOffsetsPerTrigger`` with ``maxTriggerDelay`` (wait for
+that many new offsets, at most that long), ``Trigger.AvailableNow`` (what
+exists when the query starts, in micro-batches that honour the limits).
+
+Data loss (``failOnDataLoss``): a start offset below the earliest offset on
+disk (retention deleted unread data), a partition that vanished, a log that
+now ends before the offset already read, a segment deleted between planning
+and reading. With true the query fails with ``DataLossError``; with false
+the missing offsets are skipped and a warning is logged (driver or
+executor log).
+
+The planner keeps in memory one row per batch header of the partitions it
+plans (read_committed: of whole partitions, to resolve transactions); a
+task keeps one chunk of records.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
+                                              ReadMinRows, SupportsTriggerAvailableNow)
+
+from kbatch.lib.log import PartitionLog
+from kbatch.lib.paths import PathKind, partition_dirs, resolve
+from kbatch.spark.read import read_slice
+from kbatch.spark.options import KafkaOptions, OffsetSpec, OptionError, parse_options
+from kbatch.wire import UNBOUNDED
+
+log = logging.getLogger("kbatch.spark")
+TP = tuple  # (topic, partition)
+WHOLE = UNBOUNDED                     # an end offset no log reaches
+
+
+def discover(o: KafkaOptions) -> dict[TP, Path]:
+    """The partition directories under the query's paths that it reads."""
+    found: dict[TP, Path] = {}
+    for path in o.all_paths:
+        where = resolve(path)
+        if where.kind is PathKind.SEGMENT:
+            raise OptionError("path", str(path), "a streaming query reads partition or data "
+                              "directories, not a single segment file")
+        if where.kind is PathKind.PARTITION:
+            if where.topic is None:
+                raise OptionError("path", str(path), "a streaming query needs partition "
+                                  "directories named <topic>-<partition>")
+            found[(where.topic, where.partition)] = where.path
+            continue
+        for d in where.paths:
+            for topic, part, child in partition_dirs(d):
+                found[(topic, part)] = child
+    chosen = o.select(sorted(found))
+    return {tp: found[tp] for tp in chosen}
+
+
+def log_range(plog: PartitionLog) -> tuple[int, int] | None:
+    """``(earliest, log end offset)`` from the segment names and a walk over
+    the last segment's batch headers (a batch still being written ends the
+    walk); None for a partition without segments."""
+    if not plog.segments:
+        return None
+    earliest = plog.segments[0].base_offset
+    last = plog.segments[-1]
+    bounds = last.batch_bounds()
+    end = int(bounds["last_offset"].max()) + 1 if len(bounds) else last.base_offset
+    return earliest, max(end, last.base_offset)
+
+
+def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
+                 log_options: dict | None = None) -> dict[TP, tuple[int, int]]:
+    """The offsets ``[start, end)`` a batch query reads of each chosen
+    partition (``logs``: after assign/subscribe/subscribePattern), with
+    Spark's meaning of the starting and ending options; partitions without
+    segments and empty ranges are left out. Raises ``OptionError`` when a
+    JSON option does not name exactly these partitions or a start lies after
+    its end, ``DataLossError`` for a start below the earliest offset on disk
+    (failOnDataLoss=true). ``log_options``: decode options of the timestamp
+    searches."""
+    o.check_cover(sorted(tp for tp in logs if tp[0] is not None))
+    out = {}
+    for tp, plog in logs.items():
+        bounds = log_range(plog)
+        if bounds is None:
+            continue
+        earliest, latest = bounds
+        search = functools.partial(plog.offset_for_timestamp, **(log_options or {}))
+        lo = o.resolve_start(tp[0], tp[1], earliest, latest, search)
+        # "latest" reads to whatever end the segments have (no bound from a walk)
+        hi = o.resolve_end(tp[0], tp[1], earliest, WHOLE, search)
+        start, end = o.start_spec(*tp), o.end_spec(*tp)
+        if start[0] == end[0] == "offset" and start[1] > end[1]:
+            raise OptionError("startingOffsets", str(start[1]), f"{tp[0]}-{tp[1]} would start "
+                              f"after its ending offset {end[1]}")
+        if lo < hi:
+            out[tp] = (lo, hi)
+    return out
+
+
+def file_range(o: KafkaOptions, topic: str | None, partition: int | None) -> tuple[int, int]:
+    """Offsets ``[start, end)`` of a batch read of one segment file (no
+    partition log: earliest/latest are the file's own ends, timestamps
+    cannot be searched)."""
+    for name in ("startingTimestamp", "startingOffsetsByTimestamp", "endingTimestamp",
+                 "endingOffsetsByTimestamp"):
+        if name in o.given:
+            raise OptionError(name, "...", "a single segment file has no partition log to "
+                              "search by time; load its partition directory")
+    if topic is not None:
+        o.check_cover([(topic, partition)])
+    elif any(isinstance(s, OffsetSpec) and s.kind == "json"
+             for s in (o.starting_offsets, o.ending_offsets)):
+        raise OptionError("startingOffsets", "...", "JSON offsets name topic-partitions, and "
+                          "this segment file is not inside a <topic>-<partition> directory")
+    start, end = o.start_spec(topic, partition), o.end_spec(topic, partition)
+    return (start[1] if start[0] == "offset" else 0,
+            end[1] if end[0] == "offset" else WHOLE)
+
+
+class Snapshot:
+    """The partitions of the query at one moment: their logs, earliest
+    offsets and available ends (LSO for read_committed)."""
+
+    def __init__(self, o: KafkaOptions, attempts: int = 5):
+        for attempt in range(attempts):
+            try:
+                self._take(o)
+                return
+            except FileNotFoundError:   # a segment deleted while we looked: look again
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(0.05)
+
+    def _take(self, o: KafkaOptions) -> None:
+        self.logs: dict[TP, PartitionLog] = {}
+        self.earliest: dict[TP, int] = {}
+        self.end: dict[TP, int] = {}
+        for tp, path in discover(o).items():
+            plog = PartitionLog(path, use_index=o.use_index)
+            bounds = log_range(plog)
+            if bounds is None:
+                continue
+            earliest, end = bounds
+            if o.isolation == "read_committed":
+                state = plog.transaction_state(validate_crc=o.validate_crc)
+                end = min(end, state.last_stable_offset)
+            self.logs[tp], self.earliest[tp], self.end[tp] = plog, earliest, max(end, earliest)
+
+
+def to_json(offsets: dict[TP, int]) -> dict:
+    out: dict = {}
+    for (topic, part), n in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(part)] = int(n)
+    return out
+
+
+def from_json(offsets: dict) -> dict[TP, int]:
+    if isinstance(offsets, str):
+        offsets = json.loads(offsets)
+    return {(topic, int(p)): int(n) for topic, parts in offsets.items() for p, n in parts.items()}
+
+
+def rate_limit(start: dict[TP, int], end: dict[TP, int], limit: int) -> dict[TP, int]:
+    """Ends that move at most ``limit`` offsets in total past ``start``,
+    shared in proportion to each partition's backlog (largest remainders
+    get the leftover offsets, so the total is exactly ``min(limit, backlog)``)."""
+    lag = {tp: max(end[tp] - start.get(tp, end[tp]), 0) for tp in end}
+    total = sum(lag.values())
+    if total <= limit:
+        return dict(end)
+    share = {tp: limit * n / total for tp, n in lag.items()}
+    take = {tp: int(s) for tp, s in share.items()}
+    left = limit - sum(take.values())
+    for tp in sorted(share, key=lambda t: (take[t] - share[t], t))[:left]:
+        take[tp] += 1
+    return {tp: (start[tp] + take[tp] if tp in start else end[tp]) for tp in end}
+
+
+class StreamSlice(InputPartition):
+    """Bytes ``[start, stop)`` of one segment, records with offsets ``[lo, hi)``
+    (read_committed: the partition's transaction state and the positions of
+    the batches it leaves out)."""
+
+    def __init__(self, topic, partition, path, start, stop, lo, hi, txn_state=None,
+                 drop_positions=None):
+        super().__init__(None)
+        self.topic, self.partition, self.path = topic, partition, path
+        self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
+        self.txn_state, self.drop_positions = txn_state, drop_positions
+
+    def __repr__(self) -> str:
+        return (f"StreamSlice({self.topic}-{self.partition} {Path(self.path).name} "
+                f"[{self.start}, {self.stop}) offsets [{self.lo}, {self.hi}))")
+
+
+class StreamPack(InputPartition):
+    def __init__(self, slices: list[StreamSlice]):
+        super().__init__(None)
+        self.slices = slices
+
+
+def _split_positions(seg, start: int, stop, max_bytes: int):
+    """``[start, stop)`` of a segment cut at batch boundaries about every
+    ``max_bytes``."""
+    end = seg.size if stop is None else stop
+    if end - start <= max_bytes:
+        return [(start, stop)]
+    cuts, target = [], start + max_bytes
+    for pos in seg.batch_bounds()["position"].tolist():
+        if target <= pos < end:
+            cuts.append(pos)
+            target = pos + max_bytes
+    bounds = [start] + cuts
+    return list(zip(bounds, cuts + [stop]))
+
+
+class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """The stream reader Spark calls on the driver (offsets, planning) and
+    on executors (``read``)."""
+
+    def __init__(self, options, schema):
+        self.options = parse_options(options, streaming=True)
+        self.arrow_schema = (schema if isinstance(schema, pa.Schema)
+                             else to_arrow_schema(schema, timezone="UTC"))
+        self._target: dict[TP, int] | None = None
+        self._last_trigger = time.monotonic()
+
+    # --- offsets (driver) ------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        o = self.options
+        snap = Snapshot(o)
+        o.check_cover(sorted(snap.logs))
+        start = {}
+        for tp, plog in snap.logs.items():
+            start[tp] = o.resolve_start(tp[0], tp[1], snap.earliest[tp], snap.end[tp],
+                                        plog.offset_for_timestamp)
+        return to_json(start)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = dict(Snapshot(self.options).end)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        o = self.options
+        if o.max_offsets_per_trigger is not None:
+            return ReadMaxRows(o.max_offsets_per_trigger)
+        if o.min_offsets_per_trigger is not None:
+            return ReadMinRows(o.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit | None = None) -> dict:
+        o = self.options
+        snap = Snapshot(o)
+        begin = from_json(start)
+        end = dict(snap.end)             # a vanished partition drops out: partitions() reports it
+        if self._target is not None:     # Trigger.AvailableNow: nothing added later
+            end = {tp: min(n, self._target[tp]) for tp, n in end.items() if tp in self._target}
+        # the backlog of a new partition counts from its earliest offset
+        base = {tp: begin.get(tp, snap.earliest.get(tp, end[tp])) for tp in end}
+        if limit is None or isinstance(limit, ReadAllAvailable):
+            return to_json(end)
+        max_n = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
+        min_n = limit.min_rows if isinstance(limit, ReadMinRows) else o.min_offsets_per_trigger
+        if min_n is not None and self._target is None:
+            backlog = sum(max(end[tp] - base[tp], 0) for tp in end)
+            waited = (time.monotonic() - self._last_trigger) * 1000
+            if backlog < min_n and waited < o.max_trigger_delay_ms:
+                return start
+        self._last_trigger = time.monotonic()
+        if max_n is not None:
+            end = rate_limit(base, end, max_n)
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return to_json(Snapshot(self.options).end)
+
+    # --- planning (driver) -----------------------------------------------
+
+    def partitions(self, start: dict, end: dict):
+        for attempt in range(3):
+            try:
+                return self._plan(from_json(start), from_json(end))
+            except FileNotFoundError:   # retention deleted a segment while we planned
+                if attempt == 2:
+                    raise
+
+    def _plan(self, begin: dict[TP, int], stop: dict[TP, int]) -> list:
+        o = self.options
+        snap = Snapshot(o)
+        for tp in sorted(set(begin) - set(stop)):
+            o.data_loss(f"{tp[0]}-{tp[1]}: the partition is gone (read up to offset "
+                        f"{begin[tp]})")
+        slices = []
+        for tp in sorted(stop):
+            hi = stop[tp]
+            if tp not in snap.logs:
+                o.data_loss(f"{tp[0]}-{tp[1]}: the partition is gone (offsets "
+                            f"{begin.get(tp, 0)} to {hi} were not read)")
+                continue
+            lo = begin.get(tp, snap.earliest[tp])
+            if hi < lo:
+                o.data_loss(f"{tp[0]}-{tp[1]}: the log now ends at {hi}, before offset {lo} "
+                            "already read")
+                continue
+            lo = o.check_loss(tp[0], tp[1], lo, snap.earliest[tp], hi)
+            if lo >= hi:
+                continue
+            slices.extend(self._slices(snap.logs[tp], tp, lo, hi))
+        return self._pack(slices)
+
+    def _slices(self, plog: PartitionLog, tp: TP, lo: int, hi: int) -> list[StreamSlice]:
+        o = self.options
+        state = drops = None
+        if o.isolation == "read_committed":
+            state = plog.transaction_state(validate_crc=o.validate_crc)
+            drops = plog.dropped_batches(state, {"validate_crc": o.validate_crc})
+        out = []
+        for rp in plog.plan(lo, hi):
+            for start, stop in _split_positions(rp.segment, rp.start, rp.stop,
+                                                o.max_partition_bytes):
+                drop = None
+                if drops is not None:
+                    drop = drops.get(rp.segment.path, np.empty(0, np.int64))
+                    last = np.iinfo(np.int64).max if stop is None else stop
+                    drop = drop[(drop >= start) & (drop < last)]
+                out.append(StreamSlice(tp[0], tp[1], str(rp.segment.path), start, stop, lo, hi,
+                                       state, drop))
+        return out
+
+    def _pack(self, slices: list[StreamSlice]) -> list[StreamPack]:
+        """Slices in order, packed into about ``minPartitions`` input partitions
+        of at most ``maxPartitionBytes``."""
+        if not slices:
+            return []
+        o = self.options
+        sizes = []
+        for s in slices:
+            try:
+                size = Path(s.path).stat().st_size if s.stop is None else s.stop
+            except FileNotFoundError:
+                size = 0
+            sizes.append(max(size - s.start, 0))
+        target = max(1, min(o.max_partition_bytes, -(-sum(sizes) // o.partition_min())))
+        packs, current, held = [], [], 0
+        for piece, size in zip(slices, sizes):
+            if current and held + size > target:
+                packs.append(StreamPack(current))
+                current, held = [], 0
+            current.append(piece)
+            held += size
+        packs.append(StreamPack(current))
+        return packs
+
+    # --- reading (executors) ---------------------------------------------
+
+    def read(self, partition):
+        if not isinstance(partition, StreamPack):
+            return iter(())
+        return (batch for piece in partition.slices for batch in self._read_slice(piece))
+
+    def _read_slice(self, piece: StreamSlice):
+        try:
+            yield from read_slice(piece, self.options, self.arrow_schema)
+        except FileNotFoundError:
+            self.options.data_loss(f"{piece.topic}-{piece.partition}: segment {piece.path} was "
+                                   f"deleted before offsets [{piece.lo}, {piece.hi}) were read")
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: offsets live in Spark's checkpoint."""
+
+    def stop(self) -> None:
+        """Nothing to release."""
+
+
+__all__ = ["KbatchStreamReader", "batch_ranges", "discover", "file_range", "log_range",
+           "rate_limit"]

@@ -1,0 +1,392 @@
+"""The streaming reader (kbatch.spark.stream) driven as Spark drives it, without
+a Spark session: latestOffset -> partitions -> read (pickled, as on an
+executor). Expected rows are what the test wrote, never what kbatch reads."""
+
+import json
+import logging
+import pickle
+
+import numpy as np
+import pytest
+
+from kbatch.spark.arrow import arrow_schema
+from kbatch.spark.options import COLUMNS, DataLossError
+from kbatch.spark.stream import KbatchStreamReader, rate_limit
+from kbatch.lib.writer import LogWriter
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+SCHEMA = arrow_schema(("value", "topic", "partition", "offset"))
+
+
+class Writer:
+    """Partitions written like a broker; remembers every value it wrote and
+    whether it is committed (the independent truth)."""
+
+    def __init__(self, root, partitions=2, segment_bytes=1500):
+        self.logs = {p: LogWriter(root / f"orders-{p}", segment_bytes=segment_bytes,
+                                  batch_records=7) for p in range(partitions)}
+        self.committed: list[bytes] = []
+        self.pending: dict[int, list[bytes]] = {}
+        self.n = 0
+
+    def append(self, p, count, *, txn=False):
+        values = [b"orders-%d:%d" % (p, self.n + i) for i in range(count)]
+        self.n += count
+        self.logs[p].append({"value": values, "key": [None] * count,
+                             "timestamp": np.full(count, 1_700_000_000_000 + self.n)},
+                            producer_id=100 + p if txn else -1, transactional=txn)
+        self.flush(p)
+        if txn:
+            self.pending.setdefault(p, []).extend(values)
+        else:
+            self.committed.extend(values)
+        return values
+
+    def flush(self, p):
+        """Make what was appended visible to readers (the writer buffers)."""
+        self.logs[p]._segment._file.flush()
+
+    def end_txn(self, p, commit):
+        self.logs[p].end_transaction(100 + p, commit=commit)
+        self.flush(p)
+        done = self.pending.pop(p, [])
+        if commit:
+            self.committed.extend(done)
+
+    def close(self):
+        for log in self.logs.values():
+            log.close()
+
+
+def reader(root, **options):
+    opts = {"path": str(root), "startingOffsets": "earliest"}
+    opts.update({k: str(v) for k, v in options.items()})
+    return KbatchStreamReader(opts, SCHEMA)
+
+
+def run(rd, start, end):
+    """One micro-batch: plan on the 'driver', read pickled copies on 'executors'."""
+    rows = []
+    remote = pickle.loads(pickle.dumps(rd))
+    for part in rd.partitions(start, end):
+        for batch in remote.read(pickle.loads(pickle.dumps(part))):
+            rows.extend(batch.to_pylist())
+    return rows
+
+
+def drain(rd, start, limit=ReadAllAvailable(), batches=None):
+    """Micro-batches until latestOffset stops moving; returns (rows, end)."""
+    rows = []
+    while True:
+        end = rd.latestOffset(start, limit)
+        if end == start:
+            return rows, start
+        got = run(rd, start, end)
+        if batches is not None:
+            batches.append((start, end, got))
+        rows.extend(got)
+        start = end
+
+
+@pytest.fixture
+def writer(tmp_path):
+    w = Writer(tmp_path)
+    yield w
+    w.close()
+
+
+def values(rows):
+    return [r["value"] for r in rows]
+
+
+def test_growing_directory_read_exactly_once(tmp_path, writer):
+    rd = reader(tmp_path)
+    start = rd.initialOffset()
+    assert start == {"orders": {"0": 0, "1": 0}}
+    seen = []
+    for step in range(12):
+        writer.append(step % 2, 5 + step * 3)
+        if step % 3 == 0:
+            writer.append(1 - step % 2, 2)
+        rows, start = drain(rd, start)
+        seen.extend(rows)
+    assert sorted(values(seen)) == sorted(writer.committed)
+    assert len(list((tmp_path / "orders-0").glob("*.log"))) > 2     # segments rolled
+    # rows carry their topic, partition and offset
+    for r in seen:
+        assert r["topic"] == "orders" and r["value"].startswith(b"orders-%d:" % r["partition"])
+    offs = sorted((r["partition"], r["offset"]) for r in seen)
+    assert len(set(offs)) == len(offs)
+
+
+def test_starting_offsets_latest_is_the_streaming_default(tmp_path, writer):
+    writer.append(0, 10)
+    writer.append(1, 4)
+    rd = KbatchStreamReader({"path": str(tmp_path)}, SCHEMA)
+    start = rd.initialOffset()
+    assert start == {"orders": {"0": 10, "1": 4}}
+    new = writer.append(0, 3)
+    rows, _ = drain(rd, start)
+    assert values(rows) == new
+
+
+def test_starting_offsets_json_and_timestamp(tmp_path, writer):
+    writer.append(0, 10)
+    writer.append(1, 10)
+    rd = reader(tmp_path, startingOffsets='{"orders": {"0": 4, "1": -1}}')
+    assert rd.initialOffset() == {"orders": {"0": 4, "1": 10}}
+    with pytest.raises(ValueError, match="leaves out partitions the query reads: orders-1"):
+        reader(tmp_path, startingOffsets='{"orders": {"0": 4}}').initialOffset()
+    rd = reader(tmp_path, assign='{"orders": [1]}', startingOffsets='{"orders": {"1": 3}}')
+    start = rd.initialOffset()
+    rows, _ = drain(rd, start)
+    assert values(rows) == [b"orders-1:%d" % i for i in range(13, 20)]
+    # orders-0's timestamps are all 1_700_000_000_010, orders-1's ..._020
+    with pytest.raises(ValueError, match="orders-0 holds no record at or after it"):
+        reader(tmp_path, startingTimestamp=1_700_000_000_015).initialOffset()
+    rd = reader(tmp_path, startingTimestamp=1_700_000_000_015,
+                startingOffsetsByTimestampStrategy="latest")
+    assert rd.initialOffset() == {"orders": {"0": 10, "1": 0}}
+
+
+def test_max_offsets_per_trigger(tmp_path, writer):
+    writer.append(0, 50)
+    writer.append(1, 9)
+    rd = reader(tmp_path, maxOffsetsPerTrigger=10)
+    limit = rd.getDefaultReadLimit()
+    assert limit == ReadMaxRows(10)
+    batches = []
+    rows, _ = drain(rd, rd.initialOffset(), limit, batches)
+    assert sorted(values(rows)) == sorted(writer.committed)
+    assert len(batches) == 6
+    for start, end, got in batches:
+        moved = sum(end["orders"][p] - start["orders"][p] for p in ("0", "1"))
+        assert moved <= 10 and len(got) <= 10
+    # ReadAllAvailable (Trigger.Once) ignores the option
+    rd2 = reader(tmp_path, maxOffsetsPerTrigger=10)
+    assert rd2.latestOffset(rd2.initialOffset(), ReadAllAvailable()) == \
+        {"orders": {"0": 50, "1": 9}}
+
+
+def test_rate_limit_shares_by_backlog():
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 5}
+    end = {("t", 0): 90, ("t", 1): 110, ("t", 2): 5}
+    got = rate_limit(start, end, 10)
+    assert got == {("t", 0): 9, ("t", 1): 101, ("t", 2): 5}
+    assert rate_limit(start, end, 1000) == end
+    # never more than the limit, even when every partition has a little
+    many_start = {("t", i): 0 for i in range(7)}
+    many_end = {("t", i): 1 for i in range(7)}
+    assert sum(rate_limit(many_start, many_end, 3).values()) == 3
+
+
+def test_min_offsets_per_trigger_waits_for_data_or_delay(tmp_path, writer):
+    writer.append(0, 3)
+    rd = reader(tmp_path, minOffsetsPerTrigger=5, maxTriggerDelay="1h")
+    assert rd.getDefaultReadLimit() == ReadMinRows(5)
+    start = rd.initialOffset()
+    assert rd.latestOffset(start, ReadMinRows(5)) == start       # 3 < 5: wait
+    writer.append(1, 2)
+    assert rd.latestOffset(start, ReadMinRows(5)) == {"orders": {"0": 3, "1": 2}}
+    rd = reader(tmp_path, minOffsetsPerTrigger=50, maxTriggerDelay="0ms")
+    assert rd.latestOffset(start, ReadMinRows(50)) == {"orders": {"0": 3, "1": 2}}
+
+
+def test_read_committed_holds_back_at_the_lso(tmp_path, writer):
+    rd = reader(tmp_path, isolation="read_committed")
+    start = rd.initialOffset()
+    writer.append(0, 4)
+    writer.append(0, 6, txn=True)          # open transaction from offset 4
+    writer.append(0, 5)                    # plain records after it: held back too
+    writer.append(1, 3, txn=True)
+    writer.end_txn(1, commit=False)        # aborted: never emitted
+    writer.append(1, 2)
+    rows, start = drain(rd, start)
+    assert sorted(values(rows)) == sorted(writer.committed[:4] + writer.committed[9:])
+    assert start["orders"]["0"] == 4       # the LSO
+    writer.end_txn(0, commit=True)
+    more, start = drain(rd, start)
+    assert sorted(values(rows + more)) == sorted(writer.committed)
+    assert all(not v.startswith(b"orders-1:") or int(v.split(b":")[1]) >= 18
+               for v in values(rows + more))
+
+
+def test_trigger_available_now_stops_at_what_existed(tmp_path, writer):
+    writer.append(0, 20)
+    rd = reader(tmp_path, maxOffsetsPerTrigger=6)
+    start = rd.initialOffset()
+    rd.prepareForTriggerAvailableNow()
+    first = rd.latestOffset(start, rd.getDefaultReadLimit())
+    writer.append(0, 30)                   # added after the query started
+    writer.append(1, 5)
+    late = LogWriter(tmp_path / "orders-7", batch_records=7)      # a partition, too
+    late.append({"value": [b"late"] * 4})
+    late.close()
+    rows = run(rd, start, first)
+    more, end = drain(rd, first, rd.getDefaultReadLimit())
+    assert values(rows + more) == writer.committed[:20]
+    assert end == {"orders": {"0": 20, "1": 0}}
+
+
+def _delete_oldest(part_dir):
+    oldest = sorted(part_dir.glob("*.log"))[0]
+    for f in part_dir.glob(oldest.stem + ".*"):
+        f.unlink()
+    return int(oldest.stem)
+
+
+def test_retention_deleting_unread_data(tmp_path, writer, caplog):
+    writer.append(0, 300)
+    rd = reader(tmp_path)
+    start = rd.initialOffset()
+    end = rd.latestOffset(start, ReadAllAvailable())
+    _delete_oldest(tmp_path / "orders-0")
+    second = int(sorted((tmp_path / "orders-0").glob("*.log"))[0].stem)
+    with pytest.raises(DataLossError, match=r"orders-0: offset 0 was asked for but the log "
+                                            rf"starts at {second}"):
+        run(rd, start, end)
+    lenient = reader(tmp_path, failOnDataLoss="false")
+    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+        rows = run(lenient, start, end)
+    assert "failOnDataLoss=false" in caplog.text
+    assert values(rows) == writer.committed[second:300]
+
+
+def test_segment_deleted_between_planning_and_reading(tmp_path, writer, caplog):
+    writer.append(0, 300)
+    rd = reader(tmp_path)
+    start = rd.initialOffset()
+    parts = rd.partitions(start, rd.latestOffset(start, ReadAllAvailable()))
+    _delete_oldest(tmp_path / "orders-0")
+    second = int(sorted((tmp_path / "orders-0").glob("*.log"))[0].stem)
+    with pytest.raises(DataLossError, match="was deleted before offsets"):
+        for part in parts:
+            list(rd.read(part))
+    lenient = reader(tmp_path, failOnDataLoss="false")
+    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+        rows = [r for part in parts for b in lenient.read(part) for r in b.to_pylist()]
+    assert values(rows) == writer.committed[second:300]
+    assert "was deleted before offsets" in caplog.text
+
+
+def test_vanished_partition_is_data_loss(tmp_path, writer):
+    writer.append(0, 5)
+    writer.append(1, 5)
+    rd = reader(tmp_path)
+    start = rd.initialOffset()
+    writer.logs[1].close()
+    for f in (tmp_path / "orders-1").iterdir():
+        f.unlink()
+    (tmp_path / "orders-1").rmdir()
+    end = rd.latestOffset(start, ReadAllAvailable())
+    assert end == {"orders": {"0": 5}}
+    with pytest.raises(DataLossError, match="orders-1: the partition is gone"):
+        rd.partitions(start, end)
+    assert values(run(reader(tmp_path, failOnDataLoss="false"), start, end)) == \
+        writer.committed[:5]
+
+
+def test_columns_and_headers_in_the_stream(tmp_path, writer):
+    writer.append(0, 3)
+    rd = KbatchStreamReader({"path": str(tmp_path), "startingOffsets": "earliest"},
+                            arrow_schema(COLUMNS))
+    rows, _ = drain(rd, rd.initialOffset())
+    assert [r["headers"] for r in rows] == [None] * 3 and rows[0]["key"] is None
+
+
+def test_batch_ranges_with_spark_meaning(tmp_path, writer):
+    from kbatch.lib.log import PartitionLog
+    from kbatch.spark.options import parse_options
+    from kbatch.spark.stream import WHOLE, batch_ranges
+    writer.append(0, 300)
+    writer.append(1, 20)
+    writer.close()
+    logs = {("orders", p): PartitionLog(tmp_path / f"orders-{p}") for p in range(2)}
+
+    def ranges(**kw):
+        return batch_ranges(parse_options({"path": str(tmp_path), **kw}), logs)
+
+    # "latest" ends read to the end of the segments (WHOLE: no bound)
+    assert ranges() == {("orders", 0): (0, WHOLE), ("orders", 1): (0, WHOLE)}
+    assert ranges(startingOffsets='{"orders": {"0": 10, "1": -2}}',
+                  endingOffsets='{"orders": {"0": -1, "1": 5}}') == \
+        {("orders", 0): (10, WHOLE), ("orders", 1): (0, 5)}
+    # Spark-Kafka's -1 ending offset means latest (it gave 0 rows before)
+    assert ranges(endingOffsets='{"orders": {"0": -1, "1": -1}}') == \
+        {("orders", 0): (0, WHOLE), ("orders", 1): (0, WHOLE)}
+    assert ranges(startingOffsets="15", endingOffsets="300") == \
+        {("orders", 0): (15, 300), ("orders", 1): (15, 300)}
+    with pytest.raises(ValueError, match="would start after its ending offset 5"):
+        ranges(startingOffsets='{"orders": {"0": 10, "1": 9}}',
+               endingOffsets='{"orders": {"0": -1, "1": 5}}')
+    oldest = _delete_oldest(tmp_path / "orders-0")
+    logs[("orders", 0)] = PartitionLog(tmp_path / "orders-0")
+    second = int(sorted((tmp_path / "orders-0").glob("*.log"))[0].stem)
+    assert oldest == 0 and second > 0
+    with pytest.raises(DataLossError, match=f"log starts at {second}"):
+        ranges(startingOffsets='{"orders": {"0": 0, "1": -2}}')
+    assert ranges(startingOffsets='{"orders": {"0": 0, "1": -2}}', failOnDataLoss="false") == \
+        {("orders", 0): (second, WHOLE), ("orders", 1): (0, WHOLE)}
+    assert ranges()[("orders", 0)] == (second, WHOLE)   # earliest is what is on disk
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_counts_from_batch_headers(tmp_path, writer, isolation, monkeypatch):
+    """columns=partition counts from batch headers: equal to the writer's
+    truth, with offset bounds cutting batches in the middle."""
+    import kbatch.spark.read as spark_read
+    writer.append(0, 40)
+    writer.append(0, 30, txn=True)
+    writer.end_txn(0, commit=False)
+    writer.append(0, 25, txn=True)
+    writer.end_txn(0, commit=True)
+    writer.append(0, 50)
+    writer.append(0, 9, txn=True)          # open: held back by read_committed
+    writer.append(1, 13)
+    opts = {"path": str(tmp_path), "isolation": isolation,
+            "startingOffsets": '{"orders": {"0": 3, "1": -2}}', "columns": "partition"}
+    rd = KbatchStreamReader(opts, arrow_schema(("partition",)))
+    start = rd.initialOffset()
+    decoded = []
+    monkeypatch.setattr(spark_read, "_decoded", lambda *a: decoded.append(a) or iter(()))
+    rows, end = drain(rd, start)
+    assert not decoded                      # no slice took the decoding path
+    monkeypatch.undo()
+    per = {p: sum(r["partition"] == p for r in rows) for p in (0, 1)}
+    # the truth, from what was written: offsets 0..39 plain, 40..69 aborted,
+    # 70 marker, 71..95 committed, 96 marker, 97..146 plain, 147..155 open
+    if isolation == "read_committed":
+        assert per == {0: (40 - 3) + 25 + 50, 1: 13}
+    else:
+        assert per == {0: (40 - 3) + 30 + 25 + 50 + 9, 1: 13}
+    # the same through the decoder (value column), bounds in mid-batch
+    for lo, hi in ((3, 100), (41, 72), (0, 156), (96, 97)):
+        bounds = {"orders": {"0": lo}}
+        ends = {"orders": {"0": hi}}
+        count_rd = KbatchStreamReader({**opts, "assign": '{"orders": [0]}',
+                                       "startingOffsets": json.dumps(bounds)},
+                                      arrow_schema(("partition",)))
+        full_rd = KbatchStreamReader({**opts, "assign": '{"orders": [0]}', "columns": "value",
+                                      "startingOffsets": json.dumps(bounds)},
+                                     arrow_schema(("value",)))
+        counted = len(run(count_rd, bounds, ends))
+        full = run(full_rd, bounds, ends)
+        assert counted == len(full), (lo, hi)
+
+
+def test_file_range_of_a_single_segment():
+    from kbatch.spark.options import OptionError, parse_options
+    from kbatch.spark.stream import WHOLE, file_range
+
+    def rng(topic="t", part=0, **kw):
+        return file_range(parse_options({"path": "/x/t-0/0.log", **kw}), topic, part)
+
+    assert rng() == (0, WHOLE)
+    assert rng(startingOffsets="5", endingOffsets="9") == (5, 9)
+    assert rng(startingOffsets='{"t": {"0": 3}}', endingOffsets='{"t": {"0": -1}}') == (3, WHOLE)
+    with pytest.raises(OptionError, match="search by time"):
+        rng(startingTimestamp="5")
+    with pytest.raises(OptionError, match="not inside a <topic>-<partition>"):
+        rng(None, None, startingOffsets='{"t": {"0": 3}}')
+    with pytest.raises(OptionError, match="names partitions the query does not read: u-0"):
+        rng(startingOffsets='{"t": {"0": 3}, "u": {"0": 1}}')

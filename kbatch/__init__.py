@@ -4,6 +4,7 @@
     iter_segment(source, ...)   the same, chunk by chunk (bounded memory)
     open_log(path)              a partition directory: offset/time range reads
     open_log_dir(path)          a broker data directory, read on several threads
+    resolve(path)               what a path names: segment / partition / data directory
     verify(path)                CRCs, offsets, indexes, where valid data ends
     transactions(path)          committed / aborted / open transactions, LSO
     consumer_lag(data_dir)      committed offsets vs log end offsets over time
@@ -12,25 +13,24 @@
 """
 
 from kbatch._core._columns import memory_pool_bytes, set_memory_pool
-from kbatch.lib.columns import BinaryColumn, HeadersColumn
+from kbatch._version import __version__
 from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
                            KbatchError, LimitExceededError)
+from kbatch.internal.lag import consumer_lag
+from kbatch.lib.columns import BinaryColumn, HeadersColumn
 from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
-from kbatch.lib.paths import PathError
+from kbatch.lib.paths import PathError, PathKind, resolve
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.lib.remote.entry import iter_segment, read_segment   # URLs too
+from kbatch.lib.remote.entry import iter_segment, read_segment   # local paths, URLs, buffers
+from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
 from kbatch.tools.transactions import transactions
 from kbatch.tools.verify import verify
-from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
-from kbatch.internal.lag import consumer_lag
 
 __all__ = [
-    "ArgumentError", "PathError", "SkippedRange",
-    "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
+    "ArgumentError", "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
     "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
-    "LogWriter", "PartitionLog", "Records", "SegmentEnd", "SegmentWriter", "consumer_lag",
-    "iter_segment",
-    "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "set_memory_pool",
-    "transactions", "verify", "write_log", "write_segment",
+    "LogWriter", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
+    "SegmentWriter", "SkippedRange", "__version__", "consumer_lag", "iter_segment",
+    "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "resolve",
+    "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]
-from kbatch._version import __version__  # noqa: E402

@@ -420,6 +420,36 @@ def test_split_slices_read_without_spark_equal_open_log(spark, tmp_path):
                 assert values == want.value.to_pylist()
 
 
+def test_header_counts_never_count_a_damaged_segment_short(spark, tmp_path):
+    """``columns=partition`` counts from batch headers; a non-last segment
+    that ends inside a batch is damage there too (raised with onCorrupt=fail,
+    the read ending there with stop), never a short count. The count must
+    equal the writer's record count where the data is whole. No Spark job
+    runs (read_slice is the executor's function)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    from kbatch.spark import Options, plan, read_slice
+
+    schema = to_arrow_schema(_parse_datatype_string("partition int"), timezone="UTC")
+    part = tmp_path / "c-0"
+    kbatch.write_log(part, {"value": [b"v%05d" % i + b"x" * 40 for i in range(330)]},
+                     segment_bytes=4200, batch_records=10)
+
+    def count(**extra):
+        opts = Options.parse({"path": str(part), "columns": "partition", **extra})
+        return sum(b.num_rows for piece in plan(opts) for b in read_slice(piece, opts, schema))
+
+    assert count() == 330
+    segs = sorted(part.glob("*.log"))
+    torn = segs[1].read_bytes()[:-30]
+    segs[1].write_bytes(torn)
+    with pytest.raises(kbatch.CorruptRecordError):
+        count()
+    want = len(kbatch.open_log(part).read(on_corrupt="stop"))
+    assert count(onCorrupt="stop") == want < 330
+
+
 # --- Spark Kafka source options (kbatch.spark.options), through Spark ----------
 
 def _offsets(rows):

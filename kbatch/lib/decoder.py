@@ -105,15 +105,21 @@ def header_walk(view, path, start: int = 0, *, zeros_from: int = -1) -> np.ndarr
         dec.release()
 
 
-def header_rows(view, path, start: int = 0, stop: int | None = None, *,
-                validate_crc: bool = True) -> np.ndarray:
-    """Header rows of every batch in ``view[start:stop]`` (records are not
-    decoded); damage raises ``CorruptRecordError`` as a full read would."""
+def header_rows(view, path, opts, start: int = 0,
+                stop: int | None = None) -> tuple[np.ndarray, int]:
+    """``(rows, valid_end)``: header rows of the batches in ``view[start:stop]``
+    (records are not decoded) and where the whole batches end; damage raises
+    ``CorruptRecordError`` as a full read with ``opts`` (its CRC check and
+    limits) would. A caller compares ``valid_end`` with ``stop``: a torn or
+    padded tail is not an error here, and whether it is one depends on where
+    the segment sits in its partition."""
     dec = _batch.BatchDecoder(view, start=start, stop=-1 if stop is None else stop,
-                              validate_crc=validate_crc, headers_only=True, path=path)
+                              validate_crc=opts.validate_crc, headers_only=True, path=path,
+                              max_batch_bytes=opts.max_batch_bytes,
+                              max_records_per_batch=opts.max_records_per_batch)
     try:
         dec.run()
-        return dec.take()["batches"]
+        return dec.take()["batches"], dec.valid_end
     finally:
         dec.release()
 

@@ -469,7 +469,7 @@ class SegmentWriter:
                 self._sequences[producer_id] = (sequence + stop - start) % (1 << 31)
             last = int(offsets[stop - 1])
             shallow = last
-            if self.time_index_offset == "record" and not attributes & 0x0F:
+            if self.time_index_offset == "record" and not attributes & (ATTR_CODEC_MASK | ATTR_LOG_APPEND_TIME):
                 shallow = int(offsets[start + int(np.argmax(ts))])
             yield (build_batch(area, count=stop - start, base_offset=base,
                                last_offset_delta=last - base, base_timestamp=int(ts[0]),
@@ -594,7 +594,7 @@ def scan_batches(data, time_index_offset: str = "batch") -> BatchInfo:
             control_type = _control_type(view[pos + HEADER.size:pos + size], attributes, pos)
         if batch_max_ts > max_ts:
             max_ts, shallow = batch_max_ts, last
-            if (time_index_offset == "record" and not attributes & 0x0F
+            if (time_index_offset == "record" and not attributes & (ATTR_CODEC_MASK | ATTR_LOG_APPEND_TIME)
                     and not attributes & ATTR_CONTROL):
                 shallow = _offset_of_max_timestamp(view[pos + HEADER.size:pos + size], base,
                                                    _first_ts, count, pos)
@@ -604,18 +604,21 @@ def scan_batches(data, time_index_offset: str = "batch") -> BatchInfo:
     return BatchInfo(batches[0][0], prev_last, max_ts, shallow, batches)
 
 
-def _varint(view, pos: int, end: int) -> tuple[int, int]:
+def _zigzag(view, pos: int, end: int, max_bytes: int = 5) -> tuple[int, int]:
+    """A zig-zag varint (``max_bytes`` 5) or varlong (10) at ``pos``:
+    ``(value, next position)``."""
+    what = "varint" if max_bytes == 5 else "varlong"
     raw = shift = 0
-    for i in range(5):
+    for _ in range(max_bytes):
         if pos >= end:
-            raise ValueError("a varint is cut short")
+            raise ValueError(f"a {what} is cut short")
         b = view[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
         shift += 7
         if not b & 0x80:
             return (raw >> 1) ^ -(raw & 1), pos
-    raise ValueError("a varint runs past 5 bytes")
+    raise ValueError(f"a {what} runs past {max_bytes} bytes")
 
 
 def _offset_of_max_timestamp(area, base: int, first_ts: int, count: int, at: int) -> int:
@@ -624,29 +627,15 @@ def _offset_of_max_timestamp(area, base: int, first_ts: int, count: int, at: int
     end = len(area)
     p, best, best_off = 0, -1, -1
     for _ in range(count):
-        length, q = _varint(area, p, end)
+        length, q = _zigzag(area, p, end)
         if length < 3 or length > end - q:
             raise ValueError(f"batch at byte {at}: a record runs past the batch")
-        ts_delta, r = _varlong(area, q + 1, end)
-        off_delta, _ = _varint(area, r, end)
+        ts_delta, r = _zigzag(area, q + 1, end, 10)
+        off_delta, _ = _zigzag(area, r, end)
         if first_ts + ts_delta > best:
             best, best_off = first_ts + ts_delta, base + off_delta
         p = q + length
     return best_off
-
-
-def _varlong(view, pos: int, end: int) -> tuple[int, int]:
-    raw = shift = 0
-    for _ in range(10):
-        if pos >= end:
-            raise ValueError("a varlong is cut short")
-        b = view[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-    raise ValueError("a varlong runs past 10 bytes")
 
 
 def _control_type(area, attributes: int, at: int) -> int | None:
@@ -657,13 +646,11 @@ def _control_type(area, attributes: int, at: int) -> int | None:
     end = len(area)
     if end == 0:
         return None
-    _, p = _varint(area, 0, end)          # record length
+    _, p = _zigzag(area, 0, end)          # record length
     p += 1                                # attributes
-    for _ in range(2):                    # timestamp delta (varlong), offset delta
-        while p < end and area[p] & 0x80:
-            p += 1
-        p += 1
-    klen, p = _varint(area, p, end)
+    _, p = _zigzag(area, p, end, 10)      # timestamp delta
+    _, p = _zigzag(area, p, end)          # offset delta
+    klen, p = _zigzag(area, p, end)
     if klen < 4 or klen > end - p:
         raise ValueError(f"control batch at byte {at} has no control key")
     return struct.unpack_from(">h", area, p + 2)[0]

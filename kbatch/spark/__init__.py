@@ -89,7 +89,7 @@ from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transa
 from kbatch.lib.txn import TxnState
 from kbatch.spark.arrow import to_record_batch
 from kbatch.spark.options import KafkaOptions, output_columns, parse_options, schema_ddl
-from kbatch.spark.read import header_count_batches
+from kbatch.spark.read import group_by_size, header_count_batches
 from kbatch.spark.stream import batch_ranges, file_range
 from kbatch.wire import UNBOUNDED
 from kbatch.spark import remote as remote_paths   # URL paths (object storage)
@@ -183,19 +183,8 @@ class SlicePack(InputPartition):
 def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> list[SlicePack]:
     """Group slices, in order, into packs of about ``max_bytes`` bytes, making at
     least ``min_partitions`` packs when there are enough slices."""
-    if not slices:
-        return []
-    sizes = [s.size() for s in slices]
-    target = max(1, min(max_bytes, -(-sum(sizes) // max(min_partitions, 1))))
-    packs, current, current_bytes = [], [], 0
-    for piece, size in zip(slices, sizes):
-        if current and current_bytes + size > target:
-            packs.append(SlicePack(current))
-            current, current_bytes = [], 0
-        current.append(piece)
-        current_bytes += size
-    packs.append(SlicePack(current))
-    return packs
+    groups = group_by_size([s.size() for s in slices], max_bytes, min_partitions)
+    return [SlicePack([slices[i] for i in g]) for g in groups]
 
 
 def _logs(path: str, use_index: bool = False) -> list[tuple[PartitionLog | None, Path | None]]:

@@ -84,8 +84,13 @@ def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema):
 def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
     """Records of the slice in ``[lo, hi)`` (read_committed applied) from the
     batch headers, decoding only the batches that straddle the bounds; None
-    when the slice holds magic 0/1 data."""
-    rows = header_rows(view, path, piece.start, piece.stop, validate_crc=o.validate_crc)
+    (decode the slice instead) when it holds magic 0/1 data or its whole
+    batches do not reach its end: a torn or padded tail is decoded, so that
+    the decode path decides, as for every read, whether it is damage."""
+    opts = decode_options(o)
+    rows, valid_end = header_rows(view, path, opts, piece.start, piece.stop)
+    if valid_end != (len(view) if piece.stop is None else piece.stop):
+        return None
     if len(rows) and (rows["magic"] < 2).any():
         return None
     keep = ~rows["is_control"].astype(bool)
@@ -96,7 +101,6 @@ def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
     keep &= (last >= piece.lo) & (base < piece.hi)
     inside = keep & (base >= piece.lo) & (last < piece.hi)
     total = int(rows["records_count"][inside].sum())
-    opts = decode_options(o)
     for i in np.flatnonzero(keep & ~inside).tolist():      # straddling batches
         pos, size = int(rows["position"][i]), int(rows["size"][i])
         records = Records.concat(list(decode_chunks(view, path, opts, start=pos,
@@ -123,3 +127,21 @@ def _constant_batches(n: int, piece, schema: pa.Schema, chunk: int):
 
 
 __all__ = ["decode_options", "header_count_batches", "read_slice"]
+
+
+def group_by_size(sizes: list[int], max_bytes: int, min_partitions: int) -> list[list[int]]:
+    """Indexes of consecutive items (slices of ``sizes`` bytes) grouped, in
+    order, into groups of about ``max_bytes``, making at least
+    ``min_partitions`` groups when there are enough items."""
+    if not sizes:
+        return []
+    target = max(1, min(max_bytes, -(-sum(sizes) // max(min_partitions, 1))))
+    groups, current, held = [], [], 0
+    for i, size in enumerate(sizes):
+        if current and held + size > target:
+            groups.append(current)
+            current, held = [], 0
+        current.append(i)
+        held += size
+    groups.append(current)
+    return groups

@@ -44,7 +44,7 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadM
 
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.paths import PathKind, partition_dirs, resolve
-from kbatch.spark.read import read_slice
+from kbatch.spark.read import group_by_size, read_slice
 from kbatch.spark.options import KafkaOptions, OffsetSpec, OptionError, parse_options
 from kbatch.wire import UNBOUNDED
 
@@ -360,16 +360,8 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             except FileNotFoundError:
                 size = 0
             sizes.append(max(size - s.start, 0))
-        target = max(1, min(o.max_partition_bytes, -(-sum(sizes) // o.partition_min())))
-        packs, current, held = [], [], 0
-        for piece, size in zip(slices, sizes):
-            if current and held + size > target:
-                packs.append(StreamPack(current))
-                current, held = [], 0
-            current.append(piece)
-            held += size
-        packs.append(StreamPack(current))
-        return packs
+        groups = group_by_size(sizes, o.max_partition_bytes, o.partition_min())
+        return [StreamPack([slices[i] for i in g]) for g in groups]
 
     # --- reading (executors) ---------------------------------------------
 

@@ -358,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-data", action="store_true", help="omit keys and payloads")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
     p.set_defaults(func=cmd_dump)
-    internal_cli.extend_dump(p, cmd_dump)
+    internal_cli.extend_dump(p, cmd_dump, _resolve)
 
     p = sub.add_parser("stats", help="records, offsets, times, codecs per partition/segment",
                        description="Statistics per partition and segment of a segment file, a "

@@ -150,9 +150,11 @@ def _dump_records(path: Path, args) -> None:
         print(line)
 
 
-def extend_dump(parser: argparse.ArgumentParser, cmd_dump) -> None:
+def extend_dump(parser: argparse.ArgumentParser, cmd_dump, check_path) -> None:
     """Let ``kbatch dump`` decode internal topics and read producer
-    snapshots and checkpoint files (other files go to ``cmd_dump``)."""
+    snapshots and checkpoint files (other files go to ``cmd_dump``).
+    ``check_path(name)``: the CLI's check of a path given as records (a text
+    file or a device is refused in one line, as plain ``dump`` refuses it)."""
     for action in parser._actions:
         if action.dest == "decode":
             action.choices = list(action.choices) + list(FAMILY_CHOICES)
@@ -164,6 +166,8 @@ def extend_dump(parser: argparse.ArgumentParser, cmd_dump) -> None:
         for name in args.files:
             path = Path(name)
             mine = args.decode in FAMILY_CHOICES or is_internal_file(path)
+            if mine and not is_internal_file(path):
+                check_path(name)
             one = argparse.Namespace(**{**vars(args), "files": [name]})
             status = max(status, dump_decode(one) if mine else cmd_dump(one))
         return status

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from kbatch.lib import segment as local
 from kbatch.lib.records import Records
 from kbatch.lib.remote.fs import RangeSource, is_url, resolve
 from kbatch.lib.remote.scan import scan
-from kbatch.lib import segment as local
 from kbatch.lib.segment import DecodeOptions, check_options
-from kbatch.lib.txn import check_isolation
-from kbatch.lib.txn import apply_isolation
+from kbatch.lib.txn import apply_isolation, check_isolation
 
 REMOTE_KEYS = ("storage_options", "filesystem")
 

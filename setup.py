@@ -13,7 +13,7 @@ import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-MODULES = ["_columns", "_checksums", "_lz4", "_snappy", "_zstd", "_gzip", "_codecs", "_legacy",
+MODULES = ["_mapguard", "_columns", "_checksums", "_lz4", "_snappy", "_zstd", "_gzip", "_codecs", "_legacy",
            "_records", "_batch", "_kernels", "_encode", "_offsets"]
 
 sanitize = os.environ.get("KBATCH_SANITIZE") == "1"

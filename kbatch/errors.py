@@ -81,3 +81,24 @@ def _rebuild_as(cls, reason, path, position, base_offset, batch_position):
 class ArgumentError(KbatchError, ValueError):
     """A call kbatch cannot make sense of: an unknown option, a timestamp it
     cannot read, a topic the directory does not hold. ``ValueError`` too."""
+
+
+class MappingInvalidatedError(FileChangedError):
+    """A zero-copy result's file was truncated after the read: the pages it
+    lost now read as zeros (the process survives; Arrow buffers already
+    handed out see the zeros), and kbatch's accessors of that result raise
+    this error. Read the file again for its current content. ``path``: the
+    file (None when unknown)."""
+
+    def __init__(self, path: str | os.PathLike | None = None,
+                 reason: str = "the file was truncated after a zero-copy read; "
+                               "the bytes it lost read as zeros: read it again"):
+        super().__init__(reason, path=path)
+
+    def __reduce__(self):
+        return (MappingInvalidatedError, (self.path, self.reason))
+
+
+class MappingTableFullError(KbatchError, RuntimeError):
+    """Every slot of kbatch's table of guarded mappings is taken: the read
+    falls back to copying (``try_guard`` returns None instead of raising)."""

@@ -52,6 +52,7 @@ from kbatch._core._codecs cimport (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY, NATIV
                                    codec_decompress, codec_scratch_free, codec_scratch_init,
                                    codecs_available)
 from kbatch._core._legacy cimport legacy_inner, legacy_top
+from kbatch._core._mapguard cimport KB_FAULTED, kb_guarded_call, kb_guarded_copy, kb_guarded_fn
 from kbatch._core._outbuf cimport CODEC_OK
 from kbatch._core._records cimport decode_records, parse_control
 from kbatch._core._types cimport *
@@ -65,12 +66,6 @@ cdef enum:
     MIN_LENGTH_V2 = HEADER_V2 - LOG_OVERHEAD
     MIN_LENGTH_ANY = 14        # smallest legacy message (magic 0)
 
-
-cdef extern from "_guard.h" nogil:
-    ctypedef int (*kb_guarded_fn)(void *arg) noexcept nogil
-    int kb_guarded_call(kb_guarded_fn fn, void *arg)
-    int kb_guarded_copy(void *dst, const void *src, size_t n)
-    int KB_FAULTED
 
 
 # --- the batch table's numpy dtype, from the C layout ---------------------

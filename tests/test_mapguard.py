@@ -313,3 +313,29 @@ def test_mapping_invalidated_error_is_a_file_changed_error():
     assert str(exc).startswith("/x/y.log: the file was truncated after a zero-copy read")
     back = pickle.loads(pickle.dumps(exc))
     assert type(back) is MappingInvalidatedError and str(back) == str(exc)
+
+
+def test_map_guarded_segment_survives_truncation(tmp_path):
+    """segment.map_guarded, the zero-copy reads' way in: a real segment
+    mapped and guarded, cut to its first batch after the read, its pages
+    then touched."""
+    from kbatch.lib.writer import write_segment
+    path = tmp_path / "00000000000000000000.log"
+    write_segment(path, {"value": [b"v" * 1000] * 2000})
+    child = run_child(f"""
+        from kbatch.lib.segment import map_guarded
+        import kbatch
+        mm, g = map_guarded({str(path)!r})
+        expected = kbatch.read_segment(bytes(mm)).value.to_pylist()
+        assert g.revalidate()
+        a = np.frombuffer(mm, np.uint8)
+        os.truncate({str(path)!r}, PAGE)
+        touched = int(a[::PAGE].astype(np.int64).sum())
+        print("valid", g.valid, len(expected))
+        try:
+            g.check()
+        except kbatch.KbatchError as exc:
+            print("raised", type(exc).__name__)
+    """)
+    assert child.returncode == 0, (child.returncode, child.stderr)
+    assert "valid False 2000" in child.stdout and "raised MappingInvalidatedError" in child.stdout

@@ -21,6 +21,7 @@ from typing import Iterator
 import numpy as np
 
 from kbatch._core import _batch
+from kbatch._core._mapguard import try_guard
 from kbatch.lib.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
                            FileChangedError, LimitExceededError)
@@ -157,6 +158,26 @@ def _map_file(path: str, populate: bool) -> "_Mapping | None":
     elif hasattr(mm, "madvise"):
         mm.madvise(mmap.MADV_SEQUENTIAL)
     return mm
+
+
+def map_guarded(path: str | os.PathLike, populate: bool = False):
+    """For zero-copy reads: ``(mapping, guard)``, the whole file mapped
+    read-only as ``open_source`` maps it, and its ``MappingGuard`` (None when
+    kbatch's table of guarded mappings is full: read in copy mode then);
+    None for an empty file.
+
+    Truncating the file later no longer kills the process: a lost page reads
+    as zeros and ``guard.check()`` raises ``MappingInvalidatedError``. Keep
+    both alive as long as anything points into the mapping (the result owns
+    them) and never close the mapping (the guard's buffer export forbids it
+    while registered): dropping the last reference unregisters and unmaps.
+    Keeps no memory beyond the mapping and one table slot.
+    """
+    path = os.fspath(path)
+    mm = _map_file(path, populate)
+    if mm is None:
+        return None
+    return mm, try_guard(mm, path=path)
 
 
 def zeros_from(view) -> int:

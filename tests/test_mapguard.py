@@ -152,6 +152,26 @@ def test_faulthandler_enabled_after_kbatch_does_not_loop(tmp_path):
     assert child.stderr.count("Fatal Python error: Bus error") == 1, child.stderr
 
 
+def test_faulthandler_enabled_after_a_mapping_was_registered(tmp_path):
+    """faulthandler on top, kbatch's handler not put back since: faulthandler
+    dumps its traceback and re-raises; kbatch's handler lets the fault repeat
+    and patches it. The process lives (with faulthandler's dump on stderr);
+    a foreign fault afterwards still kills."""
+    child = run_child(f"""
+        mm = make({str(tmp_path / "a.log")!r})
+        g = mg.MappingGuard(mm)
+        faulthandler.enable()
+        os.truncate({str(tmp_path / "a.log")!r}, PAGE)
+        assert mm[PAGE * 7] == 0 and not g.valid and mm[0] == 7
+        print("guarded ok", flush=True)
+        other = make({str(tmp_path / "b.log")!r})
+        os.truncate({str(tmp_path / "b.log")!r}, 0)
+        other[PAGE * 3]
+    """, timeout=60)
+    assert child.returncode == -signal.SIGBUS, (child.returncode, child.stderr)
+    assert "guarded ok" in child.stdout
+
+
 def test_a_guarded_read_of_a_registered_mapping_still_takes_the_guarded_path(tmp_path):
     """read_mapped (the guarded copy) over a registered mapping of a file cut
     short: FileChangedError as before, not zeros; touching the page outside

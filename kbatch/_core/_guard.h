@@ -20,7 +20,10 @@
  *      action is restored and the fault repeats (the process dies of SIGBUS,
  *      as it would without kbatch). If the chain comes back to this handler
  *      (faulthandler enabled after kbatch restores kbatch's handler and
- *      re-raises), the default action ends it, never a loop.
+ *      re-raises), the default action ends it, never a loop. Such a re-raise
+ *      from inside another handler (on the alternate signal stack, while
+ *      mappings are registered) returns instead: the fault repeats and comes
+ *      to this handler with its address (x86-64 and aarch64).
  *
  * Registry: KBG_SLOTS fixed slots, lock-free. A slot is FREE -> CLAIMED
  * (being written) -> LIVE (-> INVALID) -> RETIRING -> FREE. The handler
@@ -46,6 +49,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define KBG_FAULTED (-1000)
@@ -128,9 +132,41 @@ static void kbg_default(int sig, siginfo_t *info) {
     }
 }
 
+static int kbg_live_count(void);
+
+/* Whether the interrupted code ran on this thread's alternate signal stack,
+   that is inside another signal handler (faulthandler's runs there). */
+static int kbg_interrupted_in_handler(void *context) {
+    stack_t ss;
+    if (context == NULL || sigaltstack(NULL, &ss) != 0 || (ss.ss_flags & SS_DISABLE)) {
+        return 0;
+    }
+#if defined(__x86_64__) && defined(REG_RSP)
+    uintptr_t sp = (uintptr_t)((ucontext_t *)context)->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+    uintptr_t sp = (uintptr_t)((ucontext_t *)context)->uc_mcontext.sp;
+#else
+    uintptr_t sp = 0;
+    return 0;
+#endif
+    return sp >= (uintptr_t)ss.ss_sp && sp < (uintptr_t)ss.ss_sp + ss.ss_size;
+}
+
 static void kbg_chain(int sig, siginfo_t *info, void *context) {
     if (kbg_chaining) {          /* the chain came back to us */
         kbg_default(sig, info);
+        return;
+    }
+    /* A handler installed over ours after a mapping was registered
+       (faulthandler.enable() later on) saw the fault first, put ours back and
+       raised the signal again from its own frame on the alternate stack: the
+       fault itself is still pending. Return, and the faulting access repeats
+       and reaches this handler with its address (patched when it is ours,
+       chained otherwise). A SIGBUS sent by kill(), from ordinary code, is
+       not absorbed. */
+    if (info != NULL && (info->si_code == SI_TKILL || info->si_code == SI_USER)
+            && info->si_pid == getpid() && kbg_live_count() > 0
+            && kbg_interrupted_in_handler(context)) {
         return;
     }
     struct sigaction *prev = &kbg_prev[KBG_LOAD(&kbg_prev_at)];

@@ -33,12 +33,12 @@ from kbatch._core import _mapguard as mg
 from kbatch.errors import MappingInvalidatedError
 PAGE = {PAGE}
 
-def make(path, pages=16, byte=7):
+def make(path, pages=16, byte=7, flags=mmap.MAP_SHARED):
     with open(path, "wb") as f:
         f.write(bytes([byte]) * (pages * PAGE))
     fd = os.open(path, os.O_RDONLY)
     try:
-        return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
 """
@@ -50,13 +50,15 @@ def run_child(code: str, timeout: int = 120) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def test_touching_a_truncated_guarded_mapping_reads_zeros_and_invalidates(tmp_path):
-    """Pages read before the truncation, pages never read, through numpy and
-    memoryview: the process lives, the kept bytes are intact, the lost ones
-    are zeros, and the guard says so."""
+@pytest.mark.parametrize("flags", ["MAP_SHARED", "MAP_PRIVATE"])
+def test_touching_a_truncated_guarded_mapping_reads_zeros_and_invalidates(tmp_path, flags):
+    """Pages read before the truncation (Linux drops them from the page cache
+    and from every mapping, shared or private, so they fault too), pages
+    never read, through numpy and memoryview: the process lives, the kept
+    bytes are intact, the lost ones are zeros, and the guard says so."""
     path = tmp_path / "seg.log"
     child = run_child(f"""
-        mm = make({str(path)!r})
+        mm = make({str(path)!r}, flags=mmap.{flags})
         g = mg.MappingGuard(mm, path={str(path)!r})
         a = np.frombuffer(mm, np.uint8)
         assert int(a[: 8 * PAGE].sum()) == 7 * 8 * PAGE        # pages 0-7 read before

@@ -30,6 +30,7 @@ PRELUDE = f"""
 import faulthandler, mmap, os, signal, sys, threading
 import numpy as np
 from kbatch._core import _mapguard as mg
+print("core:", mg.__file__, flush=True)
 from kbatch.errors import MappingInvalidatedError
 PAGE = {PAGE}
 
@@ -46,7 +47,8 @@ def make(path, pages=16, byte=7, flags=mmap.MAP_SHARED):
 
 def run_child(code: str, timeout: int = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
-    return subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], cwd=ROOT,
+    safe = ["-P"] if sys.flags.safe_path else []   # make test-asan: the sanitized build
+    return subprocess.run([sys.executable, *safe, "-c", PRELUDE + textwrap.dedent(code)], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 

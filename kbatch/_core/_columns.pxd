@@ -12,6 +12,17 @@ A ``RecordColumns`` is what one decode chunk fills, in Arrow layout:
     BinaryBuilder:  offsets int32[m + 1] | data uint8[...] | validity bitmap
                     (LSB-first, bit set = not null, as Arrow)
 
+    view mode (zero_copy, key and value only): every value is also written
+    as a 16-byte Arrow binary view into a data buffer the decoder keeps (the
+    source, or decompressed records), and no value byte is copied:
+
+        views   [length int32 LE | value, zero padded]            length <= 12
+                [length int32 LE | prefix 4 B | buffer int32 | offset int32]
+
+    ``data`` then holds nothing (``data.len`` counts the bytes viewed, so
+    chunk sizes and limits are those of the copy mode) and ``offsets`` keep
+    the lengths' running sum.
+
 Capacity is reserved once per batch from bounds the bytes guarantee (a batch
 holds at most ``size / 7`` records and at most ``size`` payload bytes), so the
 record loop writes through plain pointers. Buffers grow with ``realloc``,
@@ -35,6 +46,10 @@ cdef struct BinaryBuilder:
     GrowBuf validity     # bitmap, ceil(count / 8) bytes, zero-filled
     Py_ssize_t count
     Py_ssize_t null_count
+    GrowBuf views              # view mode: 16 bytes per value
+    bint view_mode
+    int32_t view_buffer        # view mode: buffer index of the bytes being decoded
+    const uint8_t *view_base   # ... and their first byte
 
 
 # Bytes every record takes whatever its size: offset 8, timestamp 8,
@@ -89,7 +104,10 @@ cdef inline int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
     """Room for ``items`` more values holding ``nbytes`` bytes in all."""
     if growbuf_reserve(&b.offsets, items * 4) != 0:
         return -1
-    if growbuf_reserve(&b.data, nbytes) != 0:
+    if b.view_mode:
+        if growbuf_reserve(&b.views, items * 16) != 0:
+            return -1
+    elif growbuf_reserve(&b.data, nbytes) != 0:
         return -1
     # validity.len tracks ceil(count / 8); one spare byte covers the rounding
     return growbuf_reserve(&b.validity, (items >> 3) + 1)
@@ -100,10 +118,15 @@ cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
     """Append one value (``length < 0`` is null); capacity must be reserved."""
     cdef int32_t *offs = <int32_t *>b.offsets.data
     cdef Py_ssize_t i = b.count
+    if b.view_mode:
+        kb_view(b.views.data + b.views.len, src, length, b.view_buffer,
+                src - b.view_base)
+        b.views.len += 16
     if length >= 0:
         (<uint8_t *>b.validity.data)[i >> 3] |= <uint8_t>(1 << (i & 7))
         if length > 0:  # an empty value may meet a still unallocated (NULL) buffer
-            kb_copy(b.data.data + b.data.len, src, <size_t>length)
+            if not b.view_mode:
+                kb_copy(b.data.data + b.data.len, src, <size_t>length)
             b.data.len += length
     else:
         b.null_count += 1
@@ -136,5 +159,25 @@ cdef extern from *:
             for (size_t i = 0; i < n; i++) d[i] = s[i];
         }
     }
+    /* One Arrow binary view (16 bytes) of src[:n] at byte ``offset`` of data
+       buffer ``buffer``; n < 0 (null) writes zeros. */
+    static inline void kb_view(void *dst, const void *src, Py_ssize_t n,
+                               int32_t buffer, Py_ssize_t offset) {
+        unsigned char v[16];
+        int32_t len = n > 0 ? (int32_t)n : 0;
+        memset(v, 0, 16);
+        memcpy(v, &len, 4);
+        if (len > 12) {
+            int32_t off = (int32_t)offset;
+            memcpy(v + 4, src, 4);
+            memcpy(v + 8, &buffer, 4);
+            memcpy(v + 12, &off, 4);
+        } else if (len > 0) {
+            kb_copy(v + 4, src, (size_t)len);
+        }
+        memcpy(dst, v, 16);
+    }
     """
     void kb_copy(void *dst, const void *src, size_t n) noexcept nogil
+    void kb_view(void *dst, const void *src, Py_ssize_t n, int32_t buffer,
+                 Py_ssize_t offset) noexcept nogil

@@ -23,7 +23,7 @@ from libc.string cimport memcpy
 
 from kbatch._core._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
                               binary_reserve, columns_held_bytes, columns_reserve_rows,
-                              growbuf_reserve, kb_copy, ROW_FIXED_BYTES)
+                              growbuf_reserve, kb_copy, kb_view, ROW_FIXED_BYTES)
 from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
                              likely, load_be16, load_be32, read_u8, read_varint,
                              read_varlong, unlikely)
@@ -182,6 +182,18 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     cdef Py_ssize_t row_i
     cdef int32_t headers_total = <int32_t>cols.hkey.count
     cdef int st
+    # zero_copy (view mode, chosen once per read): keys and values become
+    # 16-byte binary views into ``buf`` (data buffer ``view_buffer``, whose
+    # first byte is ``view_base``) instead of copies
+    cdef bint views = cols.key.view_mode
+    cdef char *key_views = NULL
+    cdef char *val_views = NULL
+    cdef int32_t view_buffer = cols.key.view_buffer
+    cdef Py_ssize_t view_shift = 0
+    if views:
+        key_views = cols.key.views.data + n * 16
+        val_views = cols.value.views.data + n * 16
+        view_shift = buf - cols.key.view_base
 
     for i in range(count):
         rec_start = cur.pos
@@ -215,13 +227,18 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
         if klen >= 0:
             if unlikely(klen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            if klen > 0:
+            if views:
+                kb_view(key_views + i * 16, buf + rec.pos, klen, view_buffer,
+                        rec.pos + view_shift)
+            elif klen > 0:
                 kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
             key_len += klen
             rec.pos += klen
             key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
         else:
             key_nulls += 1
+            if views:
+                kb_view(key_views + i * 16, NULL, -1, 0, 0)
         key_offs[i] = <int32_t>key_len
 
         st = read_varint(&rec, &vlen)
@@ -231,13 +248,18 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
         if vlen >= 0:
             if unlikely(vlen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            if vlen > 0:
+            if views:
+                kb_view(val_views + i * 16, buf + rec.pos, vlen, view_buffer,
+                        rec.pos + view_shift)
+            elif vlen > 0:
                 kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
             val_len += vlen
             rec.pos += vlen
             val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
         else:
             val_nulls += 1
+            if views:
+                kb_view(val_views + i * 16, NULL, -1, 0, 0)
         val_offs[i] = <int32_t>val_len
 
         st = read_varint(&rec, &hcount)
@@ -304,6 +326,9 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     cols.key.offsets.len += count * 4
     cols.key.null_count += key_nulls
     cols.key.validity.len = (cols.n + 7) >> 3
+    if views:
+        cols.key.views.len += count * 16
+        cols.value.views.len += count * 16
     cols.value.data.len = val_len
     cols.value.count = cols.n
     cols.value.offsets.len += count * 4

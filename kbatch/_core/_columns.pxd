@@ -177,7 +177,35 @@ cdef extern from *:
         }
         memcpy(dst, v, 16);
     }
+    /* kb_view without branches on the length (n >= 0, and 12 bytes readable
+       at src: the record loop checks): key lengths around 12 would
+       otherwise mispredict. Little-endian hosts; others use kb_view. */
+    static const uint64_t kb_low_bytes[9] = {
+        0x0ULL, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL,
+        0xFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
+    static inline void kb_view12(void *dst, const void *src, Py_ssize_t n,
+                                 int32_t buffer, Py_ssize_t offset) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        const unsigned char *s = (const unsigned char *)src;
+        uint32_t head;
+        uint64_t tail, w0, w1, far;
+        uint32_t len = (uint32_t)n;
+        uint32_t k4 = len < 4 ? len : 4;
+        uint32_t k8 = len < 4 ? 0 : (len - 4 > 8 ? 8 : len - 4);
+        memcpy(&head, s, 4);
+        memcpy(&tail, s + 4, 8);
+        w0 = (uint64_t)len | ((uint64_t)(head & (uint32_t)kb_low_bytes[k4]) << 32);
+        far = (uint64_t)(uint32_t)buffer | ((uint64_t)(uint32_t)offset << 32);
+        w1 = len > 12 ? far : (tail & kb_low_bytes[k8]);
+        memcpy(dst, &w0, 8);
+        memcpy((char *)dst + 8, &w1, 8);
+    #else
+        kb_view(dst, src, n, buffer, offset);
+    #endif
+    }
     """
     void kb_copy(void *dst, const void *src, size_t n) noexcept nogil
     void kb_view(void *dst, const void *src, Py_ssize_t n, int32_t buffer,
                  Py_ssize_t offset) noexcept nogil
+    void kb_view12(void *dst, const void *src, Py_ssize_t n, int32_t buffer,
+                   Py_ssize_t offset) noexcept nogil

@@ -229,6 +229,7 @@ cdef dict _binary_take(BinaryBuilder *b):
     if b.view_mode:     # binary views: the data buffers are the decoder's
         return {
             "views": growbuf_take(&b.views, np.uint8),
+            "value_bytes": b.data.len,      # the bytes viewed (no memory of its own)
             "validity": validity if nulls else None,
             "null_count": nulls,
             "length": count,

@@ -23,7 +23,8 @@ from libc.string cimport memcpy
 
 from kbatch._core._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
                               binary_reserve, columns_held_bytes, columns_reserve_rows,
-                              growbuf_reserve, kb_copy, kb_view, ROW_FIXED_BYTES)
+                              growbuf_reserve, kb_copy, kb_view, kb_view12,
+                              ROW_FIXED_BYTES)
 from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
                              likely, load_be16, load_be32, read_u8, read_varint,
                              read_varlong, unlikely)
@@ -113,6 +114,17 @@ cdef int parse_control(RecordColumns *ctrl, GrowBuf *rows, Py_ssize_t first) noe
         out += 1
         rows.len += sizeof(ControlRow)
     return 0
+
+
+cdef inline void _put_view(char *dst, const uint8_t *buf, Py_ssize_t pos, Py_ssize_t stop,
+                           int32_t length, int32_t view_buffer,
+                           Py_ssize_t view_shift) noexcept nogil:
+    """zero_copy: the view of ``buf[pos:pos + length]`` (branch-free unless
+    fewer than 12 bytes are left in the region)."""
+    if likely(stop - pos >= 12):
+        kb_view12(dst, buf + pos, length, view_buffer, pos + view_shift)
+    else:
+        kb_view(dst, buf + pos, length, view_buffer, pos + view_shift)
 
 
 cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
@@ -228,8 +240,7 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
             if unlikely(klen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
             if views:
-                kb_view(key_views + i * 16, buf + rec.pos, klen, view_buffer,
-                        rec.pos + view_shift)
+                _put_view(key_views + i * 16, buf, rec.pos, stop, klen, view_buffer, view_shift)
             elif klen > 0:
                 kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
             key_len += klen
@@ -249,8 +260,7 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
             if unlikely(vlen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
             if views:
-                kb_view(val_views + i * 16, buf + rec.pos, vlen, view_buffer,
-                        rec.pos + view_shift)
+                _put_view(val_views + i * 16, buf, rec.pos, stop, vlen, view_buffer, view_shift)
             elif vlen > 0:
                 kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
             val_len += vlen

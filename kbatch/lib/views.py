@@ -73,7 +73,7 @@ class ViewColumn:
     ``concat``, ``to_pylist``, ``to_arrow`` (``binary_view``), ``==``.
     """
 
-    __slots__ = ("views", "validity", "null_count", "buffers", "holds")
+    __slots__ = ("views", "validity", "null_count", "buffers", "holds", "_value_bytes")
     utf8 = False
 
     def __init__(self, views: np.ndarray, validity: np.ndarray | None, null_count: int,
@@ -92,12 +92,15 @@ class ViewColumn:
         self.null_count = int(null_count)
         self.buffers = list(buffers)
         self.holds = tuple(holds)
+        self._value_bytes = None    # sum of the lengths, when known
 
     @classmethod
     def from_parts(cls, parts: dict, buffers: Sequence,
                    holds: Sequence[SourceHold] = ()) -> "ViewColumn":
         """Wrap what the decoder's ``take()`` gave for one column."""
-        return cls(parts["views"], parts["validity"], parts["null_count"], buffers, holds)
+        col = cls(parts["views"], parts["validity"], parts["null_count"], buffers, holds)
+        col._value_bytes = parts.get("value_bytes")
+        return col
 
     @classmethod
     def from_binary(cls, col: BinaryColumn) -> "ViewColumn":
@@ -179,9 +182,11 @@ class ViewColumn:
 
     @property
     def nbytes(self) -> int:
-        """Bytes it holds itself plus the bytes of the values it points to."""
-        lengths = self.views.view(np.int32)[0::4]
-        return (self.views.nbytes + int(lengths[lengths > INLINE].sum(dtype=np.int64))
+        """Bytes of its views and bitmap plus the bytes of the values it
+        points to (what a copy would hold: read limits count the same)."""
+        if self._value_bytes is None:
+            self._value_bytes = int(self.views.view(np.int32)[0::4].sum(dtype=np.int64))
+        return (self.views.nbytes + self._value_bytes
                 + (self.validity.nbytes if self.validity is not None else 0))
 
     def _with(self, views: np.ndarray, valid: np.ndarray | None) -> "ViewColumn":

@@ -276,7 +276,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, max(opts.max_read_bytes // 2, 1))
     skip = opts.on_corrupt == "skip"
-    hold = SourceHold(view, path) if getattr(opts, "zero_copy", False) else None
+    # zero_copy: the columns point into the source (control_only reads have none)
+    hold = (SourceHold(view, path) if getattr(opts, "zero_copy", False) and not control_only
+            else None)
     held = 0
     skipped: list[SkippedRange] = []
     last_offset = -1

@@ -22,6 +22,7 @@ is still valid.
 
 from __future__ import annotations
 
+import struct
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -32,6 +33,7 @@ from kbatch.lib.columns import (BinaryColumn, as_contiguous_range, as_indices,
 
 VIEW_BYTES = 16
 INLINE = 12
+_VIEW = struct.Struct("<iiii")
 
 
 class SourceHold:
@@ -123,11 +125,10 @@ class ViewColumn:
         """Value ``i`` (already a position in ``[0, n)``)."""
         if not self._valid_at(i):
             return None
-        v = self.views[i * VIEW_BYTES:(i + 1) * VIEW_BYTES]
-        length = int(v[:4].view(np.int32)[0])
+        length, _, buf, off = _VIEW.unpack_from(self.views, i * VIEW_BYTES)
         if length <= INLINE:
-            return v[4:4 + length].tobytes()
-        buf, off = (int(x) for x in v[8:16].view(np.int32))
+            start = i * VIEW_BYTES + 4
+            return self.views[start:start + length].tobytes()
         data = memoryview(self._buffers_checked()[buf]).cast("B")
         if off < 0 or length > len(data) - off:
             raise ValueError(f"view {i} points outside its data buffer")

@@ -104,13 +104,20 @@ cdef inline int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
     """Room for ``items`` more values holding ``nbytes`` bytes in all."""
     if growbuf_reserve(&b.offsets, items * 4) != 0:
         return -1
-    if b.view_mode:
-        if growbuf_reserve(&b.views, items * 16) != 0:
-            return -1
-    elif growbuf_reserve(&b.data, nbytes) != 0:
+    if growbuf_reserve(&b.data, nbytes) != 0:   # never in view mode: nbytes 0
         return -1
     # validity.len tracks ceil(count / 8); one spare byte covers the rounding
     return growbuf_reserve(&b.validity, (items >> 3) + 1)
+
+
+cdef inline int binary_reserve_any(BinaryBuilder *b, Py_ssize_t items,
+                                   Py_ssize_t nbytes) noexcept nogil:
+    """``binary_reserve`` for either mode (view mode: views, no data bytes)."""
+    if b.view_mode:
+        if binary_reserve(b, items, 0) != 0:
+            return -1
+        return growbuf_reserve(&b.views, items * 16)
+    return binary_reserve(b, items, nbytes)
 
 
 cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
@@ -118,18 +125,36 @@ cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
     """Append one value (``length < 0`` is null); capacity must be reserved."""
     cdef int32_t *offs = <int32_t *>b.offsets.data
     cdef Py_ssize_t i = b.count
-    if b.view_mode:
-        kb_view(b.views.data + b.views.len, src, length, b.view_buffer,
-                src - b.view_base)
-        b.views.len += 16
     if length >= 0:
         (<uint8_t *>b.validity.data)[i >> 3] |= <uint8_t>(1 << (i & 7))
         if length > 0:  # an empty value may meet a still unallocated (NULL) buffer
-            if not b.view_mode:
-                kb_copy(b.data.data + b.data.len, src, <size_t>length)
+            kb_copy(b.data.data + b.data.len, src, <size_t>length)
             b.data.len += length
     else:
         b.null_count += 1
+    offs[i + 1] = <int32_t>b.data.len
+    b.count = i + 1
+    b.offsets.len += 4
+    b.validity.len = (b.count + 7) >> 3
+
+
+cdef inline void binary_append_any(BinaryBuilder *b, const uint8_t *src,
+                                   Py_ssize_t length) noexcept nogil:
+    """``binary_append_unchecked``, or in view mode the value's view (into
+    ``b.view_base``'s buffer, nothing copied); capacity must be reserved."""
+    cdef int32_t *offs
+    cdef Py_ssize_t i = b.count
+    if not b.view_mode:
+        binary_append_unchecked(b, src, length)
+        return
+    kb_view(b.views.data + b.views.len, src, length, b.view_buffer, src - b.view_base)
+    b.views.len += 16
+    if length >= 0:
+        (<uint8_t *>b.validity.data)[i >> 3] |= <uint8_t>(1 << (i & 7))
+        b.data.len += length
+    else:
+        b.null_count += 1
+    offs = <int32_t *>b.offsets.data
     offs[i + 1] = <int32_t>b.data.len
     b.count = i + 1
     b.offsets.len += 4

@@ -145,7 +145,7 @@ cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil:
             or growbuf_reserve(&c.ts_type, rows) or growbuf_reserve(&c.batch, rows * 4)
             or growbuf_reserve(&c.headers, rows * 4)):
         return -1
-    if binary_reserve(&c.key, rows, 0) or binary_reserve(&c.value, rows, 0):
+    if binary_reserve_any(&c.key, rows, 0) or binary_reserve_any(&c.value, rows, 0):
         return -1
     return 0
 

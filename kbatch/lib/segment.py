@@ -402,6 +402,9 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
 
     Keeps in memory: the decoded columns (about the size of the keys,
     values and headers plus 22 bytes per record) and one decompressed batch.
+    With ``zero_copy=True`` keys and values are binary views (32 bytes a
+    record) into the source and the decompressed records, which the result
+    keeps (a file stays mapped while it lives; see ``kbatch.lib.views``).
     Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
     """
     check_isolation(isolation)
@@ -462,7 +465,9 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     or ``chunk_bytes`` bytes (keys, values and headers, plus 34 bytes a
     record for its offset, timestamp, offsets and validity). Keeps in memory one
     chunk and one decompressed batch, whatever the file size; the file stays
-    mapped until the iterator is exhausted or closed. Concatenating the chunks
+    mapped until the iterator is exhausted or closed (with ``zero_copy=True``,
+    until the last chunk pointing into it is gone, and a chunk holds the
+    decompressed records its views point into). Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly
     empty) carries ``end``. With ``isolation="read_committed"`` a first pass
     decodes the source once to resolve its transactions (it keeps one row per

@@ -348,3 +348,19 @@ def test_spark_arrow_casts_views_to_binary():
     batch = to_record_batch(zc, "t", 0, arrow_schema(["key", "value", "offset"]))
     assert batch.schema.field("value").type == pa.binary()
     assert batch.column(1).to_pylist() == msgs["value"]
+
+
+def test_zero_copy_after_copy_reads_reuses_pooled_memory(tmp_path):
+    """A zero-copy read right after copy reads (the memory pool then holds
+    their big blocks) neither crashes nor reserves room for value bytes it
+    never writes (regression: a view column's byte count was taken for a
+    buffer length and "grown" from a NULL buffer)."""
+    rng = np.random.default_rng(5)
+    msgs = {"value": [_blob(rng, 2000 + i % 50) for i in range(6000)]}
+    path = tmp_path / "big.log"
+    kbatch.write_segment(path, msgs, batch_records=100)
+    for _ in range(2):
+        assert len(kbatch.read_segment(path)) == 6000
+    for codec_path in (path, _segment_bytes(msgs, "gzip")):
+        records = kbatch.read_segment(codec_path, zero_copy=True)
+        assert records.value.to_pylist() == msgs["value"]

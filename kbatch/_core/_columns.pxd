@@ -112,12 +112,15 @@ cdef inline int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
 
 cdef inline int binary_reserve_any(BinaryBuilder *b, Py_ssize_t items,
                                    Py_ssize_t nbytes) noexcept nogil:
-    """``binary_reserve`` for either mode (view mode: views, no data bytes)."""
-    if b.view_mode:
-        if binary_reserve(b, items, 0) != 0:
-            return -1
-        return growbuf_reserve(&b.views, items * 16)
-    return binary_reserve(b, items, nbytes)
+    """``binary_reserve`` for either mode. View mode: room for the views
+    (and offsets, bitmap); ``data`` is never reserved, as its ``len`` counts
+    bytes viewed, not bytes held."""
+    if not b.view_mode:
+        return binary_reserve(b, items, nbytes)
+    if (growbuf_reserve(&b.offsets, items * 4) != 0
+            or growbuf_reserve(&b.views, items * 16) != 0):
+        return -1
+    return growbuf_reserve(&b.validity, (items >> 3) + 1)
 
 
 cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kbatch
 import kbatch.lib.decoder as decoder_mod
@@ -364,3 +365,30 @@ def test_zero_copy_after_copy_reads_reuses_pooled_memory(tmp_path):
     for codec_path in (path, _segment_bytes(msgs, "gzip")):
         records = kbatch.read_segment(codec_path, zero_copy=True)
         assert records.value.to_pylist() == msgs["value"]
+
+
+def _outcome(buf, **kw):
+    try:
+        r = kbatch.read_segment(buf, **kw)
+    except kbatch.KbatchError as exc:
+        return type(exc).__name__
+    return (_rows(r), r.end.valid_bytes, r.end.reason, len(r.batches))
+
+
+_DAMAGE_BASE = {c: _segment_bytes(_messages(120, seed=3), c) for c in ("none", "lz4", "gzip")}
+
+
+@settings(max_examples=40)
+@given(codec=st.sampled_from(sorted(_DAMAGE_BASE)),
+       flips=st.lists(st.tuples(st.floats(0, 1), st.integers(0, 7)), min_size=1, max_size=4),
+       cut=st.floats(0.5, 1), on_corrupt=st.sampled_from(["raise", "stop", "skip"]))
+def test_damaged_segments_same_outcome_as_copy(codec, flips, cut, on_corrupt):
+    """Bit flips and truncation: zero copy raises, stops or skips exactly as
+    the copy mode does (CRC off too, so damaged records reach the loop)."""
+    buf = bytearray(_DAMAGE_BASE[codec])
+    for where, bit in flips:
+        buf[int(where * (len(buf) - 1))] ^= 1 << bit
+    buf = bytes(buf[:int(len(buf) * cut)])
+    for crc in (True, False):
+        kw = {"on_corrupt": on_corrupt, "validate_crc": crc}
+        assert _outcome(buf, zero_copy=True, **kw) == _outcome(buf, **kw)

@@ -20,6 +20,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 NAMES = {
     "test_kbatch": "kbatch",
     "test_kbatch_no_crc": "kbatch (CRC off)",
+    "test_kbatch_zero_copy": "kbatch (zero_copy)",
     "test_kbatch_all_cores": "kbatch (all cores)",
     "test_aiokafka": "aiokafka",
     "test_kafka_python": "kafka-python",

@@ -52,6 +52,14 @@ def test_kbatch_no_crc(benchmark, dataset):
     assert out == records
 
 
+def test_kbatch_zero_copy(benchmark, dataset):
+    """Keys and values as binary views over the buffer (no value copied)."""
+    name, data, records = dataset
+    out = _run(benchmark, name, lambda d: len(kbatch.read_segment(d, zero_copy=True)),
+               data, records)
+    assert out == records
+
+
 def test_kbatch_all_cores(benchmark, dataset):
     """One buffer cut at batch boundaries, decoded on every core at once."""
     name, data, records = dataset

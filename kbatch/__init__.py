@@ -22,6 +22,7 @@ from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
 from kbatch.lib.paths import PathError, PathKind, resolve
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.lib.remote.entry import iter_segment, read_segment   # local paths, URLs, buffers
+from kbatch.lib.views import ViewColumn
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
 from kbatch.tools.transactions import transactions
 from kbatch.tools.verify import verify
@@ -30,7 +31,7 @@ __all__ = [
     "ArgumentError", "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
     "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
     "LogWriter", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
-    "SegmentWriter", "SkippedRange", "__version__", "consumer_lag", "iter_segment",
+    "SegmentWriter", "SkippedRange", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
     "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "resolve",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

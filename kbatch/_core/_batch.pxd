@@ -6,6 +6,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 from kbatch._core._codecs cimport CodecScratch
 from kbatch._core._columns cimport GrowBuf, RecordColumns
 from kbatch._core._types cimport BatchRow, ControlRow, ErrorInfo, Limits
+from kbatch._core._viewbufs cimport ViewBuffers
 
 
 cdef class BatchDecoder:
@@ -41,6 +42,9 @@ cdef class BatchDecoder:
     cdef CodecScratch _codecs        # compressed batches decompressed in the walk (no GIL)
     cdef unsigned _native            # codecs decompressed in the walk: bits 1 << codec
     cdef size_t _max_decompressed
+    cdef bint _zero_copy             # keys and values as binary views (no copy)
+    cdef ViewBuffers _vbufs          # zero_copy: the buffers the views point into
+    cdef list _fed                   # zero_copy: records fed by Python, kept
     cdef readonly object path
     cdef readonly object end_error
 
@@ -54,6 +58,8 @@ cdef class BatchDecoder:
     cdef int _decode_batch_records(self, const uint8_t *buf, Py_ssize_t start,
                                    Py_ssize_t stop, Py_ssize_t index,
                                    bint compressed) noexcept nogil
+    cdef int _view_source(self, Py_ssize_t start, Py_ssize_t stop) noexcept nogil
+    cdef list _take_buffers(self)
     cdef int _finish_error(self, int st, bint compressed) noexcept nogil
     cdef int _fail(self, int code, int64_t position, int64_t a,
                    int64_t b) noexcept nogil

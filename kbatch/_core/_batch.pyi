@@ -40,6 +40,8 @@ class BatchDecoder:
         native_gzip: bool = True,         # gzip, snappy, zstd: the same
         native_snappy: bool = True,
         native_zstd: bool = True,
+        zero_copy: bool = False,          # keys/values as binary views: take()["data"]
+                                          # then has "views" per column and "buffers"
     ) -> None: ...
     @property
     def position(self) -> int: ...

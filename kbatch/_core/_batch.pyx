@@ -49,13 +49,16 @@ from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, all_ze
                              cursor_over, likely, load_be16, load_be32, load_be64,
                              read_u8, read_varint, read_varlong, remaining, unlikely)
 from kbatch._core._codecs cimport (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY, NATIVE_ZSTD,
-                                   codec_decompress, codec_scratch_free, codec_scratch_init,
-                                   codecs_available)
+                                   codec_decompress, codec_decompress_into, codec_room,
+                                   codec_scratch_free, codec_scratch_init, codecs_available)
 from kbatch._core._legacy cimport legacy_inner, legacy_top
 from kbatch._core._mapguard cimport KB_FAULTED, kb_guarded_call, kb_guarded_copy, kb_guarded_fn
 from kbatch._core._outbuf cimport CODEC_OK
 from kbatch._core._records cimport decode_records, parse_control
 from kbatch._core._types cimport *
+from kbatch._core._viewbufs cimport (BUF_ARENA, BUF_SOURCE, BufDesc, viewbufs_arena,
+                                     viewbufs_at, viewbufs_fed, viewbufs_free, viewbufs_init,
+                                     viewbufs_use, viewbufs_window)
 from kbatch._core._wire cimport *
 
 from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededError
@@ -238,6 +241,8 @@ cdef class BatchDecoder:
         self._batches.zero_fill = False
         self._controls.zero_fill = False
         codec_scratch_init(&self._codecs)
+        viewbufs_init(&self._vbufs)
+        self._fed = []
 
     def __init__(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
                  Py_ssize_t stop=-1, object path=None, object validate_crc=True,
@@ -250,7 +255,8 @@ cdef class BatchDecoder:
                  const int64_t[::1] drop_positions=None,
                  Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
                  Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1,
-                 bint native_gzip=True, bint native_snappy=True, bint native_zstd=True):
+                 bint native_gzip=True, bint native_snappy=True, bint native_zstd=True,
+                 bint zero_copy=False):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -301,9 +307,14 @@ cdef class BatchDecoder:
         self._native = codecs_available() & (
             (NATIVE_LZ4 if native_lz4 else 0) | (NATIVE_GZIP if native_gzip else 0)
             | (NATIVE_SNAPPY if native_snappy else 0) | (NATIVE_ZSTD if native_zstd else 0))
+        # zero_copy: data keys and values become binary views into the source
+        # and the decompressed records (control records stay copied)
+        self._zero_copy = zero_copy
+        self._data.key.view_mode = self._data.value.view_mode = zero_copy
 
     def __dealloc__(self):
         codec_scratch_free(&self._codecs)
+        viewbufs_free(&self._vbufs)
         columns_free(&self._data)
         columns_free(&self._ctrl)
         growbuf_free(&self._batches)
@@ -397,6 +408,14 @@ cdef class BatchDecoder:
                              row, <int32_t>index, 0 if compressed else self._end)
         return self._finish_error(st, compressed)
 
+    cdef int _view_source(self, Py_ssize_t start, Py_ssize_t stop) noexcept nogil:
+        """zero_copy: the views that follow point into the source's bytes
+        [start, stop) (a window of it): 0, or -1 when out of memory."""
+        cdef Py_ssize_t desc = viewbufs_window(&self._vbufs, start, stop)
+        if desc < 0:
+            return -1
+        return viewbufs_use(&self._data, desc, self._buf + viewbufs_at(&self._vbufs, desc).start)
+
     cdef int _finish_error(self, int st, bint compressed) noexcept nogil:
         """Errors inside compressed records point at the batch, plus an inner byte."""
         if st != 0 and compressed:
@@ -409,7 +428,10 @@ cdef class BatchDecoder:
         cdef BatchRow row
         cdef Py_ssize_t index = self._batches.len // sizeof(BatchRow)
         cdef Py_ssize_t value_start = 0, value_stop = 0
-        cdef int st = legacy_top(&self._data, &row, &self._err, self._buf, pos, batch_end,
+        cdef int st
+        if self._zero_copy and self._view_source(pos, batch_end) != 0:
+            return self._fail(E_NOMEM, pos, 0, 0)
+        st = legacy_top(&self._data, &row, &self._err, self._buf, pos, batch_end,
                                  <int32_t>index, self._crc_mode,
                                  self._headers_only or self._control_only,
                                  &value_start, &value_stop)
@@ -434,6 +456,26 @@ cdef class BatchDecoder:
         decompression itself failed and Python must decompress it."""
         cdef const uint8_t *records
         cdef size_t n
+        cdef GrowBuf *arena
+        cdef Py_ssize_t at
+        cdef int st
+        if self._zero_copy:
+            # decompressed where the views will point: the end of an arena
+            arena = viewbufs_arena(&self._vbufs, codec_room(self._max_decompressed))
+            if arena == NULL:
+                return self._fail(E_NOMEM, pos, 0, 0)
+            at = arena.len
+            if codec_decompress_into(&self._codecs, codec, self._buf + pos + HEADER_V2,
+                                     <size_t>(batch_end - pos - HEADER_V2),
+                                     self._max_decompressed, <uint8_t *>arena.data + at,
+                                     <size_t>(arena.cap - at), &n) != CODEC_OK:
+                return ST_COMPRESSED
+            viewbufs_use(&self._data, self._vbufs.arena, <const uint8_t *>arena.data)
+            st = self._walk_records(<const uint8_t *>arena.data + at, 0, <Py_ssize_t>n,
+                                    index, True)
+            if st == 0:
+                arena.len = at + <Py_ssize_t>n
+            return st
         if codec_decompress(&self._codecs, codec, self._buf + pos + HEADER_V2,
                             <size_t>(batch_end - pos - HEADER_V2),
                             self._max_decompressed, &records, &n) != CODEC_OK:
@@ -550,6 +592,8 @@ cdef class BatchDecoder:
                 self._pending_stop = batch_end
                 self._pending_next = batch_end
                 return ST_COMPRESSED
+            if self._zero_copy and self._view_source(pos, batch_end) != 0:
+                return self._fail(E_NOMEM, pos, 0, 0)
             st = self._walk_records(buf, pos + HEADER_V2, batch_end, index, False)
             if st != 0:
                 return st
@@ -658,14 +702,20 @@ cdef class BatchDecoder:
         return (row.codec, self._pending_start, self._pending_stop, row.position,
                 row.base_offset, row.magic)
 
-    def feed(self, const uint8_t[::1] records not None):
-        """Decode the pending batch's records from their decompressed bytes."""
+    def feed(self, object source not None):
+        """Decode the pending batch's records from their decompressed bytes
+        (with zero_copy, the views point into ``source``, which is kept)."""
+        cdef const uint8_t[::1] records = source
         cdef Py_ssize_t index = self._pending_index
         cdef Py_ssize_t n = records.shape[0]
         cdef const uint8_t *p = &records[0] if n > 0 else <const uint8_t *>""
         cdef int st
         if not self._has_pending:
             raise RuntimeError("no compressed batch is pending")
+        if self._zero_copy:
+            if viewbufs_use(&self._data, viewbufs_fed(&self._vbufs), p) != 0:
+                raise MemoryError()
+            self._fed.append(source)
         with nogil:
             st = self._walk_records(p, 0, n, index, True)
         if st != 0:
@@ -700,12 +750,39 @@ cdef class BatchDecoder:
         """
         batches = growbuf_take(&self._batches, np.uint8).view(BATCH_DTYPE)
         controls = growbuf_take(&self._controls, np.uint8).view(CONTROL_DTYPE)
+        data = columns_take(&self._data)
+        if self._zero_copy:
+            data["buffers"] = self._take_buffers()
         return {
-            "data": columns_take(&self._data),
+            "data": data,
             "control": columns_take(&self._ctrl),
             "control_rows": controls,
             "batches": batches,
         }
+
+
+    cdef list _take_buffers(self):
+        """zero_copy: the data buffers of the chunk's views, in index order:
+        ``(start, stop)`` for a window of the source, else a buffer object
+        (an arena as a numpy array, a fed object); the table starts empty."""
+        cdef Py_ssize_t i, n = self._vbufs.desc.len // <Py_ssize_t>sizeof(BufDesc)
+        cdef BufDesc *d
+        cdef GrowBuf *arenas = <GrowBuf *>self._vbufs.arenas.data
+        out = []
+        for i in range(n):
+            d = viewbufs_at(&self._vbufs, i)
+            if d.kind == BUF_SOURCE:
+                out.append((d.start, d.stop))
+            elif d.kind == BUF_ARENA:
+                out.append(growbuf_take(&arenas[d.index], np.uint8))
+            else:
+                out.append(self._fed[d.index])
+        self._vbufs.desc.len = 0
+        self._vbufs.arenas.len = 0
+        self._vbufs.window = self._vbufs.arena = -1
+        self._vbufs.fed = 0
+        self._fed = []
+        return out
 
 
 # status codes of run(), for the Python orchestration

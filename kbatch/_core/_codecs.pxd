@@ -27,3 +27,12 @@ cdef unsigned codecs_available() noexcept nogil
 cdef int codec_decompress(CodecScratch *s, int codec, const uint8_t *src, size_t n,
                           size_t limit, const uint8_t **out,
                           size_t *out_len) noexcept nogil
+cdef int codec_decompress_into(CodecScratch *s, int codec, const uint8_t *src, size_t n,
+                               size_t limit, uint8_t *dst, size_t cap,
+                               size_t *out_len) noexcept nogil
+
+
+cdef inline size_t codec_room(size_t limit) noexcept nogil:
+    """Bytes ``codec_decompress_into`` needs for a batch of at most ``limit``:
+    one past the limit (shows an overflow) and snappy's slack."""
+    return limit + 1 + 16

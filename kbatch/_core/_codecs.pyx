@@ -18,8 +18,9 @@ nothing behind).
 from libc.stdint cimport uint8_t
 
 from kbatch._core._gzip cimport gzip_decompress, gzip_free, gzip_native
-from kbatch._core._lz4 cimport LZ4_OK, lz4_decompress_frame, lz4_native, lz4_scratch_free
-from kbatch._core._outbuf cimport CODEC_FAILED, CODEC_OK, outbuf_free, outbuf_init
+from kbatch._core._lz4 cimport (LZ4_OK, Lz4Scratch, lz4_decompress_frame, lz4_native,
+                                lz4_scratch_free)
+from kbatch._core._outbuf cimport CODEC_FAILED, CODEC_OK, OUT_SLACK, OutBuf, outbuf_free, outbuf_init
 from kbatch._core._snappy cimport snappy_decompress
 from kbatch._core._zstd cimport zstd_decompress, zstd_free, zstd_native
 
@@ -34,6 +35,7 @@ cdef void codec_scratch_init(CodecScratch *s) noexcept nogil:
     s.lz4.dctx = NULL
     s.lz4.data = NULL
     s.lz4.len = s.lz4.cap = 0
+    s.lz4.borrowed = False
     s.zlib = NULL
     s.zstd = NULL
     outbuf_init(&s.out)
@@ -84,6 +86,49 @@ cdef int codec_decompress(CodecScratch *s, int codec, const uint8_t *src, size_t
         return CODEC_FAILED
     out[0] = <const uint8_t *>s.out.data if s.out.data != NULL else <const uint8_t *>""
     out_len[0] = s.out.len
+    return CODEC_OK
+
+
+cdef int codec_decompress_into(CodecScratch *s, int codec, const uint8_t *src, size_t n,
+                               size_t limit, uint8_t *dst, size_t cap,
+                               size_t *out_len) noexcept nogil:
+    """``codec_decompress`` into memory the caller owns (zero_copy: a
+    decoder's arena, so the records stay where they were decompressed):
+    ``dst[:out_len]``. ``cap`` must be at least ``codec_room(limit)``: the
+    codecs then never need to grow it, and accept and refuse exactly what
+    they do with their own buffer."""
+    cdef OutBuf o
+    cdef Lz4Scratch l
+    cdef int st
+    if cap < codec_room(limit):
+        return CODEC_FAILED
+    if codec == 3:
+        l.dctx = s.lz4.dctx
+        l.data = dst
+        l.len = 0
+        l.cap = cap
+        l.borrowed = True
+        st = lz4_decompress_frame(&l, src, n, limit)
+        s.lz4.dctx = l.dctx     # created, reused or freed by the call
+        if st != LZ4_OK:
+            return CODEC_FAILED
+        out_len[0] = l.len
+        return CODEC_OK
+    o.data = dst
+    o.len = 0
+    o.cap = cap
+    o.borrowed = True
+    if codec == 1:
+        st = gzip_decompress(&s.zlib, &o, src, n, limit)
+    elif codec == 2:
+        st = snappy_decompress(&o, src, n, limit)
+    elif codec == 4:
+        st = zstd_decompress(&s.zstd, &o, src, n, limit)
+    else:
+        st = CODEC_FAILED
+    if st != CODEC_OK:
+        return CODEC_FAILED
+    out_len[0] = o.len
     return CODEC_OK
 
 

@@ -12,6 +12,17 @@ A ``RecordColumns`` is what one decode chunk fills, in Arrow layout:
     BinaryBuilder:  offsets int32[m + 1] | data uint8[...] | validity bitmap
                     (LSB-first, bit set = not null, as Arrow)
 
+    view mode (zero_copy, key and value only): every value is also written
+    as a 16-byte Arrow binary view into a data buffer the decoder keeps (the
+    source, or decompressed records), and no value byte is copied:
+
+        views   [length int32 LE | value, zero padded]            length <= 12
+                [length int32 LE | prefix 4 B | buffer int32 | offset int32]
+
+    ``data`` then holds nothing (``data.len`` counts the bytes viewed, so
+    chunk sizes and limits are those of the copy mode) and ``offsets`` keep
+    the lengths' running sum.
+
 Capacity is reserved once per batch from bounds the bytes guarantee (a batch
 holds at most ``size / 7`` records and at most ``size`` payload bytes), so the
 record loop writes through plain pointers. Buffers grow with ``realloc``,
@@ -35,6 +46,10 @@ cdef struct BinaryBuilder:
     GrowBuf validity     # bitmap, ceil(count / 8) bytes, zero-filled
     Py_ssize_t count
     Py_ssize_t null_count
+    GrowBuf views              # view mode: 16 bytes per value
+    bint view_mode
+    int32_t view_buffer        # view mode: buffer index of the bytes being decoded
+    const uint8_t *view_base   # ... and their first byte
 
 
 # Bytes every record takes whatever its size: offset 8, timestamp 8,
@@ -89,9 +104,22 @@ cdef inline int binary_reserve(BinaryBuilder *b, Py_ssize_t items,
     """Room for ``items`` more values holding ``nbytes`` bytes in all."""
     if growbuf_reserve(&b.offsets, items * 4) != 0:
         return -1
-    if growbuf_reserve(&b.data, nbytes) != 0:
+    if growbuf_reserve(&b.data, nbytes) != 0:   # never in view mode: nbytes 0
         return -1
     # validity.len tracks ceil(count / 8); one spare byte covers the rounding
+    return growbuf_reserve(&b.validity, (items >> 3) + 1)
+
+
+cdef inline int binary_reserve_any(BinaryBuilder *b, Py_ssize_t items,
+                                   Py_ssize_t nbytes) noexcept nogil:
+    """``binary_reserve`` for either mode. View mode: room for the views
+    (and offsets, bitmap); ``data`` is never reserved, as its ``len`` counts
+    bytes viewed, not bytes held."""
+    if not b.view_mode:
+        return binary_reserve(b, items, nbytes)
+    if (growbuf_reserve(&b.offsets, items * 4) != 0
+            or growbuf_reserve(&b.views, items * 16) != 0):
+        return -1
     return growbuf_reserve(&b.validity, (items >> 3) + 1)
 
 
@@ -107,6 +135,29 @@ cdef inline void binary_append_unchecked(BinaryBuilder *b, const uint8_t *src,
             b.data.len += length
     else:
         b.null_count += 1
+    offs[i + 1] = <int32_t>b.data.len
+    b.count = i + 1
+    b.offsets.len += 4
+    b.validity.len = (b.count + 7) >> 3
+
+
+cdef inline void binary_append_any(BinaryBuilder *b, const uint8_t *src,
+                                   Py_ssize_t length) noexcept nogil:
+    """``binary_append_unchecked``, or in view mode the value's view (into
+    ``b.view_base``'s buffer, nothing copied); capacity must be reserved."""
+    cdef int32_t *offs
+    cdef Py_ssize_t i = b.count
+    if not b.view_mode:
+        binary_append_unchecked(b, src, length)
+        return
+    kb_view(b.views.data + b.views.len, src, length, b.view_buffer, src - b.view_base)
+    b.views.len += 16
+    if length >= 0:
+        (<uint8_t *>b.validity.data)[i >> 3] |= <uint8_t>(1 << (i & 7))
+        b.data.len += length
+    else:
+        b.null_count += 1
+    offs = <int32_t *>b.offsets.data
     offs[i + 1] = <int32_t>b.data.len
     b.count = i + 1
     b.offsets.len += 4
@@ -136,5 +187,53 @@ cdef extern from *:
             for (size_t i = 0; i < n; i++) d[i] = s[i];
         }
     }
+    /* One Arrow binary view (16 bytes) of src[:n] at byte ``offset`` of data
+       buffer ``buffer``; n < 0 (null) writes zeros. */
+    static inline void kb_view(void *dst, const void *src, Py_ssize_t n,
+                               int32_t buffer, Py_ssize_t offset) {
+        unsigned char v[16];
+        int32_t len = n > 0 ? (int32_t)n : 0;
+        memset(v, 0, 16);
+        memcpy(v, &len, 4);
+        if (len > 12) {
+            int32_t off = (int32_t)offset;
+            memcpy(v + 4, src, 4);
+            memcpy(v + 8, &buffer, 4);
+            memcpy(v + 12, &off, 4);
+        } else if (len > 0) {
+            kb_copy(v + 4, src, (size_t)len);
+        }
+        memcpy(dst, v, 16);
+    }
+    /* kb_view without branches on the length (n >= 0, and 12 bytes readable
+       at src: the record loop checks): key lengths around 12 would
+       otherwise mispredict. Little-endian hosts; others use kb_view. */
+    static const uint64_t kb_low_bytes[9] = {
+        0x0ULL, 0xFFULL, 0xFFFFULL, 0xFFFFFFULL, 0xFFFFFFFFULL, 0xFFFFFFFFFFULL,
+        0xFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFULL, 0xFFFFFFFFFFFFFFFFULL};
+    static inline void kb_view12(void *dst, const void *src, Py_ssize_t n,
+                                 int32_t buffer, Py_ssize_t offset) {
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        const unsigned char *s = (const unsigned char *)src;
+        uint32_t head;
+        uint64_t tail, w0, w1, far;
+        uint32_t len = (uint32_t)n;
+        uint32_t k4 = len < 4 ? len : 4;
+        uint32_t k8 = len < 4 ? 0 : (len - 4 > 8 ? 8 : len - 4);
+        memcpy(&head, s, 4);
+        memcpy(&tail, s + 4, 8);
+        w0 = (uint64_t)len | ((uint64_t)(head & (uint32_t)kb_low_bytes[k4]) << 32);
+        far = (uint64_t)(uint32_t)buffer | ((uint64_t)(uint32_t)offset << 32);
+        w1 = len > 12 ? far : (tail & kb_low_bytes[k8]);
+        memcpy(dst, &w0, 8);
+        memcpy((char *)dst + 8, &w1, 8);
+    #else
+        kb_view(dst, src, n, buffer, offset);
+    #endif
+    }
     """
     void kb_copy(void *dst, const void *src, size_t n) noexcept nogil
+    void kb_view(void *dst, const void *src, Py_ssize_t n, int32_t buffer,
+                 Py_ssize_t offset) noexcept nogil
+    void kb_view12(void *dst, const void *src, Py_ssize_t n, int32_t buffer,
+                   Py_ssize_t offset) noexcept nogil

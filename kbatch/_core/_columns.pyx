@@ -84,6 +84,8 @@ cdef inline int _offsets_init(BinaryBuilder *b, int role) noexcept nogil:
     b.offsets.role = role
     b.data.role = role + 1
     b.validity.role = role + 2
+    b.views.role = role + 3
+    b.views.len = 0
     b.count = 0
     b.null_count = 0
     b.validity.zero_fill = True
@@ -122,6 +124,7 @@ cdef void _binary_free(BinaryBuilder *b) noexcept nogil:
     growbuf_free(&b.offsets)
     growbuf_free(&b.data)
     growbuf_free(&b.validity)
+    growbuf_free(&b.views)
 
 
 cdef void columns_free(RecordColumns *c) noexcept nogil:
@@ -142,7 +145,7 @@ cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil:
             or growbuf_reserve(&c.ts_type, rows) or growbuf_reserve(&c.batch, rows * 4)
             or growbuf_reserve(&c.headers, rows * 4)):
         return -1
-    if binary_reserve(&c.key, rows, 0) or binary_reserve(&c.value, rows, 0):
+    if binary_reserve_any(&c.key, rows, 0) or binary_reserve_any(&c.value, rows, 0):
         return -1
     return 0
 
@@ -172,6 +175,8 @@ cdef void _binary_rollback(BinaryBuilder *b, Py_ssize_t count, Py_ssize_t nbytes
         memset(bits + first + 1, 0, <size_t>(b.validity.cap - first - 1))
     b.count = count
     b.offsets.len = (count + 1) * 4
+    if b.view_mode:
+        b.views.len = count * 16
     b.data.len = nbytes
     b.null_count = nulls
     b.validity.len = (count + 7) >> 3
@@ -221,6 +226,14 @@ cdef object growbuf_take(GrowBuf *b, object dtype):
 cdef dict _binary_take(BinaryBuilder *b):
     cdef Py_ssize_t count = b.count, nulls = b.null_count
     validity = growbuf_take(&b.validity, np.uint8)
+    if b.view_mode:     # binary views: the data buffers are the decoder's
+        return {
+            "views": growbuf_take(&b.views, np.uint8),
+            "value_bytes": b.data.len,      # the bytes viewed (no memory of its own)
+            "validity": validity if nulls else None,
+            "null_count": nulls,
+            "length": count,
+        }
     return {
         "offsets": growbuf_take(&b.offsets, np.int32),
         "data": growbuf_take(&b.data, np.uint8),

@@ -30,7 +30,7 @@ AbstractLegacyRecordBatch); a wrapper's row counts its inner records.
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
 
 from kbatch._core._checksums cimport crc32_ieee
-from kbatch._core._columns cimport (RecordColumns, binary_append_unchecked, binary_reserve,
+from kbatch._core._columns cimport (RecordColumns, binary_append_any, binary_reserve_any,
                               columns_reserve_rows, growbuf_reserve)
 from kbatch._core._cursor cimport (CUR_OK, Cursor, cursor_over, read_be32, read_be64,
                              read_u8, skip)
@@ -130,16 +130,16 @@ cdef int _append(RecordColumns *cols, const uint8_t *buf, const Message *m,
     """One record; legacy messages have no headers."""
     cdef Py_ssize_t n = cols.n
     if (columns_reserve_rows(cols, 1) != 0
-            or binary_reserve(&cols.key, 0, m.key_len if m.key_len > 0 else 0) != 0
-            or binary_reserve(&cols.value, 0, m.value_len if m.value_len > 0 else 0) != 0):
+            or binary_reserve_any(&cols.key, 0, m.key_len if m.key_len > 0 else 0) != 0
+            or binary_reserve_any(&cols.value, 0, m.value_len if m.value_len > 0 else 0) != 0):
         return -1
     (<int64_t *>cols.offset.data)[n] = offset
     (<int64_t *>cols.timestamp.data)[n] = timestamp
     (<int8_t *>cols.ts_type.data)[n] = ts_type
     (<int32_t *>cols.batch.data)[n] = batch_index
     (<int32_t *>cols.headers.data)[n + 1] = <int32_t>cols.hkey.count
-    binary_append_unchecked(&cols.key, buf + m.key_pos, m.key_len)
-    binary_append_unchecked(&cols.value, buf + m.value_pos, m.value_len)
+    binary_append_any(&cols.key, buf + m.key_pos, m.key_len)      # zero_copy: views
+    binary_append_any(&cols.value, buf + m.value_pos, m.value_len)
     cols.n = n + 1
     cols.offset.len += 8
     cols.timestamp.len += 8

@@ -9,6 +9,7 @@ cdef struct Lz4Scratch:
     uint8_t *data       # the decompressed records of the last batch
     size_t len          # bytes of ``data`` in use
     size_t cap          # bytes allocated
+    bint borrowed       # data is a decoder's arena (zero_copy): never grown nor freed
 
 
 cdef enum Lz4Status:

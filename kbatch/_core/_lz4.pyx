@@ -58,7 +58,8 @@ cdef void lz4_scratch_free(Lz4Scratch *s) noexcept nogil:
     if s.dctx != NULL and _free != NULL:
         _free(s.dctx)
     s.dctx = NULL
-    free(s.data)
+    if not s.borrowed:
+        free(s.data)
     s.data = NULL
     s.len = s.cap = 0
 
@@ -68,6 +69,8 @@ cdef int _grow(Lz4Scratch *s, size_t n, size_t limit) noexcept nogil:
     past ``limit + 1`` bytes (one more than allowed shows the overflow)."""
     cdef size_t want = s.cap * 2 if s.cap else max(<size_t>FIRST_CAPACITY, 4 * n)
     cdef uint8_t *p
+    if s.borrowed:
+        return -1
     if want > limit + 1:
         want = limit + 1
     if want <= s.cap:
@@ -163,6 +166,7 @@ def decompress_frame(const uint8_t[::1] data, Py_ssize_t limit):
     s.dctx = NULL
     s.data = NULL
     s.len = s.cap = 0
+    s.borrowed = False
     with nogil:
         st = lz4_decompress_frame(&s, &data[0] if n else <const uint8_t *>"", n,
                                   <size_t>limit)

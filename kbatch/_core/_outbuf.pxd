@@ -20,15 +20,19 @@ cdef struct OutBuf:
     uint8_t *data
     size_t len
     size_t cap
+    bint borrowed       # data is someone else's (zero_copy: a decoder's arena):
+                        # never reallocated nor freed, its cap is all there is
 
 
 cdef inline void outbuf_init(OutBuf *b) noexcept nogil:
     b.data = NULL
     b.len = b.cap = 0
+    b.borrowed = False
 
 
 cdef inline void outbuf_free(OutBuf *b) noexcept nogil:
-    free(b.data)
+    if not b.borrowed:
+        free(b.data)
     outbuf_init(b)
 
 
@@ -40,6 +44,8 @@ cdef inline int outbuf_reserve(OutBuf *b, size_t need, size_t ceiling) noexcept 
     cdef uint8_t *p
     if need <= b.cap:
         return 0
+    if b.borrowed:
+        return -1
     want = b.cap * 2
     if want > ceiling:
         want = ceiling

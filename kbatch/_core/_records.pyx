@@ -23,7 +23,8 @@ from libc.string cimport memcpy
 
 from kbatch._core._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
                               binary_reserve, columns_held_bytes, columns_reserve_rows,
-                              growbuf_reserve, kb_copy, ROW_FIXED_BYTES)
+                              growbuf_reserve, kb_copy, kb_view, kb_view12,
+                              ROW_FIXED_BYTES)
 from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
                              likely, load_be16, load_be32, read_u8, read_varint,
                              read_varlong, unlikely)
@@ -115,10 +116,48 @@ cdef int parse_control(RecordColumns *ctrl, GrowBuf *rows, Py_ssize_t first) noe
     return 0
 
 
+cdef inline void _put_view(char *dst, const uint8_t *buf, Py_ssize_t pos, Py_ssize_t stop,
+                           int32_t length, int32_t view_buffer,
+                           Py_ssize_t view_shift) noexcept nogil:
+    """zero_copy: the view of ``buf[pos:pos + length]`` (branch-free unless
+    fewer than 12 bytes are left in the region)."""
+    if likely(stop - pos >= 12):
+        kb_view12(dst, buf + pos, length, view_buffer, pos + view_shift)
+    else:
+        kb_view(dst, buf + pos, length, view_buffer, pos + view_shift)
+
+
+# The record loop is compiled twice: keys and values copied (_Copy), or
+# written as binary views (_Views, zero_copy); decode_records picks one per
+# batch, so the copy loop carries no test of the mode.
+cdef struct _Copy:
+    char unused
+
+cdef struct _Views:
+    char unused
+
+ctypedef fused record_mode:
+    _Copy
+    _Views
+
+
 cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
                          const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
                          const BatchRow *row, int32_t batch_index,
                          Py_ssize_t prefetch_end) noexcept nogil:
+    """Append the records of one batch (``buf[start:stop]``) to ``cols``
+    (zero_copy columns get views into ``buf``, see ``_columns.pxd``)."""
+    if cols.key.view_mode:
+        return _decode(<_Views *>NULL, cols, err, limits, buf, start, stop, row,
+                       batch_index, prefetch_end)
+    return _decode(<_Copy *>NULL, cols, err, limits, buf, start, stop, row,
+                   batch_index, prefetch_end)
+
+
+cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
+                 const Limits *limits, const uint8_t *buf, Py_ssize_t start,
+                 Py_ssize_t stop, const BatchRow *row, int32_t batch_index,
+                 Py_ssize_t prefetch_end) noexcept nogil:
     """Append the records of one batch (``buf[start:stop]``) to ``cols``.
 
     ``buf[:prefetch_end]`` may be prefetched (the batches that follow).
@@ -158,10 +197,13 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     # many empty records must not take count * ROW_FIXED_BYTES first
     if count * <Py_ssize_t>ROW_FIXED_BYTES > limits.read_budget - columns_held_bytes(cols):
         return set_error(err, E_LIMIT_READ_BYTES, start, -1, count, limits.max_read_bytes)
-    if (columns_reserve_rows(cols, count) != 0
-            or binary_reserve(&cols.key, 0, region) != 0
-            or binary_reserve(&cols.value, 0, region) != 0
-            or binary_reserve(&cols.hkey, 0, region) != 0
+    if columns_reserve_rows(cols, count) != 0:
+        return set_error(err, E_NOMEM, start, -1, 0, 0)
+    if record_mode is _Copy:    # views hold no bytes
+        if (binary_reserve(&cols.key, 0, region) != 0
+                or binary_reserve(&cols.value, 0, region) != 0):
+            return set_error(err, E_NOMEM, start, -1, 0, 0)
+    if (binary_reserve(&cols.hkey, 0, region) != 0
             or binary_reserve(&cols.hvalue, 0, region) != 0):
         return set_error(err, E_NOMEM, start, -1, 0, 0)
 
@@ -182,6 +224,16 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     cdef Py_ssize_t row_i
     cdef int32_t headers_total = <int32_t>cols.hkey.count
     cdef int st
+    # zero_copy (_Views): keys and values become 16-byte binary views into
+    # ``buf`` (data buffer ``view_buffer``, whose first byte is ``view_base``)
+    cdef char *key_views = NULL
+    cdef char *val_views = NULL
+    cdef int32_t view_buffer = cols.key.view_buffer
+    cdef Py_ssize_t view_shift = 0
+    if record_mode is _Views:
+        key_views = cols.key.views.data + n * 16
+        val_views = cols.value.views.data + n * 16
+        view_shift = buf - cols.key.view_base
 
     for i in range(count):
         rec_start = cur.pos
@@ -215,14 +267,19 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
         if klen >= 0:
             if unlikely(klen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            if klen > 0:
+            if record_mode is _Views:
+                _put_view(key_views + i * 16, buf, rec.pos, stop, klen, view_buffer, view_shift)
+            elif klen > 0:
                 kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
             key_len += klen
             rec.pos += klen
             key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
         else:
             key_nulls += 1
-        key_offs[i] = <int32_t>key_len
+            if record_mode is _Views:
+                kb_view(key_views + i * 16, NULL, -1, 0, 0)
+        if record_mode is _Copy:    # views need no offsets
+            key_offs[i] = <int32_t>key_len
 
         st = read_varint(&rec, &vlen)
         if unlikely(st != CUR_OK):
@@ -231,14 +288,19 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
         if vlen >= 0:
             if unlikely(vlen > rec.end - rec.pos):
                 return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            if vlen > 0:
+            if record_mode is _Views:
+                _put_view(val_views + i * 16, buf, rec.pos, stop, vlen, view_buffer, view_shift)
+            elif vlen > 0:
                 kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
             val_len += vlen
             rec.pos += vlen
             val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
         else:
             val_nulls += 1
-        val_offs[i] = <int32_t>val_len
+            if record_mode is _Views:
+                kb_view(val_views + i * 16, NULL, -1, 0, 0)
+        if record_mode is _Copy:
+            val_offs[i] = <int32_t>val_len
 
         st = read_varint(&rec, &hcount)
         if unlikely(st != CUR_OK):
@@ -304,6 +366,9 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
     cols.key.offsets.len += count * 4
     cols.key.null_count += key_nulls
     cols.key.validity.len = (cols.n + 7) >> 3
+    if record_mode is _Views:
+        cols.key.views.len += count * 16
+        cols.value.views.len += count * 16
     cols.value.data.len = val_len
     cols.value.count = cols.n
     cols.value.offsets.len += count * 4

@@ -59,7 +59,8 @@ def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
         max_headers_per_record=opts.max_headers_per_record,
         max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
         zeros_from=zeros_from, max_read_bytes=opts.max_read_bytes,
-        native_gzip=NATIVE_GZIP, native_snappy=NATIVE_SNAPPY, native_zstd=NATIVE_ZSTD)
+        native_gzip=NATIVE_GZIP, native_snappy=NATIVE_SNAPPY, native_zstd=NATIVE_ZSTD,
+        zero_copy=getattr(opts, "zero_copy", False) and not control_only)
 
 
 def batch_at(view, position: int, path=None, *, stop: int | None = None):

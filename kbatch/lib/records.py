@@ -2,7 +2,8 @@
 
     Records (n data records, in file order)
       offset int64[n] | timestamp int64[n] (-1: none) | timestamp_type int8[n]
-      key, value: BinaryColumn | headers: HeadersColumn | batch int32[n]
+      key, value: BinaryColumn (zero_copy: ViewColumn) | headers: HeadersColumn
+      batch int32[n]
       batches: BatchTable (one row per batch, data and control batches alike)
       control: ControlRecords (never mixed into the data columns)
       end: SegmentEnd (where valid data ends) | sources: file of each batch
@@ -22,6 +23,7 @@ import numpy as np
 from kbatch.lib.decoder import empty_chunk
 from kbatch.lib.columns import (BinaryColumn, HeadersColumn, as_indices, checked_position,
                             as_contiguous_range)
+from kbatch.lib.views import ViewColumn
 from kbatch.errors import CorruptRecordError
 from kbatch.wire import CONTROL_TYPE_NAMES
 
@@ -323,7 +325,8 @@ class RecordColumn:
 
     ``name`` is the ``Records`` attribute and the key of the decoder's chunk
     (``BatchDecoder.take()["data"]``); ``kind`` says what holds it ("fixed":
-    a numpy array, "binary": a ``BinaryColumn``, "headers": a
+    a numpy array, "binary": a ``BinaryColumn``, or with zero_copy a
+    ``ViewColumn`` (Arrow binary views), "headers": a
     ``HeadersColumn``); ``arrow`` is its Arrow type in ``to_arrow()`` (None:
     not an Arrow column). Adding a column means: the record loop fills it
     (``_core/_records.pyx``, ``_core/_columns``), one entry here, and, for
@@ -338,7 +341,10 @@ class RecordColumn:
         if self.kind == "fixed":
             return data[self.name]
         if self.kind == "binary":
-            return BinaryColumn.from_parts(data[self.name])
+            parts = data[self.name]
+            if "views" in parts:    # zero_copy: views into data["buffers"]
+                return ViewColumn.from_parts(parts, data["buffers"], data.get("holds", ()))
+            return BinaryColumn.from_parts(parts)
         return HeadersColumn(data[self.name],      # the decoder's header_key/_value
                              BinaryColumn.from_parts(data["header_key"], utf8=True),
                              BinaryColumn.from_parts(data["header_value"]))
@@ -349,11 +355,16 @@ class RecordColumn:
     def concat(self, columns: list):
         if self.kind == "fixed":
             return np.concatenate(columns)
-        cls = BinaryColumn if self.kind == "binary" else HeadersColumn
-        return cls.concat(columns)
+        if self.kind == "binary":
+            if any(isinstance(c, ViewColumn) for c in columns):
+                return ViewColumn.concat(columns)
+            return BinaryColumn.concat(columns)
+        return HeadersColumn.concat(columns)
 
     def nbytes(self, column) -> int:
         if self.kind == "fixed":
+            return column.nbytes
+        if isinstance(column, ViewColumn):
             return column.nbytes
         if self.kind == "binary":
             return _binary_nbytes(column)
@@ -552,7 +563,8 @@ class Records:
         """A ``pyarrow.Table`` sharing kbatch's buffers.
 
         Columns: offset int64, timestamp timestamp[ms, UTC] (null where
-        none), timestamp_type int8, key binary, value binary, headers
+        none), timestamp_type int8, key binary, value binary (zero_copy:
+        binary_view, over the source's bytes), headers
         list<struct<key: string, value: binary>>, partition_leader_epoch
         int32, producer_id int64, producer_epoch int16, sequence int32,
         is_transactional bool, is_control bool.

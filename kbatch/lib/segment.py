@@ -30,6 +30,7 @@ from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, 
 from kbatch.lib.decoder import (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY,  # noqa: F401
                                 NATIVE_ZSTD, chains_to_end, decoder)
 from kbatch.lib.resync import next_valid_batch
+from kbatch.lib.views import SourceHold
 from kbatch.lib.txn import TxnState, apply_isolation, check_isolation
 from kbatch.wire import UNBOUNDED
 
@@ -75,6 +76,12 @@ class DecodeOptions:
     max_read_bytes: decoded columns held by one read: the whole result of
         ``read_segment``/``log.read``, one chunk of the ``iter`` functions
         (half the machine's memory, at most 16 GiB).
+
+    zero_copy: keys and values as Arrow binary views (``kbatch.lib.views``)
+        over the source's own bytes (the mapped file) and the decompressed
+        records, instead of copies; the result keeps them alive (a file
+        stays mapped while a result points into it). Headers and control
+        records are copied either way.
     """
 
     validate_crc: bool = True
@@ -86,6 +93,7 @@ class DecodeOptions:
     max_records_per_batch: int = 1 << 24
     max_headers_per_record: int = 1 << 16
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
+    zero_copy: bool = False
 
     def __post_init__(self):
         if self.on_corrupt not in ON_CORRUPT:
@@ -219,6 +227,9 @@ def open_source(source, *, populate: bool = False):
     preallocated or sparse tail is never touched. A path that is not a
     regular file raises ``NotRegularFileError`` (a ``KbatchError``); a file
     that shrinks while it is opened or read raises ``CorruptRecordError``.
+    The mapping is closed on exit unless a zero_copy result still points
+    into it (``views.SourceHold``): then it is unmapped when the last such
+    result goes.
     """
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
@@ -233,7 +244,10 @@ def open_source(source, *, populate: bool = False):
             finally:
                 view.release()
         finally:
-            mm.close()
+            try:
+                mm.close()
+            except BufferError:
+                pass    # zero_copy windows of it are alive: they keep it mapped
         return
     try:
         view = memoryview(source)
@@ -283,6 +297,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, max(opts.max_read_bytes // 2, 1))
     skip = opts.on_corrupt == "skip"
+    # zero_copy: the columns point into the source (control_only reads have none)
+    hold = (SourceHold(view, path) if getattr(opts, "zero_copy", False) and not control_only
+            else None)
     held = 0
     skipped: list[SkippedRange] = []
     last_offset = -1
@@ -301,6 +318,10 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                     _decompress_pending(dec, path, opts.max_decompressed_bytes)
                     continue
                 cols = dec.take()
+                if hold is not None:      # zero_copy: what the views point into
+                    data = cols["data"]
+                    data["buffers"] = hold.windows(view, data["buffers"])
+                    data["holds"] = (hold,)
                 rows = cols["batches"]
                 if len(rows):
                     last_offset = max(last_offset, int(rows["last_offset"].max()))
@@ -402,6 +423,9 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
 
     Keeps in memory: the decoded columns (about the size of the keys,
     values and headers plus 22 bytes per record) and one decompressed batch.
+    With ``zero_copy=True`` keys and values are binary views (32 bytes a
+    record) into the source and the decompressed records, which the result
+    keeps (a file stays mapped while it lives; see ``kbatch.lib.views``).
     Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
     """
     check_isolation(isolation)
@@ -462,7 +486,9 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     or ``chunk_bytes`` bytes (keys, values and headers, plus 34 bytes a
     record for its offset, timestamp, offsets and validity). Keeps in memory one
     chunk and one decompressed batch, whatever the file size; the file stays
-    mapped until the iterator is exhausted or closed. Concatenating the chunks
+    mapped until the iterator is exhausted or closed (with ``zero_copy=True``,
+    until the last chunk pointing into it is gone, and a chunk holds the
+    decompressed records its views point into). Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly
     empty) carries ``end``. With ``isolation="read_committed"`` a first pass
     decodes the source once to resolve its transactions (it keeps one row per

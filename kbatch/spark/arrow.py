@@ -64,6 +64,11 @@ def _headers(records: Records, list_type: pa.DataType) -> pa.Array:
         null_count=int(n - has_headers.sum()), children=[entries_arr])
 
 
+def _binary(arr: pa.Array) -> pa.Array:
+    """Spark has no binary_view: zero_copy columns are cast (a copy)."""
+    return arr.cast(pa.binary()) if pa.types.is_binary_view(arr.type) else arr
+
+
 def to_record_batch(records: Records, topic: str | None, partition: int | None,
                     schema: pa.Schema) -> pa.RecordBatch:
     """The columns of ``schema`` (any subset of the Kafka source's, in any
@@ -73,9 +78,9 @@ def to_record_batch(records: Records, topic: str | None, partition: int | None,
     for f in schema:
         name = f.name
         if name == "key":
-            arrays.append(records.key.to_arrow())
+            arrays.append(_binary(records.key.to_arrow()))
         elif name == "value":
-            arrays.append(records.value.to_arrow())
+            arrays.append(_binary(records.value.to_arrow()))
         elif name == "topic":
             arrays.append(topic_array(topic, n))
         elif name == "partition":

@@ -392,3 +392,65 @@ def test_damaged_segments_same_outcome_as_copy(codec, flips, cut, on_corrupt):
     for crc in (True, False):
         kw = {"on_corrupt": on_corrupt, "validate_crc": crc}
         assert _outcome(buf, zero_copy=True, **kw) == _outcome(buf, **kw)
+
+
+def _run_child(code: str) -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+    import textwrap
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+    safe = ["-P"] if sys.flags.safe_path else []   # make test-asan: the sanitized build
+    root = pathlib.Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, *safe, "-c", textwrap.dedent(code)], cwd=root,
+                          capture_output=True, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("keep", ["records", "arrow"])
+def test_truncated_after_a_zero_copy_read_does_not_kill_the_process(tmp_path, keep):
+    """The file shrinks after the read, then the values are touched: through
+    kbatch's accessors (``records``: MappingInvalidatedError) or through an
+    Arrow array that outlived the Records (``arrow``: the lost bytes read as
+    zeros). Run in a child so a SIGBUS fails the test, not the run."""
+    path = tmp_path / "s.log"
+    msgs = {"value": [bytes([65 + i % 26]) * 5000 for i in range(400)]}
+    kbatch.write_segment(path, msgs)
+    child = _run_child(f"""
+        import gc, os
+        import kbatch
+        from kbatch.errors import MappingInvalidatedError
+        path = {str(path)!r}
+        records = kbatch.read_segment(path, zero_copy=True)
+        assert records.value[399] == {msgs["value"][399]!r}
+        if {keep!r} == "arrow":
+            arr = records.to_arrow().column("value").chunk(0)
+            del records
+            gc.collect()
+            os.truncate(path, 4096)
+            tail = arr[399].as_py()            # a lost page: zeros, no signal
+            assert tail == bytes(len(tail)), tail[:8]
+            print("survived")
+        else:
+            os.truncate(path, 4096)
+            try:
+                records.value[398]              # the page faults during this read
+            except MappingInvalidatedError as exc:
+                assert path in str(exc), exc
+                print("raised")
+            try:
+                records.value.to_pylist()
+            except MappingInvalidatedError as exc:
+                assert path in str(exc), exc
+                print("raised")
+            try:
+                records.value[399]
+            except MappingInvalidatedError:
+                print("raised-again")
+            try:
+                records.to_arrow()
+            except MappingInvalidatedError:
+                print("raised-arrow")
+    """)
+    assert child.returncode == 0, child.stderr[-2000:]
+    expected = ["survived"] if keep == "arrow" else ["raised", "raised", "raised-again", "raised-arrow"]
+    assert child.stdout.split() == expected, child.stdout

@@ -300,6 +300,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     # zero_copy: the columns point into the source (control_only reads have none)
     hold = (SourceHold(view, path) if getattr(opts, "zero_copy", False) and not control_only
             else None)
+    if hold is not None and not hold.guarded:
+        # the SIGBUS guard's table is full: copy rather than leave an unguarded view
+        opts, hold = replace(opts, zero_copy=False), None
     held = 0
     skipped: list[SkippedRange] = []
     last_offset = -1

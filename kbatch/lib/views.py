@@ -22,12 +22,14 @@ is still valid.
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from kbatch._core._kernels import views_from_binary, views_to_pylist
+from kbatch._core._mapguard import try_guard
 from kbatch.lib.columns import (BinaryColumn, as_contiguous_range, as_indices,
                                 checked_position)
 
@@ -43,15 +45,25 @@ class SourceHold:
     the caller's buffer), ``path`` the file (None for a buffer). Windows are
     taken while the read's view of the source is open; each one keeps ``obj``
     exported, so an ``mmap`` is unmapped only when the last window goes.
-    ``check()`` is where a mapping invalidated under the result (a file
-    truncated or replaced) must be detected before its bytes are read.
+
+    A mapped file is registered with kbatch's SIGBUS guard
+    (``_core._mapguard``): if the file is truncated while a result points
+    into it, touching a lost page reads zeros instead of killing the
+    process, and ``check()`` raises ``MappingInvalidatedError`` from then on.
+    ``guarded`` is False when the guard's table is full: the read must then
+    copy (``decode_chunks`` falls back to copy mode).
     """
 
-    __slots__ = ("obj", "path", "__weakref__")
+    __slots__ = ("obj", "path", "guard", "guarded", "__weakref__")
 
     def __init__(self, view: memoryview, path=None):
         self.obj = view.obj if isinstance(view, memoryview) else view
         self.path = None if path is None else str(path)
+        self.guard = None
+        self.guarded = True
+        if isinstance(self.obj, mmap.mmap):
+            self.guard = try_guard(self.obj, path=self.path)
+            self.guarded = self.guard is not None
 
     @staticmethod
     def windows(view: memoryview, buffers: list) -> list:
@@ -60,8 +72,17 @@ class SourceHold:
         return [view[b[0]:b[1]] if isinstance(b, tuple) else b for b in buffers]
 
     def check(self) -> None:
-        """Raise when the source's bytes can no longer be read (hook for the
-        mapping guard; a plain buffer is always valid)."""
+        """Raise ``MappingInvalidatedError`` when the mapped file lost bytes
+        under the result (a plain buffer is always valid)."""
+        if self.guard is not None:
+            self.guard.check()
+
+    def revalidate(self) -> None:
+        """``check()`` after a stat of the file: a file that shrank is found
+        now (its lost pages zeroed up front) rather than at the next fault."""
+        if self.guard is not None:
+            self.guard.revalidate()
+            self.guard.check()
 
 
 def _bits(valid: np.ndarray) -> np.ndarray:
@@ -132,10 +153,22 @@ class ViewColumn:
         data = memoryview(self._buffers_checked()[buf]).cast("B")
         if off < 0 or length > len(data) - off:
             raise ValueError(f"view {i} points outside its data buffer")
-        return bytes(data[off:off + length])
+        value = bytes(data[off:off + length])
+        self._check_after()
+        return value
 
     def to_pylist(self) -> list:
-        return views_to_pylist(self.views, self.validity, self._buffers_checked())
+        for hold in self.holds:
+            hold.revalidate()
+        values = views_to_pylist(self.views, self.validity, self._buffers_checked())
+        self._check_after()
+        return values
+
+    def _check_after(self) -> None:
+        """A read that touched a page lost while it ran got zeros: raise
+        rather than return them (one atomic load per hold)."""
+        for hold in self.holds:
+            hold.check()
 
     # --- the BinaryColumn interface -----------------------------------
 
@@ -235,12 +268,25 @@ class ViewColumn:
         """A ``pyarrow`` ``binary_view`` array over the same memory."""
         import pyarrow as pa
 
+        for hold in self.holds:
+            hold.revalidate()
         buffers = self._buffers_checked()
         validity = pa.py_buffer(self.validity) if self.validity is not None else None
         return pa.Array.from_buffers(
             pa.binary_view(), len(self),
-            [validity, pa.py_buffer(self.views), *(pa.py_buffer(b) for b in buffers)],
+            [validity, pa.py_buffer(self.views), *(self._arrow_buffer(b) for b in buffers)],
             null_count=self.null_count)
+
+    def _arrow_buffer(self, buf):
+        """``buf`` as a pyarrow buffer that also keeps this column's source
+        holds (their SIGBUS guards) alive: an exported array outliving the
+        Records still reads zeros, not a fatal signal, after a truncation."""
+        import pyarrow as pa
+
+        plain = pa.py_buffer(buf)
+        if not self.holds:
+            return plain
+        return pa.foreign_buffer(plain.address, plain.size, base=(plain, self.holds))
 
     def to_binary(self) -> BinaryColumn:
         """The same values copied into an offsets/data ``BinaryColumn``."""

@@ -83,6 +83,10 @@ class ArgumentError(KbatchError, ValueError):
     cannot read, a topic the directory does not hold. ``ValueError`` too."""
 
 
+class ColumnNotReadError(KbatchError, LookupError):
+    """A column the read left out (``columns=[...]``) was asked for."""
+
+
 class MappingInvalidatedError(FileChangedError):
     """A zero-copy result's file was truncated after the read: the pages it
     lost now read as zeros (the process survives; Arrow buffers already

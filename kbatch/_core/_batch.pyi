@@ -42,6 +42,9 @@ class BatchDecoder:
         native_zstd: bool = True,
         zero_copy: bool = False,          # keys/values as binary views: take()["data"]
                                           # then has "views" per column and "buffers"
+        skip_payload: bool = False,       # projection: keys/values checked, not stored
+                                          # (take()["data"]["key"/"value"] is None)
+        skip_headers: bool = False,       # ... headers likewise ("headers" etc. None)
     ) -> None: ...
     @property
     def position(self) -> int: ...

@@ -256,7 +256,7 @@ cdef class BatchDecoder:
                  Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
                  Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1,
                  bint native_gzip=True, bint native_snappy=True, bint native_zstd=True,
-                 bint zero_copy=False):
+                 bint zero_copy=False, bint skip_payload=False, bint skip_headers=False):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -311,6 +311,12 @@ cdef class BatchDecoder:
         # and the decompressed records (control records stay copied)
         self._zero_copy = zero_copy
         self._data.key.view_mode = self._data.value.view_mode = zero_copy
+        # projection: data keys and values / headers checked but not stored
+        # (take() gives None for them; control records are always whole)
+        if zero_copy and skip_payload:
+            raise ValueError("zero_copy has no keys or values to view when they are skipped")
+        self._data.skip_payload = skip_payload
+        self._data.skip_headers = skip_headers
 
     def __dealloc__(self):
         codec_scratch_free(&self._codecs)

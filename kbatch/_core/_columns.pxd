@@ -70,6 +70,10 @@ cdef struct RecordColumns:
     GrowBuf headers      # int32, n + 1 entries
     BinaryBuilder hkey
     BinaryBuilder hvalue
+    # projection (``columns=``): the record loop walks and checks these fields
+    # but stores nothing for them; ``columns_take`` gives None in their place
+    bint skip_payload    # key and value
+    bint skip_headers    # headers
 
 
 # A snapshot of the lengths, to undo a batch that failed half-way.

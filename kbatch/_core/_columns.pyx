@@ -252,11 +252,13 @@ cdef dict columns_take(RecordColumns *c):
         "timestamp_type": growbuf_take(&c.ts_type, np.int8),
         "batch": growbuf_take(&c.batch, np.int32),
         "headers": growbuf_take(&c.headers, np.int32),
-        "key": _binary_take(&c.key),
-        "value": _binary_take(&c.value),
-        "header_key": _binary_take(&c.hkey),
-        "header_value": _binary_take(&c.hvalue),
+        "key": None if c.skip_payload else _binary_take(&c.key),
+        "value": None if c.skip_payload else _binary_take(&c.value),
+        "header_key": None if c.skip_headers else _binary_take(&c.hkey),
+        "header_value": None if c.skip_headers else _binary_take(&c.hvalue),
     }
+    if c.skip_headers:
+        out["headers"] = None
     if columns_init(c) != 0:
         raise MemoryError()
     return out

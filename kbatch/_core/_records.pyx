@@ -127,18 +127,30 @@ cdef inline void _put_view(char *dst, const uint8_t *buf, Py_ssize_t pos, Py_ssi
         kb_view(dst, buf + pos, length, view_buffer, pos + view_shift)
 
 
-# The record loop is compiled twice: keys and values copied (_Copy), or
-# written as binary views (_Views, zero_copy); decode_records picks one per
-# batch, so the copy loop carries no test of the mode.
+# The record loop is compiled four times: keys and values copied (_Copy),
+# written as binary views (_Views, zero_copy), walked and checked but not
+# stored (_Skip, a projection without key and value), or not walked at all
+# (_Skim, a projection without key, value and headers: each record's
+# length, attributes and deltas are read, the rest is jumped over);
+# decode_records picks one per batch, so the copy loop carries no test of
+# the mode.
 cdef struct _Copy:
     char unused
 
 cdef struct _Views:
     char unused
 
+cdef struct _Skip:
+    char unused
+
+cdef struct _Skim:
+    char unused
+
 ctypedef fused record_mode:
     _Copy
     _Views
+    _Skip
+    _Skim
 
 
 cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
@@ -147,6 +159,12 @@ cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limit
                          Py_ssize_t prefetch_end) noexcept nogil:
     """Append the records of one batch (``buf[start:stop]``) to ``cols``
     (zero_copy columns get views into ``buf``, see ``_columns.pxd``)."""
+    if cols.skip_payload and cols.skip_headers:
+        return _decode(<_Skim *>NULL, cols, err, limits, buf, start, stop, row,
+                       batch_index, prefetch_end)
+    if cols.skip_payload:
+        return _decode(<_Skip *>NULL, cols, err, limits, buf, start, stop, row,
+                       batch_index, prefetch_end)
     if cols.key.view_mode:
         return _decode(<_Views *>NULL, cols, err, limits, buf, start, stop, row,
                        batch_index, prefetch_end)
@@ -203,8 +221,10 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
         if (binary_reserve(&cols.key, 0, region) != 0
                 or binary_reserve(&cols.value, 0, region) != 0):
             return set_error(err, E_NOMEM, start, -1, 0, 0)
-    if (binary_reserve(&cols.hkey, 0, region) != 0
-            or binary_reserve(&cols.hvalue, 0, region) != 0):
+    # projection without headers: checked as usual, nothing stored
+    cdef bint keep_headers = not cols.skip_headers
+    if keep_headers and (binary_reserve(&cols.hkey, 0, region) != 0
+                         or binary_reserve(&cols.hvalue, 0, region) != 0):
         return set_error(err, E_NOMEM, start, -1, 0, 0)
 
     cdef int64_t *out_offset = <int64_t *>cols.offset.data + n
@@ -263,85 +283,96 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                               rec_start, -1, 0, 0)
         if unlikely(off_delta < 0 or off_delta > last_delta):
             return set_error(err, E_RECORD_OFFSET, rec_start, -1, off_delta, last_delta)
-        row_i = n + i
-        if klen >= 0:
-            if unlikely(klen > rec.end - rec.pos):
-                return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            if record_mode is _Views:
-                _put_view(key_views + i * 16, buf, rec.pos, stop, klen, view_buffer, view_shift)
-            elif klen > 0:
-                kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
-            key_len += klen
-            rec.pos += klen
-            key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
+        if record_mode is _Skim:
+            # offsets and timestamps only: the record's framing is checked
+            # (its length, and that records fill the batch exactly), its
+            # key, value and headers are not walked
+            rec.pos = rec.end
         else:
-            key_nulls += 1
-            if record_mode is _Views:
-                kb_view(key_views + i * 16, NULL, -1, 0, 0)
-        if record_mode is _Copy:    # views need no offsets
-            key_offs[i] = <int32_t>key_len
-
-        st = read_varint(&rec, &vlen)
-        if unlikely(st != CUR_OK):
-            return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
-                              rec_start, -1, 0, 0)
-        if vlen >= 0:
-            if unlikely(vlen > rec.end - rec.pos):
-                return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-            if record_mode is _Views:
-                _put_view(val_views + i * 16, buf, rec.pos, stop, vlen, view_buffer, view_shift)
-            elif vlen > 0:
-                kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
-            val_len += vlen
-            rec.pos += vlen
-            val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
-        else:
-            val_nulls += 1
-            if record_mode is _Views:
-                kb_view(val_views + i * 16, NULL, -1, 0, 0)
-        if record_mode is _Copy:
-            val_offs[i] = <int32_t>val_len
-
-        st = read_varint(&rec, &hcount)
-        if unlikely(st != CUR_OK):
-            return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
-                              rec_start, -1, 0, 0)
-        if hcount != 0:
-            if unlikely(hcount < 0 or hcount > (rec.end - rec.pos) // MIN_HEADER_SIZE):
-                return set_error(err, E_HEADER_COUNT, rec_start, -1, hcount,
-                                  rec.end - rec.pos)
-            if unlikely(hcount > limits.max_headers_per_record):
-                return set_error(err, E_LIMIT_HEADERS, rec_start, -1, hcount,
-                                  limits.max_headers_per_record)
-            if (binary_reserve(&cols.hkey, hcount, 0) != 0
-                    or binary_reserve(&cols.hvalue, hcount, 0) != 0):
-                return set_error(err, E_NOMEM, rec_start, -1, 0, 0)
-            for j in range(hcount):
-                st = read_varint(&rec, &hklen)
-                if unlikely(st != CUR_OK):
-                    return set_error(err, E_VARINT if st & CUR_VARINT
-                                      else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-                if unlikely(hklen < 0):
-                    return set_error(err, E_HEADER_KEY_NULL, rec_start, -1, hklen, 0)
-                if unlikely(hklen > rec.end - rec.pos):
+            row_i = n + i
+            if klen >= 0:
+                if unlikely(klen > rec.end - rec.pos):
                     return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-                if unlikely(not utf8_valid(buf + rec.pos, hklen)):
-                    return set_error(err, E_HEADER_KEY_UTF8, rec_start, -1, 0, 0)
-                binary_append_unchecked(&cols.hkey, buf + rec.pos, hklen)
-                rec.pos += hklen
-                st = read_varint(&rec, &hvlen)
-                if unlikely(st != CUR_OK):
-                    return set_error(err, E_VARINT if st & CUR_VARINT
-                                      else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-                if hvlen >= 0:
-                    if unlikely(hvlen > rec.end - rec.pos):
+                if record_mode is _Views:
+                    _put_view(key_views + i * 16, buf, rec.pos, stop, klen, view_buffer, view_shift)
+                elif record_mode is _Copy and klen > 0:
+                    kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
+                rec.pos += klen
+                if record_mode is not _Skip:
+                    key_len += klen
+                    key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
+            elif record_mode is not _Skip:
+                key_nulls += 1
+                if record_mode is _Views:
+                    kb_view(key_views + i * 16, NULL, -1, 0, 0)
+            if record_mode is _Copy:    # views need no offsets
+                key_offs[i] = <int32_t>key_len
+
+            st = read_varint(&rec, &vlen)
+            if unlikely(st != CUR_OK):
+                return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                                  rec_start, -1, 0, 0)
+            if vlen >= 0:
+                if unlikely(vlen > rec.end - rec.pos):
+                    return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                if record_mode is _Views:
+                    _put_view(val_views + i * 16, buf, rec.pos, stop, vlen, view_buffer, view_shift)
+                elif record_mode is _Copy and vlen > 0:
+                    kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
+                rec.pos += vlen
+                if record_mode is not _Skip:
+                    val_len += vlen
+                    val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
+            elif record_mode is not _Skip:
+                val_nulls += 1
+                if record_mode is _Views:
+                    kb_view(val_views + i * 16, NULL, -1, 0, 0)
+            if record_mode is _Copy:
+                val_offs[i] = <int32_t>val_len
+
+            st = read_varint(&rec, &hcount)
+            if unlikely(st != CUR_OK):
+                return set_error(err, E_VARINT if st & CUR_VARINT else E_RECORD_TRUNCATED,
+                                  rec_start, -1, 0, 0)
+            if hcount != 0:
+                if unlikely(hcount < 0 or hcount > (rec.end - rec.pos) // MIN_HEADER_SIZE):
+                    return set_error(err, E_HEADER_COUNT, rec_start, -1, hcount,
+                                      rec.end - rec.pos)
+                if unlikely(hcount > limits.max_headers_per_record):
+                    return set_error(err, E_LIMIT_HEADERS, rec_start, -1, hcount,
+                                      limits.max_headers_per_record)
+                if keep_headers and (binary_reserve(&cols.hkey, hcount, 0) != 0
+                                     or binary_reserve(&cols.hvalue, hcount, 0) != 0):
+                    return set_error(err, E_NOMEM, rec_start, -1, 0, 0)
+                for j in range(hcount):
+                    st = read_varint(&rec, &hklen)
+                    if unlikely(st != CUR_OK):
+                        return set_error(err, E_VARINT if st & CUR_VARINT
+                                          else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                    if unlikely(hklen < 0):
+                        return set_error(err, E_HEADER_KEY_NULL, rec_start, -1, hklen, 0)
+                    if unlikely(hklen > rec.end - rec.pos):
                         return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-                    binary_append_unchecked(&cols.hvalue, buf + rec.pos, hvlen)
-                    rec.pos += hvlen
-                else:
-                    binary_append_unchecked(&cols.hvalue, NULL, -1)
-            headers_total += hcount
-        out_headers[i] = headers_total
+                    if unlikely(not utf8_valid(buf + rec.pos, hklen)):
+                        return set_error(err, E_HEADER_KEY_UTF8, rec_start, -1, 0, 0)
+                    if keep_headers:
+                        binary_append_unchecked(&cols.hkey, buf + rec.pos, hklen)
+                    rec.pos += hklen
+                    st = read_varint(&rec, &hvlen)
+                    if unlikely(st != CUR_OK):
+                        return set_error(err, E_VARINT if st & CUR_VARINT
+                                          else E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                    if hvlen >= 0:
+                        if unlikely(hvlen > rec.end - rec.pos):
+                            return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
+                        if keep_headers:
+                            binary_append_unchecked(&cols.hvalue, buf + rec.pos, hvlen)
+                        rec.pos += hvlen
+                    elif keep_headers:
+                        binary_append_unchecked(&cols.hvalue, NULL, -1)
+                if keep_headers:
+                    headers_total += hcount
+            out_headers[i] = headers_total
 
         if unlikely(rec.pos != rec.end):
             return set_error(err, E_RECORD_SIZE, rec_start, -1, length,
@@ -361,17 +392,18 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
     cols.ts_type.len += count
     cols.batch.len += count * 4
     cols.headers.len += count * 4
-    cols.key.data.len = key_len
-    cols.key.count = cols.n
-    cols.key.offsets.len += count * 4
-    cols.key.null_count += key_nulls
-    cols.key.validity.len = (cols.n + 7) >> 3
-    if record_mode is _Views:
-        cols.key.views.len += count * 16
-        cols.value.views.len += count * 16
-    cols.value.data.len = val_len
-    cols.value.count = cols.n
-    cols.value.offsets.len += count * 4
-    cols.value.null_count += val_nulls
-    cols.value.validity.len = (cols.n + 7) >> 3
+    if record_mode is _Copy or record_mode is _Views:    # the others store neither
+        cols.key.data.len = key_len
+        cols.key.count = cols.n
+        cols.key.offsets.len += count * 4
+        cols.key.null_count += key_nulls
+        cols.key.validity.len = (cols.n + 7) >> 3
+        if record_mode is _Views:
+            cols.key.views.len += count * 16
+            cols.value.views.len += count * 16
+        cols.value.data.len = val_len
+        cols.value.count = cols.n
+        cols.value.offsets.len += count * 4
+        cols.value.null_count += val_nulls
+        cols.value.validity.len = (cols.n + 7) >> 3
     return 0

@@ -443,3 +443,62 @@ class HeadersColumn:
             pa.list_(struct.type), len(self),
             [None, pa.py_buffer(offsets.astype(np.int32, copy=False))],
             children=[struct])
+
+
+class MissingColumn:
+    """A per-record column a projected read (``columns=[...]``) left out.
+
+    It has a length (so ``Records`` stays consistent) and follows ``take``,
+    slicing and ``concat``; reading a value raises ``ColumnNotReadError``
+    naming the column and the projection. It holds no memory.
+    """
+
+    __slots__ = ("name", "length", "projection")
+
+    def __init__(self, name: str, length: int, projection: tuple = ()):
+        self.name = name
+        self.length = int(length)
+        self.projection = tuple(projection)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def _refuse(self):
+        from kbatch.errors import ColumnNotReadError
+
+        asked = ", ".join(self.projection) if self.projection else "a projection"
+        raise ColumnNotReadError(
+            f"column {self.name!r} was not read (columns=[{asked}]): "
+            f"read again with {self.name!r} in columns")
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return MissingColumn(self.name, len(range(*i.indices(self.length))),
+                                 self.projection)
+        self._refuse()
+
+    def to_pylist(self):
+        self._refuse()
+
+    def to_arrow(self):
+        self._refuse()
+
+    def take(self, indices) -> "MissingColumn":
+        return MissingColumn(self.name, len(as_indices(indices, self.length)), self.projection)
+
+    @staticmethod
+    def concat(parts) -> "MissingColumn":
+        parts = list(parts)
+        return MissingColumn(parts[0].name, sum(len(p) for p in parts), parts[0].projection)
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    def __eq__(self, other):
+        return (isinstance(other, MissingColumn) and other.name == self.name
+                and other.length == self.length)
+
+    def __repr__(self) -> str:
+        return f"MissingColumn({self.name!r}, {self.length})"
+

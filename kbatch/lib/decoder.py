@@ -60,7 +60,22 @@ def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
         max_decompressed_bytes=opts.max_decompressed_bytes, native_lz4=NATIVE_LZ4,
         zeros_from=zeros_from, max_read_bytes=opts.max_read_bytes,
         native_gzip=NATIVE_GZIP, native_snappy=NATIVE_SNAPPY, native_zstd=NATIVE_ZSTD,
-        zero_copy=getattr(opts, "zero_copy", False) and not control_only)
+        zero_copy=getattr(opts, "zero_copy", False) and not control_only
+        and not skips_payload(opts),
+        skip_payload=skips_payload(opts), skip_headers=skips_headers(opts))
+
+
+def skips_payload(opts) -> bool:
+    """A projection (``columns=``) without key and value: the record loop
+    checks them but stores neither."""
+    cols = getattr(opts, "columns", None)
+    return cols is not None and "key" not in cols and "value" not in cols
+
+
+def skips_headers(opts) -> bool:
+    """A projection without headers: checked, not stored."""
+    cols = getattr(opts, "columns", None)
+    return cols is not None and "headers" not in cols
 
 
 def batch_at(view, position: int, path=None, *, stop: int | None = None):

@@ -21,8 +21,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from kbatch.lib.decoder import empty_chunk
-from kbatch.lib.columns import (BinaryColumn, HeadersColumn, as_indices, checked_position,
-                            as_contiguous_range)
+from kbatch.lib.columns import (BinaryColumn, HeadersColumn, MissingColumn, as_indices,
+                                checked_position, as_contiguous_range)
 from kbatch.lib.views import ViewColumn
 from kbatch.errors import CorruptRecordError
 from kbatch.wire import CONTROL_TYPE_NAMES
@@ -340,6 +340,8 @@ class RecordColumn:
     def wrap(self, data: dict):
         if self.kind == "fixed":
             return data[self.name]
+        if data[self.name] is None:     # left out by a projection (columns=[...])
+            return MissingColumn(self.name, data["n"], data.get("projection", ()))
         if self.kind == "binary":
             parts = data[self.name]
             if "views" in parts:    # zero_copy: views into data["buffers"]
@@ -355,6 +357,12 @@ class RecordColumn:
     def concat(self, columns: list):
         if self.kind == "fixed":
             return np.concatenate(columns)
+        missing = sum(isinstance(c, MissingColumn) for c in columns)
+        if missing:
+            if missing != len(columns):
+                raise ValueError(f"cannot concatenate Records read with and without "
+                                 f"column {self.name!r}")
+            return MissingColumn.concat(columns)
         if self.kind == "binary":
             if any(isinstance(c, ViewColumn) for c in columns):
                 return ViewColumn.concat(columns)
@@ -364,7 +372,7 @@ class RecordColumn:
     def nbytes(self, column) -> int:
         if self.kind == "fixed":
             return column.nbytes
-        if isinstance(column, ViewColumn):
+        if isinstance(column, (ViewColumn, MissingColumn)):
             return column.nbytes
         if self.kind == "binary":
             return _binary_nbytes(column)
@@ -586,7 +594,7 @@ class Records:
         cols = {}
         for c in RECORD_COLUMNS:
             col = getattr(self, c.name)
-            if c.arrow is None:
+            if c.arrow is None or isinstance(col, MissingColumn):   # not read: left out
                 continue
             if c.kind != "fixed":
                 cols[c.name] = col.to_arrow()
@@ -619,7 +627,8 @@ class Records:
         if binary != "bytes":
             raise ValueError(f"binary must be 'bytes' or 'arrow', not {binary!r}")
         df = table.to_pandas()
-        df["headers"] = self.headers.to_pylist()
+        if not isinstance(self.headers, MissingColumn):
+            df["headers"] = self.headers.to_pylist()
         return df
 
     def __arrow_c_stream__(self, requested_schema=None):

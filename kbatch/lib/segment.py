@@ -27,6 +27,7 @@ from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimit
                            FileChangedError, LimitExceededError)
 from kbatch.lib.files import data_end, open_regular
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.lib.decoder import skips_payload
 from kbatch.lib.decoder import (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY,  # noqa: F401
                                 NATIVE_ZSTD, chains_to_end, decoder)
 from kbatch.lib.resync import next_valid_batch
@@ -82,6 +83,12 @@ class DecodeOptions:
         records, instead of copies; the result keeps them alive (a file
         stays mapped while a result points into it). Headers and control
         records are copied either way.
+    columns: a projection, e.g. ``["offset", "timestamp"]`` (names from
+        ``PROJECTABLE``): key, value and headers left out are checked as
+        usual (a corrupt record still raises) but not stored, and read as
+        ``MissingColumn`` (``ColumnNotReadError`` on access; absent from
+        ``to_arrow()``). offset, timestamp, timestamp_type and the batch
+        table cost nothing extra and are always there. None: every column.
     """
 
     validate_crc: bool = True
@@ -94,8 +101,11 @@ class DecodeOptions:
     max_headers_per_record: int = 1 << 16
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
     zero_copy: bool = False
+    columns: tuple | None = None
 
     def __post_init__(self):
+        if self.columns is not None:
+            object.__setattr__(self, "columns", projection(self.columns))
         if self.on_corrupt not in ON_CORRUPT:
             raise ValueError(f"on_corrupt must be one of {', '.join(map(repr, ON_CORRUPT))}, "
                              f"not {self.on_corrupt!r}")
@@ -105,6 +115,30 @@ class DecodeOptions:
                      "max_read_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+
+
+# what ``columns=`` may name: the per-record columns of ``Records``
+PROJECTABLE = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+
+def projection(columns) -> tuple:
+    """``columns`` checked and in ``PROJECTABLE`` order; a bare string, an
+    unknown name or an empty list raise ``ArgumentError``."""
+    if isinstance(columns, (str, bytes)):
+        raise ArgumentError(f"columns must be a list of column names, not {columns!r}")
+    try:
+        asked = list(columns)
+    except TypeError:
+        raise ArgumentError(f"columns must be a list of column names, "
+                            f"not {type(columns).__name__}") from None
+    unknown = [c for c in asked if c not in PROJECTABLE]
+    if unknown:
+        raise ArgumentError(f"unknown column{'s' if len(unknown) > 1 else ''} "
+                            f"{', '.join(map(repr, unknown))} in columns; valid: "
+                            f"{', '.join(PROJECTABLE)}")
+    if not asked:
+        raise ArgumentError(f"columns is empty; name at least one of {', '.join(PROJECTABLE)}")
+    return tuple(c for c in PROJECTABLE if c in asked)
 
 
 class _Mapping(mmap.mmap):
@@ -275,6 +309,18 @@ def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
     dec.feed(records)
 
 
+def _project(data: dict, columns: tuple) -> None:
+    """Leave out of a decoded chunk the columns a projection did not ask
+    for (key and value, when only one of them was: the other was decoded
+    alongside) and record the projection for the error messages."""
+    data["projection"] = columns
+    for name in ("key", "value"):
+        if name not in columns:
+            data[name] = None
+    if "headers" not in columns:
+        data["headers"] = data["header_key"] = data["header_value"] = None
+
+
 def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                   stop: int | None = None, chunk_records: int = UNBOUNDED,
                   chunk_bytes: int = 1 << 30, control_only: bool = False,
@@ -299,7 +345,7 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     skip = opts.on_corrupt == "skip"
     # zero_copy: the columns point into the source (control_only reads have none)
     hold = (SourceHold(view, path) if getattr(opts, "zero_copy", False) and not control_only
-            else None)
+            and not skips_payload(opts) else None)
     if hold is not None and not hold.guarded:
         # the SIGBUS guard's table is full: copy rather than leave an unguarded view
         opts, hold = replace(opts, zero_copy=False), None
@@ -321,6 +367,8 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                     _decompress_pending(dec, path, opts.max_decompressed_bytes)
                     continue
                 cols = dec.take()
+                if opts.columns is not None:
+                    _project(cols["data"], opts.columns)
                 if hold is not None:      # zero_copy: what the views point into
                     data = cols["data"]
                     data["buffers"] = hold.windows(view, data["buffers"])

@@ -542,9 +542,12 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     decompressed records its views point into). Concatenating the chunks
     gives exactly what ``read_segment`` returns; the last chunk (possibly
     empty) carries ``end``. With ``isolation="read_committed"`` a first pass
-    decodes the source once to resolve its transactions (it keeps one row per
-    batch and the control records; it costs a second decode), so the chunks
-    equal ``read_segment`` even where the data is corrupt.
+    over the batch headers and control records resolves the transactions
+    (it keeps one row per batch and the control records), then the chunks
+    leave out aborted and open transactions as they are decoded. With
+    ``on_corrupt="stop"``/``"skip"`` that first pass is a whole decode
+    (it costs a second decode), so the chunks stop or skip exactly where
+    ``read_segment`` does.
     """
     check_isolation(isolation)
     check_options("iter_segment", limits,
@@ -572,9 +575,55 @@ def _exact_transaction_state(view, path, opts, start, stop, chunk_records, chunk
     return TxnState.build(batches, ControlRecords.concat(controls)), batches
 
 
+def _committed_chunks(view, path, opts, start, stop, chunk_records, chunk_bytes):
+    """iter_segment's read_committed with ``on_corrupt="raise"``: the
+    transactions resolved from the batch headers and control records (a
+    pass that reads 61 bytes a batch and decodes only control batches),
+    then one decode that leaves the records of aborted and open
+    transactions out as it goes. Each chunk's batches are checked against
+    the first pass; None when that pass itself fails (the caller then
+    takes the exact path). A decode that meets damage raises there, as
+    read_segment does (chunks before it may already have been yielded, as
+    with every iter read)."""
+    try:
+        batches, control = transaction_state(view, path, replace(opts, validate_crc=False),
+                                             start=start, stop=stop)
+    except CorruptRecordError:
+        return None
+    state = TxnState.build(batches, control)
+    return _checked_committed(view, path, opts, start, stop, chunk_records, chunk_bytes,
+                              state, batches)
+
+
+def _checked_committed(view, path, opts, start, stop, chunk_records, chunk_bytes, state,
+                       batches):
+    expected = batches.position
+    seen = 0
+    for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
+                               chunk_records=chunk_records, chunk_bytes=chunk_bytes,
+                               drop_positions=_dropped_positions(state, batches)):
+        got = chunk.batches.position
+        if not np.array_equal(got, expected[seen:seen + len(got)]):
+            raise FileChangedError("the segment changed between the transaction pass and "
+                                   "the decode", path=path,
+                                   position=int(got[0]) if len(got) else None)
+        seen += len(got)
+        yield state.filter(chunk, verdicts_applied=True)
+        del chunk
+    if seen != len(expected):
+        raise FileChangedError("the segment changed between the transaction pass and the "
+                               "decode", path=path)
+
+
 def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation):
     with open_source(source) as (view, path):
         state = drop = None
+        if isolation == "read_committed" and opts.on_corrupt == "raise":
+            chunks = _committed_chunks(view, path, opts, start, stop, chunk_records,
+                                       chunk_bytes)
+            if chunks is not None:
+                yield from chunks
+                return
         if isolation == "read_committed":
             # the second decode walks the same batches as the first, so the
             # records of aborted/open batches are left out as it goes

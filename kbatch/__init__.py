@@ -14,10 +14,11 @@
 
 from kbatch._core._columns import memory_pool_bytes, set_memory_pool
 from kbatch._version import __version__
-from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
-                           KbatchError, LimitExceededError)
+from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError,
+                           DecompressionLimitError, FileChangedError, KbatchError,
+                           LimitExceededError, MappingInvalidatedError)
 from kbatch.internal.lag import consumer_lag
-from kbatch.lib.columns import BinaryColumn, HeadersColumn
+from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
 from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
 from kbatch.lib.paths import PathError, PathKind, resolve
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
@@ -28,9 +29,10 @@ from kbatch.tools.transactions import transactions
 from kbatch.tools.verify import verify
 
 __all__ = [
-    "ArgumentError", "BatchTable", "BinaryColumn", "ControlRecords", "CorruptRecordError",
-    "DecompressionLimitError", "HeadersColumn", "KbatchError", "LimitExceededError", "LogDir",
-    "LogWriter", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
+    "ArgumentError", "BatchTable", "BinaryColumn", "ColumnNotReadError", "ControlRecords",
+    "CorruptRecordError", "DecompressionLimitError", "FileChangedError", "HeadersColumn",
+    "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
+    "MissingColumn", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
     "SegmentWriter", "SkippedRange", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
     "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "resolve",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",

@@ -55,8 +55,10 @@ test-asan: $(STAMP)
 # the report (bench/RESULTS.md, bench/throughput.png, README section) is generated.
 bench: build
 	$(PY) bench/datasets.py
+	$(PY) -c "import os; print(f'{os.getloadavg()[0]:.2f}')" > bench/.load
 	$(PY) -m pytest bench -q -p no:cacheprovider --benchmark-only \
 		--benchmark-columns=median,ops,rounds --benchmark-json=bench/results.json
+	$(PY) -c "import os; open('bench/.load', 'a').write(f'-> {os.getloadavg()[0]:.2f}')"
 	$(PY) bench/report.py bench/results.json
 	$(PY) bench/memory.py
 

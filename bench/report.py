@@ -44,6 +44,7 @@ DATASET_NOTES = {
 
 def collect(results: dict):
     decode = defaultdict(dict)
+    other = defaultdict(dict)     # "from path: X" and "projection (...)" groups
     spark = defaultdict(dict)
     codecs = defaultdict(dict)
     txn = {}
@@ -55,7 +56,9 @@ def collect(results: dict):
         if b.get("group") == "internal":      # internal_table
             continue
         rate = (info["records"] / median, info["bytes"] / median, median)
-        if info.get("codec_test", "").startswith("paired"):
+        if str(b.get("group", "")).startswith(("from path", "projection")):
+            other[b["group"]][info["label"]] = rate
+        elif info.get("codec_test", "").startswith("paired"):
             codecs[info["dataset"]][info["codec_test"]] = info
         elif "codec_test" in info:
             codecs[info["dataset"]][info["codec_test"]] = rate
@@ -70,7 +73,43 @@ def collect(results: dict):
                 f"kbatch open_log_dir, {b['params']['threads']} thread(s)"] = rate
         else:
             decode[info["dataset"]][NAMES.get(test, test)] = rate
-    return decode, spark, txn, codecs
+    return decode, spark, txn, codecs, other
+
+
+def from_path_table(other) -> str:
+    """Every side starting from the segment file: kbatch (copy and zero_copy)
+    against aiokafka and against one CRC-32C pass over the file."""
+    groups = [g for g in other if g.startswith("from path")]
+    if not groups:
+        return ""
+    out = ["| from the path (CRC on, one core) | reader | records/s | median s | vs aiokafka "
+           "| time / one CRC-32C pass (mmap) |", "|---|---|---:|---:|---:|---:|"]
+    for g in sorted(groups):
+        rows = other[g]
+        base = rows.get("aiokafka", (None,))[0]
+        floor = rows.get("one CRC-32C pass (mmap + crc32c)", (None, None, None))[2]
+        for name, (rps, _, med) in rows.items():
+            vs = f"**{rps / base:.1f}x**" if base and name.startswith("kbatch") else "-"
+            fl = f"{med / floor:.2f}" if floor else "-"
+            out.append(f"| {g[len('from path: '):]} | {name} | {rps / 1e6:.2f} M | {med:.3f} "
+                       f"| {vs} | {fl} |")
+    return "\n".join(out)
+
+
+def projection_table(other) -> str:
+    """columns=[...] against the full decode of the same bytes (small)."""
+    groups = [g for g in other if g.startswith("projection")]
+    if not groups:
+        return ""
+    out = ["| small, from bytes | columns | records/s | median s | speed-up over every column |",
+           "|---|---|---:|---:|---:|"]
+    for g in sorted(groups):
+        rows = other[g]
+        full = rows.get("every column", (None, None, None))[2]
+        for name, (rps, _, med) in rows.items():
+            out.append(f"| {g} | {name} | {rps / 1e6:.2f} M | {med:.3f} | "
+                       f"{f'{full / med:.2f}x' if full else '-'} |")
+    return "\n".join(out)
 
 
 def codec_table(codecs) -> str:
@@ -221,7 +260,7 @@ def main():
     results = [json.loads(pathlib.Path(p).read_text()) for p in args.results]
     results = {"benchmarks": [b for r in results for b in r["benchmarks"]],
                **{k: v for k, v in results[0].items() if k != "benchmarks"}}
-    decode, spark, txn, codecs = collect(results)
+    decode, spark, txn, codecs, other = collect(results)
     machine = results.get("machine_info", {})
     cpu = machine.get("cpu", {}).get("brand_raw", platform.processor() or "unknown CPU")
     png = HERE / "throughput.png"
@@ -231,6 +270,12 @@ def main():
              f"{results.get('datetime', '')[:10]}.", "",
              "\n".join(f"- `{k}`: {v}" for k, v in DATASET_NOTES.items() if k in decode), "",
              decode_table(decode), "", floor_ratio_lines(decode), ""]
+    load = pathlib.Path(HERE / ".load")
+    if load.exists():
+        parts[0] += f" Load average (1 min) at the start and end of the run: {load.read_text().strip()}."
+    for table in (from_path_table(other), projection_table(other)):
+        if table:
+            parts += [table, ""]
     if codecs:
         parts += [codec_table(codecs), ""]
     if txn:

@@ -390,3 +390,45 @@ def test_file_range_of_a_single_segment():
         rng(None, None, startingOffsets='{"t": {"0": 3}}')
     with pytest.raises(OptionError, match="names partitions the query does not read: u-0"):
         rng(startingOffsets='{"t": {"0": 3}, "u": {"0": 1}}')
+
+
+@pytest.mark.parametrize("on_corrupt", ["fail", "skip"])
+def test_torn_tail_of_a_segment_that_is_not_the_last(tmp_path, writer, on_corrupt, caplog):
+    """Only the active segment may end inside a batch: a rolled segment whose
+    end was cut is damage in the stream as in a batch read (raise by default;
+    skip: the damaged bytes left out and logged, later segments read), never
+    a silently shorter stream."""
+    import kbatch
+
+    for _ in range(6):
+        writer.append(0, 20)
+    writer.close()
+    segs = sorted((tmp_path / "orders-0").glob("*.log"))
+    assert len(segs) > 2
+    first = segs[0]
+    size = first.stat().st_size
+    os_truncate = __import__("os").truncate
+    os_truncate(first, size - 10)                  # the first segment's last batch torn
+    whole = {r.value for s in segs for r in kbatch.read_segment(s, on_corrupt="stop")}
+    rd = reader(tmp_path, onCorrupt=on_corrupt)
+    start = rd.initialOffset()
+    if on_corrupt == "fail":
+        with pytest.raises(kbatch.CorruptRecordError, match="not the last segment"):
+            drain(rd, start)
+        return
+    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+        rows, _ = drain(rd, start)
+    got = values(rows)
+    assert len(got) == len(set(got))
+    first_values = {r.value for r in kbatch.read_segment(first, on_corrupt="stop")}
+    assert first_values <= set(got)
+    assert set(got) == whole              # every whole batch, the torn one left out
+    assert first.name in caplog.text
+
+
+def test_on_corrupt_stop_is_refused_for_a_stream(tmp_path, writer):
+    from kbatch.spark.options import OptionError
+
+    writer.append(0, 3)
+    with pytest.raises(OptionError, match="onCorrupt='stop' is not accepted: a stream"):
+        reader(tmp_path, onCorrupt="stop")

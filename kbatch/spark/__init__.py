@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -89,7 +89,7 @@ from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transa
 from kbatch.lib.txn import TxnState
 from kbatch.spark.arrow import to_record_batch
 from kbatch.spark.options import KafkaOptions, output_columns, parse_options, schema_ddl
-from kbatch.spark.read import group_by_size, header_count_batches
+from kbatch.spark.read import decode_options, group_by_size, header_count_batches
 from kbatch.spark.stream import batch_ranges, file_range
 from kbatch.wire import UNBOUNDED
 from kbatch.spark import remote as remote_paths   # URL paths (object storage)
@@ -384,7 +384,8 @@ def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
     if counted is not None:     # columns topic/partition only: records not decoded
         yield from counted
         return
-    opts = options.decode_options()
+    # a projection: key, value and headers the query does not produce are not stored
+    opts = replace(options.decode_options(), columns=decode_options(options.kafka, schema).columns)
     with open_source(piece.path) as (view, path):
         for chunk in decode_chunks(view, path, opts, start=piece.start, stop=piece.stop,
                                    chunk_records=options.chunk_records, chunk_bytes=64 << 20,

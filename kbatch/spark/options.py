@@ -626,6 +626,11 @@ def _check_combination(o: KafkaOptions, kind: str) -> None:
     if "columns" in o.given and "headers" in o.columns and not o.include_headers:
         raise OptionError("columns", ",".join(o.columns),
                           "the headers column needs includeHeaders=true")
+    if o.streaming and o.on_corrupt == "stop":
+        # a batch read ends at the first damage; a stream would either stall
+        # there for ever or move past it in the next micro-batch
+        raise OptionError("onCorrupt", "stop", 'a stream cannot stop at damage and go on: use '
+                          '"fail" (the default: the query fails naming file and byte) or "skip"')
 
 
 def _show(spec: OffsetSpec) -> str:

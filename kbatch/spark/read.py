@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from kbatch.lib.decoder import header_rows
+from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
 from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source
 from kbatch.spark.arrow import to_record_batch, topic_array
@@ -36,10 +37,22 @@ log = logging.getLogger("kbatch.spark")
 HEADER_COLUMNS = frozenset({"topic", "partition"})
 
 
-def decode_options(o: KafkaOptions) -> DecodeOptions:
+# the record columns each Spark column needs (topic/partition need none)
+_RECORD_COLUMNS = {"key": ("key",), "value": ("value",), "offset": ("offset",),
+                   "timestamp": ("timestamp",), "timestampType": ("timestamp_type",),
+                   "headers": ("headers",)}
+
+
+def decode_options(o: KafkaOptions, schema: pa.Schema | None = None) -> DecodeOptions:
+    """The decode options of a read; with ``schema`` (the columns the query
+    produces), a projection: key, value and headers not in it are not stored
+    (offsets are always decoded: slices are cut by offset)."""
     extra = {}
     if o.max_decompressed_bytes is not None:
         extra["max_decompressed_bytes"] = o.max_decompressed_bytes
+    if schema is not None:
+        extra["columns"] = tuple({"offset", *(c for f in schema
+                                              for c in _RECORD_COLUMNS.get(f.name, ()))})
     on_corrupt = {"fail": "raise", "stop": "stop", "skip": "skip"}[o.on_corrupt]
     return DecodeOptions(validate_crc=o.validate_crc, on_corrupt=on_corrupt, **extra)
 
@@ -68,12 +81,20 @@ def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
 
 
 def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema):
-    for chunk in decode_chunks(view, path, decode_options(o), start=piece.start,
+    opts = decode_options(o, schema)
+    for chunk in decode_chunks(view, path, opts, start=piece.start,
                                stop=piece.stop, chunk_records=o.chunk_records,
                                chunk_bytes=64 << 20, drop_positions=piece.drop_positions):
-        if chunk.end is not None and chunk.end.reason == "corrupt":
-            log.warning("kbatch: stopped reading %s at byte %d (the last good batch ends "
-                        "there): %s", path, chunk.end.valid_bytes, chunk.end.error)
+        if chunk.end is not None:
+            # a segment that is not its partition's last must end at a batch boundary
+            chunk, _ = check_segment_end(chunk, path, getattr(piece, "inner", False),
+                                         getattr(piece, "next_base", None), opts, None)
+            if chunk.end.reason == "corrupt":
+                log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
+                            "ends there): %s", path, chunk.end.valid_bytes, chunk.end.error)
+        for gap in chunk.skipped:
+            log.warning("kbatch: skipped bytes %d-%d of %s (%s)", gap.start, gap.stop,
+                        path, gap.error or gap.reason)
         chunk = chunk.select_offsets(piece.lo, piece.hi)
         if piece.txn_state is not None:
             chunk = piece.txn_state.filter(chunk)

@@ -202,11 +202,15 @@ class StreamSlice(InputPartition):
     the batches it leaves out)."""
 
     def __init__(self, topic, partition, path, start, stop, lo, hi, txn_state=None,
-                 drop_positions=None):
+                 drop_positions=None, inner=False, next_base=None):
         super().__init__(None)
         self.topic, self.partition, self.path = topic, partition, path
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
         self.txn_state, self.drop_positions = txn_state, drop_positions
+        # inner: the slice reaches the end of a segment that is not its
+        # partition's last, which must end at a batch boundary (next_base:
+        # where the next segment starts)
+        self.inner, self.next_base = inner, next_base
 
     def __repr__(self) -> str:
         return (f"StreamSlice({self.topic}-{self.partition} {Path(self.path).name} "
@@ -335,7 +339,11 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             state = plog.transaction_state(validate_crc=o.validate_crc)
             drops = plog.dropped_batches(state, {"validate_crc": o.validate_crc})
         out = []
+        index = {seg.path: i for i, seg in enumerate(plog.segments)}
         for rp in plog.plan(lo, hi):
+            i = index[rp.segment.path]
+            inner = rp.stop is None and i + 1 < len(plog.segments)
+            next_base = plog.segments[i + 1].base_offset if inner else None
             for start, stop in _split_positions(rp.segment, rp.start, rp.stop,
                                                 o.max_partition_bytes):
                 drop = None
@@ -344,7 +352,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     last = np.iinfo(np.int64).max if stop is None else stop
                     drop = drop[(drop >= start) & (drop < last)]
                 out.append(StreamSlice(tp[0], tp[1], str(rp.segment.path), start, stop, lo, hi,
-                                       state, drop))
+                                       state, drop, inner and stop is None, next_base))
         return out
 
     def _pack(self, slices: list[StreamSlice]) -> list[StreamPack]:

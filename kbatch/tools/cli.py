@@ -77,6 +77,11 @@ def _resolve(name: str, *kinds, what: str = "", check: bool = True):
     from kbatch.lib.paths import PathError, PathKind, resolve
     if not name:
         raise UsageError("an empty path")
+    from kbatch.lib.remote.fs import is_url
+    if is_url(name) and not name.startswith("file://"):
+        raise UsageError(f"{name}: a URL; the command line reads local paths only for now "
+                         "(in Python, kbatch.read_segment/open_log/open_log_dir take URLs "
+                         "and storage_options=; make run SOURCE=s3 shows it)")
     path = Path(name)
     try:
         found = resolve(path)

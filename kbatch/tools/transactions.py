@@ -21,6 +21,7 @@ def transactions(path, **options) -> list[TransactionReport]:
     Reads batch headers and control records only (data records are not
     decoded); keeps one row per batch of a partition in memory.
     """
+    _refuse_url(path, "transactions")
     opts = decode_options("transactions", options)
     found = resolve(path)
     if found.kind is PathKind.SEGMENT:
@@ -36,3 +37,16 @@ def transactions(path, **options) -> list[TransactionReport]:
         batches, control, txn_index = log.transaction_tables(**options)
         reports.append(transaction_report(str(log.path), batches, control, txn_index))
     return reports
+
+
+def _refuse_url(path, what: str) -> None:
+    """URLs (object storage) are not checked by ``transactions`` yet: say so, rather
+    than "no such file" for a path that does exist remotely."""
+    from kbatch.errors import ArgumentError
+    from kbatch.lib.remote.fs import is_url
+
+    if is_url(path) and not str(path).startswith("file://"):
+        raise ArgumentError(f"{what}: {path} is a URL; {what} reads local paths only for "
+                            f"now (read a remote log with kbatch.open_log(url).iter("
+                            f"on_corrupt='skip'), which lists damaged ranges in .skipped)")
+

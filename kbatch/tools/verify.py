@@ -239,6 +239,7 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
     one decoded chunk and one segment's batch table at a time.
     """
     check_options("verify", options)
+    _refuse_url(path, "verify")
     found = resolve(path)
     if found.kind is PathKind.SEGMENT:
         report = VerifyReport([verify_segment(found.path, **options)])
@@ -272,3 +273,16 @@ def _verify_partition(log: PartitionLog, options, on_segment=None) -> VerifyRepo
                             f"{cur.base_offset} is not above the previous segment's last "
                             f"offset {prev.last_offset}")
     return VerifyReport(reports, problems)
+
+
+def _refuse_url(path, what: str) -> None:
+    """URLs (object storage) are not checked by ``verify`` yet: say so, rather
+    than "no such file" for a path that does exist remotely."""
+    from kbatch.errors import ArgumentError
+    from kbatch.lib.remote.fs import is_url
+
+    if is_url(path) and not str(path).startswith("file://"):
+        raise ArgumentError(f"{what}: {path} is a URL; {what} reads local paths only for "
+                            f"now (read a remote log with kbatch.open_log(url).iter("
+                            f"on_corrupt='skip'), which lists damaged ranges in .skipped)")
+

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY
-from kbatch.lib.records import Records
+from kbatch.lib.records import BatchTable, ControlRecords, Records
 from kbatch.lib.remote import tiered
 from kbatch.lib.remote.fs import (DEFAULT_BLOCK, DEFAULT_CONCURRENCY, RangeSource, RemoteError,
                               resolve)
@@ -35,7 +35,7 @@ from kbatch.lib.remote.scan import scan
 from kbatch.lib.segment import DecodeOptions, check_options
 from kbatch.wire import UNBOUNDED as _WHOLE
 from kbatch.lib.timestamps import to_millis
-from kbatch.lib.txn import apply_isolation, check_isolation
+from kbatch.lib.txn import TxnState, check_isolation
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
@@ -349,8 +349,9 @@ class RemoteLog:
         """Records with offsets in ``[start_offset, end_offset)``, chunk by
         chunk. Keeps in memory one chunk and the ranges in flight.
         ``isolation="read_committed"`` resolves transactions over the whole
-        partition: it reads every segment (and keeps the partition's
-        records until the markers are known)."""
+        partition first: a pass over every segment that keeps one row per
+        batch and the control records (offsets only decoded), then the
+        chunks, each filtered as it comes."""
         check_isolation(isolation)
         check_options("RemoteLog.iter", options)
         opts = DecodeOptions(**options)
@@ -365,10 +366,27 @@ class RemoteLog:
         if lo >= hi:
             return
         if isolation == "read_committed":
-            whole = Records.concat(list(self._iter(0, (1 << 63) - 1, opts, _WHOLE, 1 << 30)))
-            yield apply_isolation(whole, "read_committed").select_offsets(lo, hi)
+            state = self._transaction_state(opts, chunk_records, chunk_bytes)
+            for chunk in self._iter(lo, hi, opts, chunk_records, chunk_bytes):
+                yield state.filter(chunk)
             return
         yield from self._iter(lo, hi, opts, chunk_records, chunk_bytes)
+
+    def _transaction_state(self, opts, chunk_records, chunk_bytes) -> TxnState:
+        """The partition's transactions from a first pass over every segment
+        that stores only offsets (the record loop skims the rest): it keeps
+        one row per batch and the control records, not the records; the
+        partition's bytes are fetched twice (this pass, then the read)."""
+        tables, controls, shift = [], [], 0
+        for chunk in self._iter(0, (1 << 63) - 1, replace(opts, columns=("offset",)),
+                                chunk_records, chunk_bytes):
+            tables.append(chunk.batches)
+            controls.append(chunk.control.shifted(shift))
+            shift += len(chunk.batches)
+            del chunk
+        if not tables:
+            return TxnState.build(Records.empty().batches, Records.empty().control)
+        return TxnState.build(BatchTable.concat(tables), ControlRecords.concat(controls))
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes):
         done = -1    # the last offset returned: a re-upload's records are left out

@@ -89,7 +89,8 @@ from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transa
 from kbatch.lib.txn import TxnState
 from kbatch.spark.arrow import to_record_batch
 from kbatch.spark.options import KafkaOptions, output_columns, parse_options, schema_ddl
-from kbatch.spark.read import decode_options, group_by_size, header_count_batches
+from kbatch.spark.read import (HEADER_COLUMNS, decode_options, group_by_size,
+                               header_count_batches)
 from kbatch.spark.stream import batch_ranges, file_range
 from kbatch.wire import UNBOUNDED
 from kbatch.spark import remote as remote_paths   # URL paths (object storage)
@@ -415,6 +416,11 @@ def read_remote(piece, options: Options, schema: pa.Schema):
         yield to_record_batch(chunk, piece.topic, piece.partition, schema)
 
 
+# how many times more bytes an input partition covers when the query's
+# columns are counted from batch headers (topic/partition only)
+HEADER_COUNT_PACKING = 64
+
+
 class KbatchReader(DataSourceReader):
     """Plans input partitions (driver) and decodes them (executors)."""
 
@@ -423,8 +429,13 @@ class KbatchReader(DataSourceReader):
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self):
-        return pack(plan(self.options), self.options.max_partition_bytes,
-                    self.options.min_partitions)
+        max_bytes = self.options.max_partition_bytes
+        if (set(self.arrow_schema.names) <= HEADER_COLUMNS
+                and "maxPartitionBytes" not in self.options.kafka.given):
+            # counted from batch headers (61 bytes read a batch): fewer, larger
+            # input partitions, so Python workers start fewer tasks
+            max_bytes *= HEADER_COUNT_PACKING
+        return pack(plan(self.options), max_bytes, self.options.min_partitions)
 
     def read(self, partition):
         if not isinstance(partition, SlicePack):   # Spark's single empty partition

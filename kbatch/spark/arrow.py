@@ -25,6 +25,16 @@ def arrow_schema(columns) -> pa.Schema:
     return pa.schema([(c, ARROW_TYPES[c]) for c in columns])
 
 
+def numeric_array(values: np.ndarray) -> pa.Array:
+    """A numpy integer array as an Arrow array over the same buffer (no nulls).
+
+    Not ``pa.array(values)``: that imports pandas (half a second in each new
+    Python worker) to check whether ``values`` is a pandas object."""
+    values = np.ascontiguousarray(values)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values),
+                                 [None, pa.py_buffer(values)])
+
+
 def topic_array(topic: str | None, n: int) -> pa.Array:
     if topic is None:
         return pa.nulls(n, pa.string())
@@ -85,13 +95,13 @@ def to_record_batch(records: Records, topic: str | None, partition: int | None,
             arrays.append(topic_array(topic, n))
         elif name == "partition":
             arrays.append(pa.nulls(n, pa.int32()) if partition is None
-                          else pa.array(np.full(n, partition, np.int32)))
+                          else numeric_array(np.full(n, partition, np.int32)))
         elif name == "offset":
-            arrays.append(pa.array(records.offset))
+            arrays.append(numeric_array(records.offset))
         elif name == "timestamp":
             arrays.append(_timestamp(records, f.type))
         elif name == "timestampType":
-            arrays.append(pa.array(records.timestamp_type.astype(np.int32)))
+            arrays.append(numeric_array(records.timestamp_type.astype(np.int32)))
         elif name == "headers":
             arrays.append(_headers(records, f.type))
         else:
@@ -99,4 +109,4 @@ def to_record_batch(records: Records, topic: str | None, partition: int | None,
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-__all__ = ["ARROW_TYPES", "arrow_schema", "to_record_batch", "topic_array"]
+__all__ = ["ARROW_TYPES", "arrow_schema", "numeric_array", "to_record_batch", "topic_array"]

@@ -30,7 +30,7 @@ from kbatch.lib.decoder import header_rows
 from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
 from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source
-from kbatch.spark.arrow import to_record_batch, topic_array
+from kbatch.spark.arrow import numeric_array, to_record_batch, topic_array
 from kbatch.spark.options import KafkaOptions
 
 log = logging.getLogger("kbatch.spark")
@@ -143,7 +143,7 @@ def _constant_batches(n: int, piece, schema: pa.Schema, chunk: int):
                 arrays.append(topic_array(piece.topic, rows))
             else:
                 arrays.append(pa.nulls(rows, pa.int32()) if piece.partition is None else
-                              pa.array(np.full(rows, piece.partition, np.int32)))
+                              numeric_array(np.full(rows, piece.partition, np.int32)))
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

@@ -272,7 +272,8 @@ def main():
              decode_table(decode), "", floor_ratio_lines(decode), ""]
     load = pathlib.Path(HERE / ".load")
     if load.exists():
-        parts[0] += f" Load average (1 min) at the start and end of the run: {load.read_text().strip()}."
+        parts[0] += (" Load average (1 min) at the start and end of the run: "
+                     f"{' '.join(load.read_text().split())}.")
     for table in (from_path_table(other), projection_table(other)):
         if table:
             parts += [table, ""]

@@ -54,3 +54,34 @@ def test_remote_read_committed_streams_chunks_like_the_local_read(tmp_path):
     assert got.offset.tolist() == want.offset.tolist()
     assert got.last_stable_offset == want.last_stable_offset
     assert b"v0" in got.value.to_pylist() and b"plain5" not in got.value.to_pylist()
+
+
+def test_remote_log_dir_read_equals_the_local_read(tmp_path):
+    """RemoteLogDir.read/iter over a prefix: every partition, as the local
+    open_log_dir(...).read gives it; topics chosen, an unknown one refused."""
+    import fsspec
+
+    root = tmp_path / "data"
+    kbatch.write_log(root / "a-0", [(b"k%d" % i, b"x%d" % i, 1 + i, []) for i in range(50)],
+                     segment_bytes=600)
+    kbatch.write_log(root / "a-1", [(None, b"y%d" % i, 5, []) for i in range(30)])
+    kbatch.write_log(root / "b-0", [(b"z", b"w", 9, [])] * 7)
+    fs = fsspec.filesystem("memory")
+    for part in root.iterdir():
+        for f in part.iterdir():
+            fs.pipe(f"/dir/{part.name}/{f.name}", f.read_bytes())
+    local = kbatch.open_log_dir(root).read()
+    remote_dir = kbatch.open_log_dir("memory://dir")
+    for threads in (1, 2):
+        remote = remote_dir.read(threads=threads)
+        assert sorted(remote) == sorted(local) == [("a", 0), ("a", 1), ("b", 0)]
+        for key in local:
+            assert remote[key].value.to_pylist() == local[key].value.to_pylist()
+            assert remote[key].offset.tolist() == local[key].offset.tolist()
+    some = remote_dir.read("a", 10, 20, columns=["offset"])
+    assert sorted(some) == [("a", 0), ("a", 1)]
+    assert some[("a", 0)].offset.tolist() == list(range(10, 20))
+    chunks = list(remote_dir.iter(["b"], chunk_records=2))
+    assert {k for k, _ in chunks} == {("b", 0)} and sum(len(c) for _, c in chunks) == 7
+    with pytest.raises(kbatch.ArgumentError, match="no topic 'c'"):
+        remote_dir.read("c")

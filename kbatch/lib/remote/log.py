@@ -18,8 +18,10 @@ names the latest ``eventTimestampMs`` is read.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Iterator
 
@@ -490,3 +492,45 @@ class RemoteLogDir:
             if p.topic == topic and p.partition == partition:
                 return p
         raise ArgumentError(f"{self.url}: no partition {topic}-{partition}")
+
+    def select(self, topics=None) -> list[RemoteLog]:
+        """The partitions of ``topics`` (a name or a list; None: all); an
+        unknown topic raises ``ArgumentError`` naming the ones there are."""
+        if topics is None:
+            return list(self.partitions)
+        wanted = [topics] if isinstance(topics, str) else list(topics)
+        known = {p.topic for p in self.partitions}
+        missing = [t for t in wanted if t not in known]
+        if missing:
+            raise ArgumentError(f"{self.url}: no topic {', '.join(map(repr, missing))} here; "
+                                f"topics: {', '.join(sorted(known)) or '(none)'}")
+        return [p for p in self.partitions if p.topic in set(wanted)]
+
+    def iter(self, topics=None, start_offset: int | None = None,
+             end_offset: int | None = None, **options):
+        """``((topic, partition), chunk)`` for every chunk of every selected
+        partition in turn (the arguments of ``RemoteLog.iter``). Keeps in
+        memory one chunk and the ranges in flight."""
+        for p in self.select(topics):
+            for chunk in p.iter(start_offset, end_offset, **options):
+                yield (p.topic, p.partition), chunk
+
+    def read(self, topics=None, start_offset: int | None = None,
+             end_offset: int | None = None, *, threads: int | None = None,
+             **options) -> dict:
+        """Every selected partition as ``{(topic, partition): Records}``, as
+        ``open_log_dir(...).read`` gives for a local directory (the arguments
+        of ``RemoteLog.read``), ``threads`` partitions at a time (default:
+        one per core; each also keeps its own ranges in flight). Keeps in
+        memory the decoded partitions."""
+        parts = self.select(topics)
+
+        def read_part(p):
+            return p.read(start_offset, end_offset, **options)
+
+        workers = max(1, min(threads or os.cpu_count() or 1, len(parts) or 1))
+        if workers == 1:
+            return {(p.topic, p.partition): read_part(p) for p in parts}
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return {(p.topic, p.partition): rec
+                    for p, rec in zip(parts, pool.map(read_part, parts))}

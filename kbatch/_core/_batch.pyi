@@ -45,6 +45,8 @@ class BatchDecoder:
         skip_payload: bool = False,       # projection: keys/values checked, not stored
                                           # (take()["data"]["key"/"value"] is None)
         skip_headers: bool = False,       # ... headers likewise ("headers" etc. None)
+        more_follows: bool = False,       # a range of a larger object: zeros up to
+                                          # stop are damage, not a padded tail
     ) -> None: ...
     @property
     def position(self) -> int: ...

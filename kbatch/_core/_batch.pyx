@@ -256,7 +256,8 @@ cdef class BatchDecoder:
                  Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
                  Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1,
                  bint native_gzip=True, bint native_snappy=True, bint native_zstd=True,
-                 bint zero_copy=False, bint skip_payload=False, bint skip_headers=False):
+                 bint zero_copy=False, bint skip_payload=False, bint skip_headers=False,
+                 bint more_follows=False):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -271,6 +272,9 @@ cdef class BatchDecoder:
         # a trailing hole of the file (kbatch.lib.files.data_end): known zeros, so
         # a zero-padded tail is not scanned (nor its pages faulted in)
         self._zeros_from = zeros_from if 0 <= zeros_from < stop else stop
+        # a range of a larger object (kbatch.lib.remote.scan): the data goes on
+        # past ``stop``, so zeros reaching it are not a padded tail
+        self._more_follows = more_follows
         self.path = path
         if validate_crc == "report":
             self._crc_mode = CRC_REPORT
@@ -532,19 +536,25 @@ cdef class BatchDecoder:
                 self._end_reason = END_NONE
                 return ST_END
             if rem < HEADER_UP_TO_MAGIC:
-                self._end_reason = (END_ZERO_PADDING if all_zero(buf, pos, self._zeros_from)
+                self._end_reason = (END_ZERO_PADDING if not self._more_follows
+                                    and all_zero(buf, pos, self._zeros_from)
                                     else END_TRUNCATED)
                 return ST_END
             length = <int32_t>load_be32(buf + pos + H_LENGTH)
             magic = <int8_t>buf[pos + H_MAGIC]
             if length < MIN_LENGTH_ANY:
-                if all_zero(buf, pos, self._zeros_from):
+                if not self._more_follows and all_zero(buf, pos, self._zeros_from):
                     self._end_reason = END_ZERO_PADDING
                     return ST_END
                 return self._fail(E_BATCH_LENGTH, pos + H_LENGTH, length, MIN_LENGTH_ANY)
             if length > rem - LOG_OVERHEAD:
-                self._end_reason = END_TRUNCATED
-                return ST_END
+                if not (self._more_follows and length > self._limits.max_batch_bytes):
+                    self._end_reason = END_TRUNCATED
+                    return ST_END
+                # a range of a larger object: this length is refused whatever follows
+                if magic == 0 or magic == 1:
+                    return self._fail(E_LIMIT_BATCH_BYTES, pos + H_LENGTH, length,
+                                      self._limits.max_batch_bytes)
             if magic == 0 or magic == 1:
                 st = self._legacy_message(pos, batch_end_of(buf, pos))
                 if st != 0:
@@ -650,7 +660,8 @@ cdef class BatchDecoder:
         """True when the batch at ``position`` is followed only by zeros
         (read under the SIGBUS guard: the file may be shrinking)."""
         cdef TailCheck check
-        if self._buf == NULL or position < 0 or self._end - position < HEADER_UP_TO_MAGIC:
+        if (self._buf == NULL or position < 0 or self._more_follows
+                or self._end - position < HEADER_UP_TO_MAGIC):
             return False
         check.buf = self._buf
         check.position = position

@@ -46,8 +46,10 @@ read_mapped = _batch.read_mapped
 
 def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
             chunk_bytes: int, *, control_only: bool = False, drop_positions=None,
-            zeros_from: int = -1) -> _batch.BatchDecoder:
-    """A decoder of ``view[start:stop]`` with every option of the read."""
+            zeros_from: int = -1, more_follows: bool = False) -> _batch.BatchDecoder:
+    """A decoder of ``view[start:stop]`` with every option of the read.
+    ``more_follows``: the view is a range of a larger object (zeros up to
+    its end are damage, not a padded tail)."""
     return _batch.BatchDecoder(
         view, start=start, stop=-1 if stop is None else stop, path=path,
         control_only=control_only, drop_positions=drop_positions,
@@ -62,7 +64,8 @@ def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
         native_gzip=NATIVE_GZIP, native_snappy=NATIVE_SNAPPY, native_zstd=NATIVE_ZSTD,
         zero_copy=getattr(opts, "zero_copy", False) and not control_only
         and not skips_payload(opts),
-        skip_payload=skips_payload(opts), skip_headers=skips_headers(opts))
+        skip_payload=skips_payload(opts), skip_headers=skips_headers(opts),
+        more_follows=more_follows)
 
 
 def skips_payload(opts) -> bool:

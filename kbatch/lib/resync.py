@@ -49,6 +49,27 @@ def _check(view, position: int, stop: int, after_offset: int, path=None):
     return row
 
 
+def candidates(w: np.ndarray, room: int, max_batch_bytes: int) -> np.ndarray:
+    """Positions in ``w`` (uint8, at least 17 bytes; candidates start in its
+    first ``len(w) - 16`` bytes) where a batch may start, by its header
+    alone (module docstring); ``room``: bytes from ``w[0]`` to the end of the
+    data (a candidate's batch must fit in it)."""
+    count = len(w) - _HEADER + 1
+    if count <= 0:
+        return np.empty(0, np.int64)
+    # the length field of every position in the window, from 4 byte slices
+    # (an unaligned big-endian int32 view at every byte: no copy)
+    length = np.ndarray((count,), ">i4", w, 8, (1,))
+    magic = w[16:16 + count]
+    idx = np.flatnonzero((magic <= 2) & (length >= 14) & (w[:count] < 0x80))
+    if not len(idx):
+        return idx
+    lens = length[idx].astype(np.int64)
+    keep = ((lens <= (room - 12) - idx) & (lens <= max_batch_bytes)
+            & ((magic[idx] != 2) | (lens >= 49)))
+    return idx[keep]
+
+
 def next_valid_batch(view, start: int, stop: int | None = None, *, after_offset: int = -1,
                      max_batch_bytes: int = 1 << 30, path=None):
     """``(position, header_row)`` of the first valid batch starting at or after
@@ -67,18 +88,7 @@ def next_valid_batch(view, start: int, stop: int | None = None, *, after_offset:
         hi = min(stop, pos + WINDOW + _HEADER - 1)
         w = np.frombuffer(read_mapped(view, pos, hi - pos, path), np.uint8)
         count = len(w) - _HEADER + 1
-        # the length field of every position in the window, from 4 byte slices
-        # (an unaligned big-endian int32 view at every byte: no copy)
-        length = np.ndarray((count,), ">i4", w, 8, (1,))
-        magic = w[16:16 + count]
-        ok = (magic <= 2) & (length >= 14) & (w[:count] < 0x80)
-        idx = np.flatnonzero(ok)
-        if len(idx):
-            lens = length[idx].astype(np.int64)
-            room = (stop - pos - 12) - idx
-            keep = ((lens <= room) & (lens <= max_batch_bytes)
-                    & ((magic[idx] != 2) | (lens >= 49)))
-            idx = idx[keep]
+        idx = candidates(w, stop - pos, max_batch_bytes)
         for c in idx.tolist():
             row = _check(view, pos + c, stop, after_offset, path)
             if row is not None:

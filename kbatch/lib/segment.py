@@ -324,8 +324,14 @@ def _project(data: dict, columns: tuple) -> None:
 def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                   stop: int | None = None, chunk_records: int = UNBOUNDED,
                   chunk_bytes: int = 1 << 30, control_only: bool = False,
-                  drop_positions=None) -> Iterator[Records]:
+                  drop_positions=None, after_offset: int = -1,
+                  more_follows: bool = False) -> Iterator[Records]:
     """Decode ``view[start:stop]`` into Records chunks of whole batches.
+
+    ``after_offset``: the last offset read before ``start`` (a resync after
+    damage only accepts batches above it; skipped ranges name it).
+    ``more_follows``: the view is a range of a larger object (a remote
+    scan): zeros reaching its end are damage, not a padded tail.
 
     Keeps in memory: the columns of one chunk and one decompressed batch.
     The last chunk carries ``end``; earlier ones have ``end=None``.
@@ -351,12 +357,12 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
         opts, hold = replace(opts, zero_copy=False), None
     held = 0
     skipped: list[SkippedRange] = []
-    last_offset = -1
+    last_offset = after_offset
     position = start
     while True:
         dec = decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
                       control_only=control_only, drop_positions=drop_positions,
-                      zeros_from=zeros_from(view))
+                      zeros_from=zeros_from(view), more_follows=more_follows)
         if chunk_records >= UNBOUNDED and held:
             dec.set_read_budget(opts.max_read_bytes - held)   # one budget per read
         resume = None
@@ -408,6 +414,9 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
         position = resume
 
 
+DAMAGED_LENGTH = "a damaged length field"   # the error of a length that runs past the end
+
+
 def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
     """``(end, resume, gap)`` when the decoder stopped: where the data ends
     (None when the decode resumes), and with ``on_corrupt="skip"`` the
@@ -422,8 +431,8 @@ def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
         if found is None or not chains_to_end(view, found[0], dec.stop, path):
             return end, None, None    # a torn tail: no run of valid batches follows
         error = CorruptRecordError(
-            f"batch length runs past the end of the data, but a valid batch starts at "
-            f"byte {found[0]}: a damaged length field", path=path,
+            f"batch length runs past the end of the data, but a valid batch starts "
+            f"{found[0] - end.valid_bytes} bytes on: {DAMAGED_LENGTH}", path=path,
             position=end.valid_bytes + 8, base_offset=_base_offset_at(view, end.valid_bytes),
             batch_position=end.valid_bytes)
         if opts.on_corrupt == "raise":

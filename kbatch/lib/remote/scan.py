@@ -13,32 +13,50 @@ positions in the object. Keeps in memory: the source's blocks in flight,
 the carried tail (at most one batch: ``max_batch_bytes``) and one chunk.
 
 A header that cannot start a batch (length below 14 or above
-``max_batch_bytes``, or zero padding) ends the stepping: the rest of that
-buffer goes to the decoder, which reports it as it does for a local file
-(truncated, zero padding, corrupt). ``on_corrupt="skip"`` needs to search
-past damage: the remainder of the object is then read into memory and
-decoded as one buffer.
+``max_batch_bytes``, or zeros) ends the stepping: the rest of that buffer
+goes to the decoder, which reports it as it does for a local file
+(truncated, zero padding, corrupt); zeros count as a padded tail only
+when they run to the end of the object.
+
+``on_corrupt="skip"`` streams the same way (the decoder stops at damage)
+and then searches past the damage in windows (``next_valid_in_ranges``,
+the rule of ``kbatch.lib.resync``), so the result, the skipped ranges
+included, is what the same bytes in a local file give; the tail after
+the last whole batch is decoded as a local file's end is. Keeps in memory
+one search window (4 MiB) and, for a candidate batch that runs past it,
+that batch's bytes.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 import numpy as np
 
 from kbatch.errors import CorruptRecordError
-from kbatch.lib.records import BatchTable, Records, SegmentEnd
-from kbatch.lib.segment import DecodeOptions, decode_chunks
+from kbatch.lib.decoder import batch_at
+from kbatch.lib.records import BatchTable, Records, SegmentEnd, SkippedRange
+from kbatch.lib.resync import candidates
+from kbatch.lib.segment import DAMAGED_LENGTH, DecodeOptions, decode_chunks
 
 MIN_ENTRY = 14     # the smallest length field: a magic 0 message (crc..value length)
+RESYNC_WINDOW = 4 << 20
 
 
-def whole_batches(buf, max_batch_bytes: int) -> tuple[int, bool]:
-    """``(end of the last whole batch, stepping stopped at a bad header)``."""
+def whole_batches(buf, max_batch_bytes: int, room: int | None = None) -> tuple[int, bool]:
+    """``(end of the last whole batch, stepping stopped at a bad header)``.
+    ``room``: bytes from ``buf[0]`` to the end of the data; a length above
+    ``max_batch_bytes`` that runs past it (a torn or damaged tail, as a
+    local file's decoder sees it) is not a bad header when the rest of the
+    data is at most one batch: the caller carries it to the end."""
     n = len(buf)
     pos = 0
     while n - pos >= 12:
         length = int.from_bytes(buf[pos + 8:pos + 12], "big", signed=True)
+        if length > max_batch_bytes and room is not None \
+                and 12 + length > room - pos and room - pos <= max_batch_bytes + 12:
+            return pos, False
         if length < MIN_ENTRY or length > max_batch_bytes:
             return pos, True
         if length > n - pos - 12:
@@ -54,8 +72,13 @@ def _shift(chunk: Records, base: int, url) -> Records:
     cols["position"] = cols["position"] + np.int64(base)
     end = chunk.end
     if end is not None:
-        end = SegmentEnd(end.valid_bytes + base, end.trailing_bytes, end.reason, end.error)
-    return chunk.replace(batches=BatchTable(cols), end=end)
+        error = end.error
+        if isinstance(error, CorruptRecordError):
+            error = _moved(error, base, url)
+        end = SegmentEnd(end.valid_bytes + base, end.trailing_bytes, end.reason, error)
+    skipped = tuple(g._replace(path=url, start=g.start + base, stop=g.stop + base)
+                    for g in chunk.skipped)
+    return chunk.replace(batches=BatchTable(cols), end=end, skipped=skipped)
 
 
 def _moved(exc: CorruptRecordError, base: int, url) -> CorruptRecordError:
@@ -68,11 +91,14 @@ def _moved(exc: CorruptRecordError, base: int, url) -> CorruptRecordError:
 
 
 def _decode(buf, base: int, url, opts: DecodeOptions, chunk_records, chunk_bytes,
-            final: bool, total_end: int) -> Iterator[Records]:
+            final: bool, total_end: int, after_offset: int = -1) -> Iterator[Records]:
+    """Chunks of ``buf`` (the object's bytes from ``base``); ``final``: it
+    reaches the end of what is read (``total_end``)."""
     view = memoryview(buf)
     try:
         for chunk in decode_chunks(view, url, opts, chunk_records=chunk_records,
-                                   chunk_bytes=chunk_bytes):
+                                   chunk_bytes=chunk_bytes, after_offset=after_offset,
+                                   more_follows=base + len(buf) < total_end):
             if chunk.end is not None and not final and chunk.end.reason is None:
                 chunk = chunk.replace(end=None)
             chunk = _shift(chunk, base, url)
@@ -95,12 +121,15 @@ def scan(source, opts: DecodeOptions, *, start: int = 0, stop: int | None = None
     byte ``start`` (a batch boundary) to ``stop``, chunk by chunk; the last
     chunk carries ``end``. The consumer may stop early (close the
     generator): no further ranges are read."""
-    url = source.url
     stop = source.size if stop is None else min(stop, source.size)
     if opts.on_corrupt == "skip":
-        data = source.read(start, stop)
-        yield from _decode(data, start, url, opts, chunk_records, chunk_bytes, True, stop)
-        return
+        return _scan_skipping(source, opts, start, stop, chunk_records, chunk_bytes, first)
+    return _stream(source, opts, start, stop, chunk_records, chunk_bytes, first)
+
+
+def _stream(source, opts: DecodeOptions, start: int, stop: int, chunk_records, chunk_bytes,
+            first: int | None, after_offset: int = -1) -> Iterator[Records]:
+    url = source.url
     kwargs = {} if first is None else {"first": first}
     carry, carry_pos = b"", start
     blocks = source.blocks(start, stop, **kwargs)
@@ -108,12 +137,12 @@ def scan(source, opts: DecodeOptions, *, start: int = 0, stop: int | None = None
         for pos, data in blocks:
             buf = carry + data if carry else data
             base = pos - len(carry)
-            cut, bad = whole_batches(buf, opts.max_batch_bytes)
+            cut, bad = whole_batches(buf, opts.max_batch_bytes, stop - base)
             if bad:
                 # the decoder says what is wrong here; nothing after it is read
                 ended = None
                 for chunk in _decode(buf, base, url, opts, chunk_records, chunk_bytes,
-                                     True, stop):
+                                     True, stop, after_offset):
                     ended = chunk.end
                     yield chunk
                 if ended is not None and ended.reason is None:
@@ -123,8 +152,11 @@ def scan(source, opts: DecodeOptions, *, start: int = 0, stop: int | None = None
             if cut:
                 ended = None
                 for chunk in _decode(memoryview(buf)[:cut], base, url, opts, chunk_records,
-                                     chunk_bytes, False, stop):
+                                     chunk_bytes, False, stop, after_offset):
                     ended = chunk.end
+                    if len(chunk.batches):
+                        after_offset = max(after_offset,
+                                           int(chunk.batches.last_offset.max()))
                     yield chunk
                 if ended is not None:    # on_corrupt="stop" ended the data here
                     return
@@ -132,5 +164,89 @@ def scan(source, opts: DecodeOptions, *, start: int = 0, stop: int | None = None
             del buf, data
     finally:
         blocks.close()
-    yield from _decode(carry, carry_pos, url, opts, chunk_records, chunk_bytes, True, stop)
+    yield from _decode(carry, carry_pos, url, opts, chunk_records, chunk_bytes, True, stop,
+                       after_offset)
 
+
+def _scan_skipping(source, opts: DecodeOptions, start: int, stop: int, chunk_records,
+                   chunk_bytes, first) -> Iterator[Records]:
+    """``on_corrupt="skip"``: stream with the decoder stopping at damage,
+    find the next valid batch in ranges, go on from there (module docstring)."""
+    halt = replace(opts, on_corrupt="stop")
+    gaps: tuple = ()        # ride on the chunk after them, as in a local read
+    last = -1
+    pos = start
+    while True:
+        damage = None
+        for chunk in _stream(source, halt, pos, stop, chunk_records, chunk_bytes, first, last):
+            if len(chunk.batches):
+                last = max(last, int(chunk.batches.last_offset.max()))
+            if chunk.end is not None and chunk.end.reason == "corrupt":
+                damage, chunk = chunk.end, chunk.replace(end=None)
+            if gaps:
+                chunk = chunk.replace(skipped=gaps + tuple(chunk.skipped))
+                gaps = ()
+            if (damage is None or len(chunk) or len(chunk.batches) or len(chunk.control)
+                    or chunk.skipped):
+                yield chunk
+        if damage is None:
+            return
+        found = next_valid_in_ranges(source, damage.valid_bytes + 1, stop, last,
+                                     opts.max_batch_bytes)
+        error = None if damage.error is None else str(damage.error)
+        reason = "truncated" if error is not None and DAMAGED_LENGTH in error else "corrupt"
+        gap = SkippedRange(source.url, damage.valid_bytes, stop if found is None else found[0],
+                           reason, last if last >= 0 else None,
+                           None if found is None else found[1], error)
+        if found is None:
+            yield Records.empty().replace(skipped=(gap,), end=SegmentEnd(stop, 0, None, None))
+            return
+        gaps, pos, first = (gap,), found[0], None
+
+
+def next_valid_in_ranges(source, start: int, stop: int, after_offset: int,
+                         max_batch_bytes: int) -> tuple[int, int] | None:
+    """``(position, base offset)`` of the first valid batch at or after
+    ``start`` ending by ``stop`` whose last offset is above ``after_offset``
+    (``kbatch.lib.resync.next_valid_batch``'s rule, so a remote object and a
+    local file resume at the same batch), or None. Reads the object in
+    windows of ``RESYNC_WINDOW``; a candidate whose batch runs past its
+    window is read alone (one range of at most ``max_batch_bytes``).
+    Keeps in memory one window and that batch."""
+    url = source.url
+    pos = max(start, 0)
+    while stop - pos >= 17:
+        buf = source.read(pos, min(stop, pos + RESYNC_WINDOW + 64))
+        w = np.frombuffer(buf, np.uint8)
+        count = min(len(w) - 16, RESYNC_WINDOW)
+        for c in candidates(w[:count + 16], stop - pos, max_batch_bytes).tolist():
+            if not _may_end_above(buf, c, after_offset):
+                continue
+            length = int.from_bytes(buf[c + 8:c + 12], "big", signed=True)
+            end = c + 12 + length
+            if end <= len(buf):
+                view, at = memoryview(buf), c
+            else:
+                view, at = memoryview(source.read(pos + c, pos + end)), 0
+            try:
+                row = batch_at(view, at, url, stop=at + 12 + length)
+            finally:
+                view.release()
+            if (row is not None and int(row["position"]) == at
+                    and int(row["last_offset"]) > after_offset):
+                return pos + c, int(row["base_offset"])
+        pos += count
+    return None
+
+
+def _may_end_above(buf: bytes, c: int, after_offset: int) -> bool:
+    """False when the header at ``c`` (when in ``buf``) names a last offset
+    at or below ``after_offset``: the batch cannot be the one sought, and
+    its bytes need not be read (magic 2: base offset + last offset delta;
+    magic 0/1: the message's own offset)."""
+    if len(buf) - c < 27:
+        return True
+    base = int.from_bytes(buf[c:c + 8], "big", signed=True)
+    if buf[c + 16] == 2:
+        base += int.from_bytes(buf[c + 23:c + 27], "big", signed=True)
+    return base > after_offset

@@ -283,6 +283,47 @@ def test_entry_points_take_urls(s3, generated):
     same(kbatch.read_segment(str(local_dir / name)), kbatch.read_segment(local_dir / name))
 
 
+def test_command_line_reads_urls(s3, generated):
+    """kbatch stats / verify / txn of an s3:// prefix, with --storage-option,
+    print what they print for the same local directory; dump refuses a URL
+    with a usage error."""
+    import json
+    import subprocess
+    import sys
+
+    opts = s3.options(direct=True)
+    flags = ["--storage-option", "key=testing", "--storage-option", "secret=testing",
+             "--storage-option", "client_kwargs=" + json.dumps(opts["client_kwargs"])]
+
+    def run(*args):
+        out = subprocess.run([sys.executable, "-m", "kbatch", *args], capture_output=True,
+                             text=True, timeout=300)
+        return out.returncode, out.stdout, out.stderr
+
+    url = f"s3://{BUCKET}/gen"
+    code, remote, err = run("stats", url, "--format", "json", *flags)
+    assert code == 0, err
+    _, local, _ = run("stats", str(generated), "--format", "json")
+    assert json.loads(remote.splitlines()[-1]) == json.loads(local.splitlines()[-1])
+    assert len(remote.splitlines()) == len(local.splitlines()) == 5
+    code, remote, err = run("verify", url, *flags)
+    _, local, _ = run("verify", str(generated))
+    assert code == 0, err
+    assert remote.splitlines()[-1] == local.splitlines()[-1]
+    assert remote.splitlines()[-1].endswith("records: ok")
+    code, remote, err = run("txn", f"{url}/orders-1", "--format", "json", *flags)
+    _, local, _ = run("txn", str(generated / "orders-1"), "--format", "json")
+    assert code == 0, err
+    strip = [{k: v for k, v in json.loads(line).items() if k != "source"}
+             for line in remote.splitlines()]
+    assert strip == [{k: v for k, v in json.loads(line).items() if k != "source"}
+                     for line in local.splitlines()]
+    code, _, err = run("dump", f"{url}/orders-1/00000000000000000000.log")
+    assert code == 2 and "dump reads local files only" in err
+    code, _, err = run("verify", str(generated), "--layout", "tiered")
+    assert code == 2 and "are for URLs" in err
+
+
 def test_spark_planning_reads_only_listings_and_indexes(s3, generated):
     """What the Spark driver does for a remote path: no segment byte."""
     from kbatch.lib.segment import DecodeOptions

@@ -1,6 +1,7 @@
-"""URLs: where they are not read yet, kbatch says so (instead of "no such
-file" for an object that exists): verify, transactions and the command line;
-and read_committed over a URL streams chunk by chunk like the local read."""
+"""URLs beyond reads: verify and transactions check object storage as they
+check files; read_committed over a URL streams chunk by chunk like the local
+read; RemoteLogDir reads a prefix like open_log_dir. (The command line over
+a local S3 server: tests/test_remote_plain.py.)"""
 
 import subprocess
 import sys
@@ -10,18 +11,81 @@ import pytest
 import kbatch
 
 
-@pytest.mark.parametrize("fn", [kbatch.verify, kbatch.transactions])
-def test_library_tools_refuse_urls_clearly(fn):
-    with pytest.raises(kbatch.ArgumentError, match="is a URL; .* local paths only"):
-        fn("s3://bucket/orders-0")
+def _upload(fs, local_root, prefix):
+    for part in sorted(p for p in local_root.iterdir() if p.is_dir()):
+        for f in part.iterdir():
+            fs.pipe(f"/{prefix}/{part.name}/{f.name}", f.read_bytes())
 
 
-@pytest.mark.parametrize("command", ["verify", "stats", "txn", "dump"])
-def test_command_line_refuses_urls_with_a_usage_error(command):
-    out = subprocess.run([sys.executable, "-m", "kbatch", command, "s3://bucket/orders-0"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2
-    assert "a URL; the command line reads local paths only" in out.stderr
+def _damaged_dir(tmp_path):
+    """Two partitions: one clean with transactions, one with a flipped byte
+    in a middle segment, a torn tail, and an index entry that lies."""
+    root = tmp_path / "data"
+    w = kbatch.LogWriter(root / "t-0", segment_bytes=500)
+    for i, commit in enumerate([True, False, None]):
+        w.append([(b"k", b"v%d" % i, 10 + i, [])] * 3, producer_id=5, transactional=True)
+        w.append([(None, b"p%d" % i, 10 + i, [])])
+        if commit is not None:
+            w.end_transaction(5, commit=commit)
+    w.close()
+    kbatch.write_log(root / "u-0", [(b"k%d" % i, b"x%d" % i * 20, 100 + i, [])
+                                    for i in range(60)], segment_bytes=700, batch_records=3)
+    segs = sorted((root / "u-0").glob("*.log"))
+    mid = bytearray(segs[1].read_bytes())
+    mid[-5] ^= 0x40                        # inside the last batch's records: a CRC failure
+    segs[1].write_bytes(bytes(mid))
+    segs[-1].write_bytes(segs[-1].read_bytes()[:-9])
+    # an offset index entry that points inside a batch
+    (root / "u-0" / segs[0].name.replace(".log", ".index")).write_bytes(
+        (3).to_bytes(4, "big") + (5).to_bytes(4, "big"))
+    return root
+
+
+def _report(r, root):
+    def name(p):
+        return str(p).replace(str(root), "<root>").replace("memory:///v", "<root>").replace("memory://v", "<root>")
+    return ([(name(s.path), s.base_offset, s.size, s.batches, s.records, s.control_records,
+              s.first_offset, s.last_offset, s.valid_bytes, s.trailing_bytes, s.end_reason,
+              s.crc_failures, s.ok, [name(p) for p in s.problems()], s.last_segment)
+             for s in r.segments], [name(p) for p in r.partition_problems])
+
+
+def test_verify_and_transactions_of_urls_equal_the_local_checks(tmp_path):
+    """kbatch.verify / kbatch.transactions of memory:// URLs (a prefix of
+    partitions, one partition, one segment object) report what the same
+    files report locally: CRC failures, torn tails, lying index entries,
+    transactions and the LSO."""
+    import fsspec
+
+    root = _damaged_dir(tmp_path)
+    fs = fsspec.filesystem("memory")
+    _upload(fs, root, "v")
+    local, remote = kbatch.verify(root), kbatch.verify("memory://v")
+    assert not local.ok and _report(remote, root) == _report(local, root)
+    problems = [p for s in local.segments for p in s.problems()]
+    assert any("CRC mismatch" in p for p in problems)
+    assert any(".index: entry 0 (offset 3) points to byte 5" in p for p in problems)
+    assert any("last batch truncated" in p for p in problems)
+    part = kbatch.verify("memory://v/u-0")
+    assert _report(part, root) == _report(kbatch.verify(root / "u-0"), root)
+    seg = sorted((root / "u-0").glob("*.log"))[1]
+    one = kbatch.verify(f"memory://v/u-0/{seg.name}")
+    assert _report(one, root) == _report(kbatch.verify(seg), root)
+    seen = []
+    kbatch.verify("memory://v/t-0", on_segment=seen.append)
+    assert len(seen) == len(list((root / "t-0").glob("*.log")))
+
+    for fn in (lambda: kbatch.transactions(root), lambda: kbatch.transactions("memory://v")):
+        with pytest.raises(kbatch.CorruptRecordError, match="CRC mismatch.*base offset 12"):
+            fn()                           # the damaged partition, as a read raises
+    for where, url in ((root / "t-0", "memory://v/t-0"), (root, "memory://v")):
+        want = kbatch.transactions(where, validate_crc=False)
+        got = kbatch.transactions(url, validate_crc=False)
+        assert [(t.transactions, t.last_stable_offset, t.log_end_offset) for t in got] == \
+            [(t.transactions, t.last_stable_offset, t.log_end_offset) for t in want]
+    assert any(t.status == "OPEN" for t in kbatch.transactions("memory://v/t-0")[0].transactions)
+    with pytest.raises(kbatch.KbatchError, match="no such prefix"):
+        kbatch.verify("memory://v/nothing-here")
 
 
 def test_local_paths_still_read(tmp_path):

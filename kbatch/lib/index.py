@@ -88,6 +88,15 @@ def _read_entries(path, dtype: np.dtype, max_entries: int | None = None, *,
     return entries, in_file
 
 
+def entries_of(raw: bytes, dtype: np.dtype, *, zero_ends: bool = True) -> tuple[np.ndarray, int]:
+    """``(live entries, entries the bytes hold)`` of an index already in
+    memory (an object read from storage), by the rule of ``_read_entries``."""
+    n = len(raw) // dtype.itemsize
+    entries = np.frombuffer(raw, dtype, count=n)
+    zero = _first_zero_entry(entries) if zero_ends and n else None
+    return (entries if zero is None else entries[:zero]), n
+
+
 @dataclass(frozen=True)
 class OffsetIndex:
     """``offsets`` (absolute) and ``positions`` of a segment's ``.index``."""
@@ -102,6 +111,12 @@ class OffsetIndex:
         raw, in_file = _read_entries(path, OFFSET_ENTRY, max_entries)
         return cls(base_offset, raw["relative_offset"].astype(np.int64) + base_offset,
                    raw["position"].astype(np.int64), in_file)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, base_offset: int) -> "OffsetIndex":
+        raw, n = entries_of(data, OFFSET_ENTRY)
+        return cls(base_offset, raw["relative_offset"].astype(np.int64) + base_offset,
+                   raw["position"].astype(np.int64), n)
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -137,6 +152,12 @@ class TimeIndex:
         return cls(base_offset, raw["timestamp"].astype(np.int64),
                    raw["relative_offset"].astype(np.int64) + base_offset, in_file)
 
+    @classmethod
+    def from_bytes(cls, data: bytes, base_offset: int) -> "TimeIndex":
+        raw, n = entries_of(data, TIME_ENTRY)
+        return cls(base_offset, raw["timestamp"].astype(np.int64),
+                   raw["relative_offset"].astype(np.int64) + base_offset, n)
+
     def __len__(self) -> int:
         return len(self.timestamps)
 
@@ -166,6 +187,14 @@ class TxnIndex:
         """The entries of a ``.txnindex`` (not preallocated: an all-zero
         entry is read as written), at most ``max_entries``."""
         raw, _ = _read_entries(path, TXN_ENTRY, max_entries, zero_ends=False)
+        return cls._of(raw)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "TxnIndex":
+        return cls._of(entries_of(data, TXN_ENTRY, zero_ends=False)[0])
+
+    @classmethod
+    def _of(cls, raw: np.ndarray) -> "TxnIndex":
         return cls(*(raw[name].astype(np.int64) for name in
                      ("producer_id", "first_offset", "last_offset", "last_stable_offset")),
                    raw["version"].astype(np.int16))

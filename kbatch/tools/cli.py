@@ -8,6 +8,9 @@
     kbatch sample DIR       write a realistic broker data directory
     kbatch main             the main job (make run): sample + Spark pipeline
 
+stats, verify and txn also take a URL (s3://, gs://, any fsspec URL) with
+--storage-option KEY=VALUE, --layout plain|tiered and --private-key PEM.
+
 Exit status: 0 ok, 1 problems found (or corrupt data), 2 usage errors.
 """
 
@@ -79,9 +82,8 @@ def _resolve(name: str, *kinds, what: str = "", check: bool = True):
         raise UsageError("an empty path")
     from kbatch.lib.remote.fs import is_url
     if is_url(name) and not name.startswith("file://"):
-        raise UsageError(f"{name}: a URL; the command line reads local paths only for now "
-                         "(in Python, kbatch.read_segment/open_log/open_log_dir take URLs "
-                         "and storage_options=; make run SOURCE=s3 shows it)")
+        raise UsageError(f"{name}: a URL; dump reads local files only (stats, verify and "
+                         "txn take URLs, with --storage-option, --layout, --private-key)")
     path = Path(name)
     try:
         found = resolve(path)
@@ -124,6 +126,64 @@ def _when(ms: int | None) -> str:
             "%Y-%m-%d %H:%M:%S.%f")[:-3]
     except (ValueError, OverflowError, OSError):  # beyond what datetime can show
         return f"{ms} ms"
+
+
+# --- URLs (stats, verify, txn) ---------------------------------------------
+
+def storage_option(text: str) -> tuple[str, object]:
+    """``KEY=VALUE`` (a JSON value is decoded: numbers, true/false, objects)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+def _remote_args(args) -> dict | None:
+    """``open_log``'s keyword arguments for a URL path; None for a local path
+    (where the URL flags are refused)."""
+    from kbatch.lib.remote.fs import is_url
+    url = is_url(args.path) and not args.path.startswith("file://")
+    given = args.storage_option or args.layout != "plain" or args.private_key
+    if not url:
+        if given:
+            raise UsageError("--storage-option, --layout and --private-key are for URLs "
+                             f"(s3://..., gs://...), not the local path {args.path}")
+        return None
+    remote = {"storage_options": dict(args.storage_option or ()), "layout": args.layout}
+    if args.private_key:
+        remote["private_key"] = str(args.private_key)
+    return remote
+
+
+def _remote_segments(url: str, remote: dict) -> list:
+    """``(topic, partition, RemoteSegment, last of its partition)`` of what a
+    URL names (listings only)."""
+    from kbatch.lib.remote.log import remote_target
+    kind, target = remote_target(url, **remote)
+    if kind == "segment":
+        log, seg = target
+        return [(log.topic, log.partition, seg, seg is log.segments[-1])]
+    logs = [target] if kind == "partition" else target.partitions
+    return [(log.topic, log.partition, seg, seg is log.segments[-1])
+            for log in logs for seg in log.segments]
+
+
+def _name_of(item) -> str:
+    return str(getattr(item, "url", item)).rsplit("/", 1)[-1]
+
+
+def _url_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--storage-option", type=storage_option, action="append", metavar="KEY=VALUE",
+                   help="an fsspec storage option for a URL path (repeat; JSON values are "
+                        "decoded), e.g. endpoint_url=http://127.0.0.1:9000")
+    p.add_argument("--layout", choices=["plain", "tiered"], default="plain",
+                   help="a URL's layout: a copied broker directory (plain) or a "
+                        "tiered-storage bucket (tiered)")
+    p.add_argument("--private-key", metavar="PEM",
+                   help="the RSA private key (PEM file) of an encrypted tiered bucket")
 
 
 # --- dump ---------------------------------------------------------------
@@ -171,19 +231,29 @@ def cmd_stats(args) -> int:
     from kbatch.tools.progress import Progress
     from kbatch.tools.stats import segment_files, segment_stats, summarize
 
-    files = segment_files(_resolve(args.path).path)
+    remote = _remote_args(args)
+    if remote is not None:
+        from kbatch.tools.stats import remote_segment_stats
+        files = _remote_segments(args.path, remote)
+        measure = remote_segment_stats
+    else:
+        files = segment_files(_resolve(args.path).path)
+        measure = segment_stats
     rows = []
     status = EXIT_OK
     with Progress(len(files), "stats") as bar:
-        for topic, partition, path in files:
+        for topic, partition, path, *last in files:
+            # a remote segment says whether it is its partition's last one;
+            # a local file's position is found from the file names
+            where = {"last_segment": last[0]} if last else {}
             try:
-                rows.append((topic, partition, segment_stats(path, validate_crc=not args.no_crc,
-                                                            on_corrupt=args.on_corrupt)))
+                rows.append((topic, partition, measure(path, validate_crc=not args.no_crc,
+                                                       on_corrupt=args.on_corrupt, **where)))
             except KbatchError as exc:
                 bar.close()
                 print(f"kbatch stats: {exc}", file=sys.stderr)
                 status = EXIT_PROBLEMS
-            bar.update(1, path.name)
+            bar.update(1, _name_of(path))
     by_partition: dict = {}
     for topic, partition, st in rows:
         by_partition.setdefault((topic, partition), []).append(st)
@@ -195,7 +265,8 @@ def cmd_stats(args) -> int:
         return status
     for (topic, partition), stats in by_partition.items():
         tot = summarize(stats)
-        name = f"{topic}-{partition}" if topic is not None else str(Path(stats[0].path).parent)
+        name = (f"{topic}-{partition}" if topic is not None and topic != ""
+                else str(stats[0].path).rsplit("/", 1)[0])
         print(f"{name}: {tot['records']} records in {tot['batches']} batches, "
               f"{tot['control_records']} control, offsets "
               f"{_range(tot['first_offset'], tot['last_offset'])}, "
@@ -223,9 +294,15 @@ def cmd_verify(args) -> int:
     from kbatch.tools.stats import segment_files
     from kbatch.tools.verify import verify
 
-    path = _resolve(args.path).path
-    with Progress(len(segment_files(path)), "verify") as bar:
-        report = verify(path, on_segment=lambda seg: bar.update(1, Path(seg).name))
+    remote = _remote_args(args)
+    if remote is not None:
+        with Progress(len(_remote_segments(args.path, remote)), "verify") as bar:
+            report = verify(args.path, on_segment=lambda seg: bar.update(1, _name_of(seg)),
+                            **remote)
+    else:
+        path = _resolve(args.path).path
+        with Progress(len(segment_files(path)), "verify") as bar:
+            report = verify(path, on_segment=lambda seg: bar.update(1, Path(seg).name))
     if args.format == "json":
         for s in report.segments:
             print(json.dumps({**s.__dict__, "ok": s.ok, "problems": s.problems()}))
@@ -252,7 +329,11 @@ def cmd_verify(args) -> int:
 def cmd_txn(args) -> int:
     from kbatch.tools.transactions import transactions
 
-    reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
+    remote = _remote_args(args)
+    if remote is not None:
+        reports = transactions(args.path, validate_crc=not args.no_crc, **remote)
+    else:
+        reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
     hanging = 0
     for rep in reports:
         if args.format == "json":
@@ -374,6 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-corrupt", choices=["raise", "stop", "skip"], default="raise",
                    help="damaged data: report the segment as failed (raise), count up to it "
                         "(stop), or count past it, listing the skipped bytes (skip)")
+    _url_flags(p)
     p.set_defaults(func=cmd_stats)
     internal_cli.extend_stats(p, cmd_stats)
 
@@ -382,6 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "index entries, where valid data ends. Exit 1 on problems.")
     p.add_argument("path")
     p.add_argument("--format", choices=["text", "json"], default="text")
+    _url_flags(p)
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("txn", help="transactions per producer: committed, aborted, open",
@@ -390,6 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    _url_flags(p)
     p.set_defaults(func=cmd_txn)
     internal_cli.extend_txn(p, cmd_txn)
     internal_cli.add_subcommands(sub)

@@ -66,11 +66,31 @@ def segment_stats(path, *, last_segment: bool | None = None, **options) -> Segme
     path = Path(path)
     if last_segment is None:
         last_segment = _is_last_segment(path)
-    st = SegmentStats(str(path), path.stat().st_size)
-    codecs, magics, producers = set(), set(), set()
     # offsets and timestamps are all it needs: the record loop skims the rest
     options.setdefault("columns", ("offset", "timestamp"))
-    for chunk in iter_segment(path, **options):
+    return stats_of_chunks(iter_segment(path, **options), str(path), path.stat().st_size,
+                           last_segment, options.get("on_corrupt", "raise"))
+
+
+def remote_segment_stats(seg, *, last_segment: bool = True, **options) -> SegmentStats:
+    """``segment_stats`` of a remote segment (``kbatch.lib.remote.log.
+    RemoteSegment``), read in ranges; keeps one chunk in memory."""
+    from kbatch.lib.remote.scan import scan
+    from kbatch.lib.segment import DecodeOptions, check_options
+    check_options("stats", options)
+    options.setdefault("columns", ("offset", "timestamp"))
+    src = seg.source()
+    return stats_of_chunks(scan(src, DecodeOptions(**options), chunk_records=1 << 20,
+                                chunk_bytes=32 << 20),
+                           seg.url, src.size, last_segment, options.get("on_corrupt", "raise"))
+
+
+def stats_of_chunks(chunks, path: str, size: int, last_segment: bool,
+                    on_corrupt: str) -> SegmentStats:
+    """The statistics of one segment's chunks (``path``: its name in them)."""
+    st = SegmentStats(path, size)
+    codecs, magics, producers = set(), set(), set()
+    for chunk in chunks:
         bt = chunk.batches
         st.records += len(chunk)
         st.batches += len(bt)
@@ -94,7 +114,7 @@ def segment_stats(path, *, last_segment: bool | None = None, **options) -> Segme
             st.end_reason = chunk.end.reason
             trailing = chunk.end.trailing_bytes
             if not last_segment and st.end_reason in ("truncated", "zero_padding"):
-                _inner_damage(st, path, trailing, options.get("on_corrupt", "raise"))
+                _inner_damage(st, path, trailing, on_corrupt)
     st.codecs = [CODEC_NAMES.get(c, str(c)) for c in sorted(codecs)]
     st.magics = sorted(magics)
     st.producers = sorted(producers)

@@ -19,10 +19,18 @@ def transactions(path, **options) -> list[TransactionReport]:
     broker data directory (one report per partition; per file for a file).
 
     Reads batch headers and control records only (data records are not
-    decoded); keeps one row per batch of a partition in memory.
+    decoded); keeps one row per batch of a partition in memory. A URL is
+    read in ranges, as ``kbatch.verify`` says (``layout=``,
+    ``storage_options=``, ...).
     """
-    _refuse_url(path, "transactions")
+    from kbatch.lib.remote.fs import is_url
+    from kbatch.lib.remote.log import split_remote_keys
+
+    remote, options = split_remote_keys(options)
     opts = decode_options("transactions", options)
+    if is_url(path) or remote:
+        from kbatch.tools.remote_checks import transactions_remote
+        return transactions_remote(path, remote, opts)
     found = resolve(path)
     if found.kind is PathKind.SEGMENT:
         with open_source(found.path) as (view, src):
@@ -37,16 +45,4 @@ def transactions(path, **options) -> list[TransactionReport]:
         batches, control, txn_index = log.transaction_tables(**options)
         reports.append(transaction_report(str(log.path), batches, control, txn_index))
     return reports
-
-
-def _refuse_url(path, what: str) -> None:
-    """URLs (object storage) are not checked by ``transactions`` yet: say so, rather
-    than "no such file" for a path that does exist remotely."""
-    from kbatch.errors import ArgumentError
-    from kbatch.lib.remote.fs import is_url
-
-    if is_url(path) and not str(path).startswith("file://"):
-        raise ArgumentError(f"{what}: {path} is a URL; {what} reads local paths only for "
-                            f"now (read a remote log with kbatch.open_log(url).iter("
-                            f"on_corrupt='skip'), which lists damaged ranges in .skipped)")
 

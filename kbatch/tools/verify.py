@@ -104,41 +104,68 @@ def verify_segment(segment: Segment | str | os.PathLike, *, last_segment: bool =
     Keeps in memory one decoded chunk and the batch table of the segment.
     """
     seg = segment if isinstance(segment, Segment) else Segment(Path(segment))
-    check_options("verify", options)
-    options.pop("on_corrupt", None)
-    opts = DecodeOptions(**{"validate_crc": "report", **options, "on_corrupt": "skip"})
+    opts = _verify_options(options)
     report = SegmentReport(str(seg.path), seg.base_offset, seg.size, last_segment=last_segment)
-    tables = []
     with open_source(seg.path) as (view, path):
-        for chunk in decode_chunks(view, path, opts, chunk_records=1 << 18,
-                                   chunk_bytes=64 << 20):
-            tables.append(chunk.batches)
-            report.skipped += chunk.skipped
-            report.records += len(chunk)
-            report.control_records += len(chunk.control)
-            if chunk.end is not None:
-                report.valid_bytes = chunk.end.valid_bytes
-                report.trailing_bytes = chunk.end.trailing_bytes
-                report.end_reason = chunk.end.reason
-                if chunk.end.error is not None:
-                    report.error = str(chunk.end.error)
+        batches = _walk(report, decode_chunks(view, path, opts, chunk_records=CHUNK_RECORDS,
+                                              chunk_bytes=CHUNK_BYTES))
+    index_problems: list[str] = []
+    idx = _side_file(seg, "offset_index", seg.index_path, index_problems)
+    time_problems: list[str] = []
+    ti = _side_file(seg, "time_index", seg.timeindex_path, time_problems)
+    _check(report, batches, idx, seg.index_path.name, ti, seg.timeindex_path.name)
+    report.index_problems = index_problems + report.index_problems
+    report.timeindex_problems = time_problems + report.timeindex_problems
+    return report
+
+
+CHUNK_RECORDS, CHUNK_BYTES = 1 << 18, 64 << 20
+
+
+def _verify_options(options: dict) -> DecodeOptions:
+    """A check reads in skip mode (every damaged range listed) with CRC
+    failures reported, not raised."""
+    check_options("verify", options)
+    options = {k: v for k, v in options.items() if k != "on_corrupt"}
+    return DecodeOptions(**{"validate_crc": "report", **options, "on_corrupt": "skip"})
+
+
+def _walk(report: SegmentReport, chunks) -> BatchTable:
+    """Fill ``report`` from a segment's decoded chunks; its batch table."""
+    tables = []
+    for chunk in chunks:
+        tables.append(chunk.batches)
+        report.skipped += chunk.skipped
+        report.records += len(chunk)
+        report.control_records += len(chunk.control)
+        if chunk.end is not None:
+            report.valid_bytes = chunk.end.valid_bytes
+            report.trailing_bytes = chunk.end.trailing_bytes
+            report.end_reason = chunk.end.reason
+            if chunk.end.error is not None:
+                report.error = str(chunk.end.error)
     if report.skipped:
         first, final = report.skipped[0], report.skipped[-1]
         report.error = first.error or first.reason
         if final.offset_after is None:   # no valid batch after the last gap
             report.valid_bytes, report.trailing_bytes = final.start, final.stop - final.start
             report.end_reason = "corrupt"
-    batches = BatchTable.concat(tables) if tables else BatchTable.empty()
+    return BatchTable.concat(tables) if tables else BatchTable.empty()
+
+
+def _check(report: SegmentReport, batches: BatchTable, idx, idx_name: str, ti,
+           ti_name: str) -> None:
+    """The batch-level checks and the index checks (``idx``/``ti``: the
+    loaded offset and time index, None when they could not be read)."""
     report.batches = len(batches)
     if len(batches):
         report.first_offset = int(batches.base_offset[0])
         report.last_offset = int(batches.last_offset[-1])
     bad = np.flatnonzero(batches.crc_valid == 0)
     report.crc_failures = [(int(batches.position[i]), int(batches.base_offset[i])) for i in bad]
-    report.offset_problems = _offset_problems(batches, seg.base_offset)
-    report.index_problems = _index_problems(seg, batches, report.valid_bytes)
-    report.timeindex_problems = _timeindex_problems(seg, batches)
-    return report
+    report.offset_problems = _offset_problems(batches, report.base_offset)
+    report.index_problems = _index_problems(idx, idx_name, batches, report.valid_bytes)
+    report.timeindex_problems = _timeindex_problems(ti, ti_name, batches)
 
 
 def _offset_problems(batches: BatchTable, base_offset: int) -> list[str]:
@@ -170,44 +197,37 @@ def _side_file(seg: Segment, attribute: str, path: Path, out: list[str]):
     return None
 
 
-def _index_problems(seg: Segment, batches: BatchTable, valid_bytes: int) -> list[str]:
-    out = []
-    idx = _side_file(seg, "offset_index", seg.index_path, out)
-    if idx is None:
-        return out
-    if len(idx) == 0:
+def _index_problems(idx, name: str, batches: BatchTable, valid_bytes: int) -> list[str]:
+    out: list[str] = []
+    if idx is None or len(idx) == 0:
         return out
     if np.any(np.diff(idx.offsets) <= 0) or np.any(np.diff(idx.positions) <= 0):
-        out.append(f"{seg.index_path.name}: entries do not increase")
+        out.append(f"{name}: entries do not increase")
     rows = np.searchsorted(batches.position, idx.positions)
     append_ends = set(batches.last_offset.tolist())
     for k, (offset, position) in enumerate(zip(idx.offsets.tolist(), idx.positions.tolist())):
         if position >= valid_bytes and not (position == 0 and k == 0):
-            out.append(f"{seg.index_path.name}: entry {k} (offset {offset}) points to byte "
+            out.append(f"{name}: entry {k} (offset {offset}) points to byte "
                        f"{position}, past the valid data ({valid_bytes} bytes)")
             continue
         r = int(rows[k])
         if r >= len(batches) or int(batches.position[r]) != position:
             if len(batches):
-                out.append(f"{seg.index_path.name}: entry {k} (offset {offset}) points to byte "
+                out.append(f"{name}: entry {k} (offset {offset}) points to byte "
                            f"{position}, which is not the start of a batch")
             continue
         # an entry names the last offset of an append that starts at its
         # position (several batches when a follower or the cleaner appended)
         if int(batches.base_offset[r]) > offset or offset not in append_ends:
-            out.append(f"{seg.index_path.name}: index offset {offset}, log offset "
+            out.append(f"{name}: index offset {offset}, log offset "
                        f"{int(batches.last_offset[r])} at byte {position}")
     return out[:100]
 
 
-def _timeindex_problems(seg: Segment, batches: BatchTable) -> list[str]:
-    out = []
-    ti = _side_file(seg, "time_index", seg.timeindex_path, out)
-    if ti is None:
+def _timeindex_problems(ti, name: str, batches: BatchTable) -> list[str]:
+    out: list[str] = []
+    if ti is None or len(ti) == 0:
         return out
-    if len(ti) == 0:
-        return out
-    name = seg.timeindex_path.name
     back = np.flatnonzero(np.diff(ti.timestamps) < 0)
     for k in back[:20]:
         out.append(f"{name}: out of order timestamp {int(ti.timestamps[k + 1])} after "
@@ -237,9 +257,21 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
     Changes no file. ``on_segment(path)`` is called after each segment (for
     progress). Options: those of ``read_segment`` (limits). Keeps in memory
     one decoded chunk and one segment's batch table at a time.
+
+    A URL (``s3://...``, any fsspec URL) or a path with ``filesystem=`` is
+    checked from ranges (``kbatch.tools.remote_checks``): a segment object,
+    a partition prefix or a prefix of partitions; ``layout="tiered"`` for a
+    tiered-storage bucket; the keyword arguments of ``open_log`` for URLs
+    (``storage_options``, ``private_key``, ...).
     """
+    from kbatch.lib.remote.fs import is_url
+    from kbatch.lib.remote.log import split_remote_keys
+
+    remote, options = split_remote_keys(options)
     check_options("verify", options)
-    _refuse_url(path, "verify")
+    if is_url(path) or remote:
+        from kbatch.tools.remote_checks import verify_remote
+        return verify_remote(path, remote, options, on_segment)
     found = resolve(path)
     if found.kind is PathKind.SEGMENT:
         report = VerifyReport([verify_segment(found.path, **options)])
@@ -273,16 +305,4 @@ def _verify_partition(log: PartitionLog, options, on_segment=None) -> VerifyRepo
                             f"{cur.base_offset} is not above the previous segment's last "
                             f"offset {prev.last_offset}")
     return VerifyReport(reports, problems)
-
-
-def _refuse_url(path, what: str) -> None:
-    """URLs (object storage) are not checked by ``verify`` yet: say so, rather
-    than "no such file" for a path that does exist remotely."""
-    from kbatch.errors import ArgumentError
-    from kbatch.lib.remote.fs import is_url
-
-    if is_url(path) and not str(path).startswith("file://"):
-        raise ArgumentError(f"{what}: {path} is a URL; {what} reads local paths only for "
-                            f"now (read a remote log with kbatch.open_log(url).iter("
-                            f"on_corrupt='skip'), which lists damaged ranges in .skipped)")
 

@@ -94,8 +94,13 @@ def iter_remote_segment(url, remote: dict, opts: DecodeOptions, isolation: str, 
     iterator decodes twice)."""
     state = None
     if isolation == "read_committed":
+        # a first pass that stores offsets only: one row per batch and the
+        # control records, not the records
+        from dataclasses import replace
+
         from kbatch.lib.txn import TxnState
-        heads = list(scan(_source(url, remote), opts, start=start, stop=stop))
+        heads = list(scan(_source(url, remote), replace(opts, columns=("offset",)),
+                          start=start, stop=stop))
         whole = Records.concat(heads) if heads else Records.empty()
         state = TxnState.build(whole.batches, whole.control)
         del heads, whole

@@ -28,11 +28,11 @@ from typing import Iterator
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError
-from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY
+from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TxnIndex
 from kbatch.lib.records import BatchTable, ControlRecords, Records
 from kbatch.lib.remote import tiered
 from kbatch.lib.remote.fs import (DEFAULT_BLOCK, DEFAULT_CONCURRENCY, RangeSource, RemoteError,
-                              resolve)
+                                  resolve)
 from kbatch.lib.remote.scan import scan
 from kbatch.lib.segment import DecodeOptions, check_options
 from kbatch.wire import UNBOUNDED as _WHOLE
@@ -56,6 +56,7 @@ class RemoteSegment:
     end_offset: int | None = None        # last offset, when known (tiered manifest)
     object_size: int | None = None       # of the stored object (from the listing)
     read_time_index: object = None       # () -> bytes of the .timeindex (b"": none)
+    read_txn_index: object = None        # () -> bytes of the .txnindex (b"": none)
     manifest_raw: bytes | None = field(default=None, repr=False)   # tiered
     _source: object = field(default=None, repr=False)
 
@@ -230,9 +231,17 @@ class RemoteLog:
                     return b""
                 src = self._source(tindex["name"], int(tindex["size"]))
                 return src.read(0, src.size)
+            txn = listing.get(name[:-4] + ".txnindex")
+
+            def txn_reader(txn=txn):
+                if txn is None or not txn.get("size"):
+                    return b""
+                src = self._source(txn["name"], int(txn["size"]))
+                return src.read(0, src.size)
             out.append(RemoteSegment(int(m.group(1)), self._url_of(path),
                                      lambda p=path, s=size: self._source(p, s), index_reader,
-                                     object_size=size, read_time_index=time_reader))
+                                     object_size=size, read_time_index=time_reader,
+                                     read_txn_index=txn_reader))
         return out
 
     def _tiered(self, listing: dict) -> list[RemoteSegment]:
@@ -290,9 +299,16 @@ class RemoteLog:
                 return b""
             raw = self._source(idx_info["name"], int(idx_info["size"]))
             return tiered.read_index(raw, manifest, detransform(), "timestamp")
+
+        def txn_reader():
+            if idx_info is None:
+                return b""
+            raw = self._source(idx_info["name"], int(idx_info["size"]))
+            return tiered.read_index(raw, manifest, detransform(), "transaction")
         seg = RemoteSegment(start, self._url_of(base + ".log"), open_source, index_reader,
                             end_offset=manifest.end_offset, object_size=log_size,
-                            manifest_raw=manifest_raw, read_time_index=time_reader)
+                            manifest_raw=manifest_raw, read_time_index=time_reader,
+                            read_txn_index=txn_reader)
         return seg, manifest
 
     # --- reads -----------------------------------------------------------
@@ -375,10 +391,23 @@ class RemoteLog:
         yield from self._iter(lo, hi, opts, chunk_records, chunk_bytes)
 
     def _transaction_state(self, opts, chunk_records, chunk_bytes) -> TxnState:
+        return TxnState.build(*self._transaction_tables(opts, chunk_records, chunk_bytes))
+
+    def transaction_tables(self, **options):
+        """``(batches, control, txn_index)`` of the whole partition, as
+        ``PartitionLog.transaction_tables`` gives them: every batch header
+        and control record (a pass that decodes offsets only) and every
+        ``.txnindex`` entry (plain: the ``.txnindex`` objects; tiered: the
+        transaction index in ``.indexes``). Keeps one row per batch."""
+        check_options("RemoteLog.transaction_tables", options)
+        return self._transaction_tables(DecodeOptions(**options), 1 << 18, 32 << 20)
+
+    def _transaction_tables(self, opts, chunk_records, chunk_bytes):
         """The partition's transactions from a first pass over every segment
         that stores only offsets (the record loop skims the rest): it keeps
-        one row per batch and the control records, not the records; the
-        partition's bytes are fetched twice (this pass, then the read)."""
+        one row per batch and the control records, not the records; a
+        read_committed read fetches the partition's bytes twice (this pass,
+        then the read)."""
         tables, controls, shift = [], [], 0
         for chunk in self._iter(0, (1 << 63) - 1, replace(opts, columns=("offset",)),
                                 chunk_records, chunk_bytes):
@@ -387,8 +416,19 @@ class RemoteLog:
             shift += len(chunk.batches)
             del chunk
         if not tables:
-            return TxnState.build(Records.empty().batches, Records.empty().control)
-        return TxnState.build(BatchTable.concat(tables), ControlRecords.concat(controls))
+            empty = Records.empty()
+            tables, controls = [empty.batches], [empty.control]
+        return (BatchTable.concat(tables), ControlRecords.concat(controls),
+                self.aborted_transactions())
+
+    def aborted_transactions(self) -> TxnIndex:
+        """Every transaction index entry of the partition, in segment order."""
+        parts = [TxnIndex.from_bytes(s.read_txn_index() if s.read_txn_index else b"")
+                 for s in self.segments]
+        return TxnIndex(*(np.concatenate([getattr(p, f) for p in parts])
+                          if parts else np.empty(0, np.int64)
+                          for f in ("producer_id", "first_offset", "last_offset",
+                                    "last_stable_offset", "version")))
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes):
         done = -1    # the last offset returned: a re-upload's records are left out
@@ -534,3 +574,42 @@ class RemoteLogDir:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return {(p.topic, p.partition): rec
                     for p, rec in zip(parts, pool.map(read_part, parts))}
+
+
+# the keyword arguments of RemoteLog / RemoteLogDir (the rest are decode options)
+REMOTE_LOG_KEYS = ("storage_options", "filesystem", "layout", "private_key", "block",
+                   "concurrency", "retries", "remote_log_metadata")
+
+
+def split_remote_keys(options: dict) -> tuple[dict, dict]:
+    """``(RemoteLog keyword arguments, the rest)`` of ``options``."""
+    remote = {k: options[k] for k in REMOTE_LOG_KEYS if k in options}
+    return remote, {k: v for k, v in options.items() if k not in REMOTE_LOG_KEYS}
+
+
+def remote_target(url, **remote) -> tuple[str, object]:
+    """What a URL names, from listings only: ``("segment", (RemoteLog,
+    RemoteSegment))`` for a ``.log`` object (read with its siblings: its
+    partition's other segments are not read), ``("partition", RemoteLog)``
+    for a prefix holding segments, else ``("dir", RemoteLogDir)``; a prefix
+    that holds no partition raises ``RemoteError``."""
+    text = str(url).rstrip("/")
+    if text.endswith(".log"):
+        parent, name = text.rsplit("/", 1)
+        log = RemoteLog(parent, **remote)
+        for seg in log.segments:
+            if seg.url.rstrip("/").endswith("/" + name):
+                return "segment", (log, seg)
+        raise RemoteError("no such segment object (or not a segment of its prefix's "
+                          f"{log.layout} layout)", url=text)
+    log = RemoteLog(text, **remote)
+    try:
+        if log.segments:
+            return "partition", log
+    except RemoteError:
+        pass
+    logs = RemoteLogDir(text, **remote)
+    if not logs.partitions:
+        raise RemoteError(f"no partition ({remote.get('layout', 'plain')} layout) and no "
+                          "segment under this prefix", url=text)
+    return "dir", logs

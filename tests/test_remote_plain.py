@@ -342,6 +342,20 @@ def test_spark_planning_reads_only_listings_and_indexes(s3, generated):
                  for r in spark_remote.read_remote_slice(piece, DecodeOptions(), 1000)]
         same(kbatch.Records.concat(parts),
              kbatch.open_log(generated / f"orders-{p}").read(100, 5000), end=False)
+    # read_committed: still no segment byte on the driver; one slice per
+    # partition, whose executor resolves the transactions itself
+    s3.proxy.reset()
+    committed = spark_remote.plan_remote(
+        f"s3://{BUCKET}/gen", layout="plain", storage=s3.options(), private_key=None,
+        offset_range=lambda t, p: (100, 5000), max_bytes=64 << 10,
+        isolation="read_committed")
+    assert all(not path.split("?")[0].endswith(".log") for m, path, _ in s3.proxy.log)
+    assert sorted(piece.partition for piece in committed) == [0, 1, 2, 3]
+    for piece in committed:
+        got = kbatch.Records.concat(list(spark_remote.read_remote_slice(
+            piece, DecodeOptions(), 1000)))
+        same(got, kbatch.open_log(generated / f"orders-{piece.partition}").read(
+            100, 5000, isolation="read_committed"), end=False)
 
 
 def test_timestamp_seeks_equal_local(s3, generated):

@@ -106,3 +106,23 @@ def test_local_cluster_reads_s3_like_local(cluster, s3, tmp_path):
     assert [by_offset[int(o)] for o in local.offset[:50]] == \
         [local.value[i] for i in range(50)]
     assert np.unique([r["offset"] for r in rows]).size == len(rows)
+
+
+def test_local_cluster_read_committed_on_s3(cluster, s3, tmp_path):
+    """isolation=read_committed over s3://: aborted and open transactions
+    left out on the executors, as the local read_committed read does."""
+    w = kbatch.LogWriter(tmp_path / "txn-0", segment_bytes=2000)
+    for i, commit in enumerate([True, False, True, False, True, None]):
+        w.append([(b"k%d" % i, b"v%d-%d" % (i, j), 10 + i, []) for j in range(20)],
+                 producer_id=7, transactional=True)
+        w.append([(None, b"plain%d" % i, 10 + i, [])])
+        if commit is not None:
+            w.end_transaction(7, commit=commit)
+    w.close()
+    s3.put_dir(str(tmp_path), "spark-txn")
+    want = kbatch.open_log(tmp_path / "txn-0").read(isolation="read_committed")
+    df = (cluster.read.format("kbatch").options(**spark_options(s3))
+          .option("isolation", "read_committed").load(f"s3://{BUCKET}/spark-txn"))
+    rows = sorted((r["offset"], r["value"]) for r in df.select("offset", "value").collect())
+    assert rows == [(int(o), want.value[i]) for i, o in enumerate(want.offset)]
+    assert b"v1-0" not in {v for _, v in rows} and len(rows) < 6 * 21

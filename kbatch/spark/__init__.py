@@ -411,8 +411,10 @@ def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
 def read_remote(piece, options: Options, schema: pa.Schema):
     """Arrow batches of one remote slice (runs on an executor): only the
     slice's own byte ranges are read (``kbatch.spark.remote``)."""
-    for chunk in remote_paths.read_remote_slice(piece, options.decode_options(),
-                                           options.chunk_records):
+    # a projection, as for local slices: columns the query does not produce are not stored
+    opts = replace(options.decode_options(),
+                   columns=decode_options(options.kafka, schema).columns)
+    for chunk in remote_paths.read_remote_slice(piece, opts, options.chunk_records):
         yield to_record_batch(chunk, piece.topic, piece.partition, schema)
 
 

@@ -23,7 +23,6 @@ import json
 
 import numpy as np
 
-from kbatch.errors import KbatchError
 from kbatch.lib.remote import tiered
 from kbatch.lib.remote.fs import RangeSource, is_url, resolve
 from kbatch.lib.remote.log import RemoteLog, RemoteLogDir, live_entries
@@ -54,7 +53,7 @@ class RemoteSlice:
     everything an executor needs to read it (picklable: no filesystem)."""
 
     def __init__(self, log_url, layout, storage, private_key, segment, start, stop, lo, hi,
-                 topic, partition, object_url, object_size, manifest):
+                 topic, partition, object_url, object_size, manifest, committed=False):
         self.log_url, self.layout, self.storage = log_url, layout, storage
         self.private_key = private_key
         self.segment = segment        # base offset of the segment in its log
@@ -62,6 +61,8 @@ class RemoteSlice:
         self.object_url, self.object_size, self.manifest = object_url, object_size, manifest
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
         self.topic, self.partition = topic, partition
+        # read_committed: the whole partition [lo, hi), read by one executor
+        self.committed = committed
 
     def __repr__(self) -> str:
         return (f"RemoteSlice({self.log_url} segment {self.segment} "
@@ -88,10 +89,6 @@ def plan_remote(path: str, *, layout: str, storage: dict, private_key, offset_ra
     listings, manifests and offset indexes only; a timestamp bound also
     reads the time indexes and the ranges ``RemoteLog.offset_for_timestamp``
     needs to find its offset)."""
-    if isolation != "read_uncommitted":
-        raise KbatchError(f"{path}: isolation={isolation!r} is not supported on remote "
-                          "paths by the Spark source yet (use kbatch.lib.remote.log.RemoteLog."
-                          "read(isolation='read_committed'))")
     slices = []
     for log in remote_logs(path, layout, storage, private_key):
         if topics is not None and log.topic not in topics:
@@ -106,6 +103,15 @@ def plan_remote(path: str, *, layout: str, storage: dict, private_key, offset_ra
             found = log.offset_for_timestamp(ending_timestamp)
             hi = hi if found is None else min(hi, found)
         if lo >= hi:
+            continue
+        if isolation == "read_committed":
+            # the partition's transactions come from its bytes, which the
+            # driver never reads: one slice per partition, whose executor
+            # resolves them (a pass storing offsets only) and then reads
+            sizes = [seg.object_size or 0 for seg in log.segments]
+            slices.append(RemoteSlice(log.url, layout, storage, private_key, None, 0,
+                                      sum(sizes), lo, hi, log.topic, log.partition, None,
+                                      None, None, committed=True))
             continue
         done = -1
         for i in log._segments_for(lo, hi):
@@ -166,7 +172,18 @@ def slice_source(piece: RemoteSlice):
 
 
 def read_remote_slice(piece: RemoteSlice, opts, chunk_records: int):
-    """Records of one slice (runs on an executor): only its own ranges."""
+    """Records of one slice (runs on an executor): only its own ranges. A
+    read_committed slice is its whole partition: the executor lists it,
+    resolves its transactions from a first pass (offsets only: the bytes
+    are fetched twice) and reads ``[lo, hi)``, aborted and open
+    transactions left out."""
+    if piece.committed:
+        log = RemoteLog(piece.log_url, layout=piece.layout, storage_options=piece.storage,
+                        private_key=piece.private_key, topic=piece.topic,
+                        partition=piece.partition)
+        yield from log.chunks(piece.lo, piece.hi, opts, isolation="read_committed",
+                              chunk_records=chunk_records, chunk_bytes=64 << 20)
+        return
     for chunk in scan(slice_source(piece), opts, start=piece.start, stop=piece.stop,
                       chunk_records=chunk_records, chunk_bytes=64 << 20):
         chunk = chunk.select_offsets(piece.lo, piece.hi)

@@ -383,6 +383,14 @@ class RemoteLog:
             hi = hi if found is None else min(hi, found)
         if lo >= hi:
             return
+        yield from self.chunks(lo, hi, opts, isolation=isolation,
+                               chunk_records=chunk_records, chunk_bytes=chunk_bytes)
+
+    def chunks(self, lo: int, hi: int, opts: DecodeOptions, *,
+               isolation: str = "read_uncommitted", chunk_records: int = 1 << 18,
+               chunk_bytes: int = 32 << 20) -> Iterator[Records]:
+        """``iter`` over offsets ``[lo, hi)`` with options already checked
+        (the Spark source's executors call it)."""
         if isolation == "read_committed":
             state = self._transaction_state(opts, chunk_records, chunk_bytes)
             for chunk in self._iter(lo, hi, opts, chunk_records, chunk_bytes):

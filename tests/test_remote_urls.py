@@ -149,3 +149,25 @@ def test_remote_log_dir_read_equals_the_local_read(tmp_path):
     assert {k for k, _ in chunks} == {("b", 0)} and sum(len(c) for _, c in chunks) == 7
     with pytest.raises(kbatch.ArgumentError, match="no topic 'c'"):
         remote_dir.read("c")
+
+
+def test_preallocated_index_objects_are_read_up_to_their_live_entries(tmp_path):
+    """A copied active segment's .index/.timeindex are preallocated (write_log
+    makes them 10 MiB, as the broker does): a seek reads the first 1 MiB
+    piece, which holds every live entry and then zeros, not the 10 MiB."""
+    import fsspec
+
+    d = tmp_path / "t-0"
+    kbatch.write_log(d, [(b"k", b"v" * 3000, 5, [])] * 3000, batch_records=2)
+    assert (d / "00000000000000000000.index").stat().st_size == 10 << 20
+    fs = fsspec.filesystem("memory")
+    for f in d.iterdir():
+        fs.pipe(f"/pre/t-0/{f.name}", f.read_bytes())
+    log = kbatch.open_log("memory://pre/t-0")
+    seg = log.segments[0]
+    raw = seg.read_offset_index()
+    assert len(raw) == 1 << 20
+    assert raw[:200] == (d / "00000000000000000000.index").read_bytes()[:200]
+    assert len(seg.read_time_index()) <= 1 << 20
+    assert log.read(1500, 1510).offset.tolist() == list(range(1500, 1510))
+    assert log.offset_for_timestamp(5) == 0

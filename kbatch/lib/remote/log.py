@@ -220,17 +220,11 @@ class RemoteLog:
             size = int(info["size"])
 
             def index_reader(index=index):
-                if index is None or not index.get("size"):
-                    return b""
-                src = self._source(index["name"], int(index["size"]))
-                return src.read(0, src.size)
+                return self._live_index(index, OFFSET_ENTRY.itemsize)
             tindex = listing.get(name[:-4] + ".timeindex")
 
             def time_reader(tindex=tindex):
-                if tindex is None or not tindex.get("size"):
-                    return b""
-                src = self._source(tindex["name"], int(tindex["size"]))
-                return src.read(0, src.size)
+                return self._live_index(tindex, TIME_ENTRY.itemsize)
             txn = listing.get(name[:-4] + ".txnindex")
 
             def txn_reader(txn=txn):
@@ -243,6 +237,28 @@ class RemoteLog:
                                      object_size=size, read_time_index=time_reader,
                                      read_txn_index=txn_reader))
         return out
+
+    INDEX_PIECE = 1 << 20
+
+    def _live_index(self, info, item: int) -> bytes:
+        """An offset or time index object up to its first all-zero entry
+        after the first (an active segment's index is preallocated, 10 MiB
+        by default, and copied as it is): read in 1 MiB ranges, stopping at
+        the piece that holds that entry."""
+        if info is None or not info.get("size"):
+            return b""
+        src = self._source(info["name"], int(info["size"]))
+        parts, pos, step = [], 0, (self.INDEX_PIECE // item) * item
+        while pos < src.size:
+            piece = src.read(pos, min(src.size, pos + step))
+            parts.append(piece)
+            pos += len(piece)
+            n = len(piece) // item
+            rows = np.frombuffer(piece, np.uint8, count=n * item).reshape(n, item)
+            zero = np.flatnonzero(~rows.any(axis=1))
+            if len(zero) and (pos - len(piece) > 0 or zero[-1] > 0):
+                break        # preallocated space from here on
+        return b"".join(parts)
 
     def _tiered(self, listing: dict) -> list[RemoteSegment]:
         by_start: dict[int, list] = {}

@@ -284,9 +284,8 @@ def test_entry_points_take_urls(s3, generated):
 
 
 def test_command_line_reads_urls(s3, generated):
-    """kbatch stats / verify / txn of an s3:// prefix, with --storage-option,
-    print what they print for the same local directory; dump refuses a URL
-    with a usage error."""
+    """kbatch dump / stats / verify / txn of s3:// objects and prefixes, with
+    --storage-option, print what they print for the same local files."""
     import json
     import subprocess
     import sys
@@ -318,8 +317,15 @@ def test_command_line_reads_urls(s3, generated):
              for line in remote.splitlines()]
     assert strip == [{k: v for k, v in json.loads(line).items() if k != "source"}
                      for line in local.splitlines()]
-    code, _, err = run("dump", f"{url}/orders-1/00000000000000000000.log")
-    assert code == 2 and "dump reads local files only" in err
+    for name in ("00000000000000000000.log", "00000000000000000000.index"):
+        code, remote, err = run("dump", f"{url}/orders-1/{name}", *flags)
+        _, local, _ = run("dump", str(generated / "orders-1" / name))
+        assert code == 0, err
+        assert remote.splitlines()[1:] == local.splitlines()[1:]
+        assert len(remote.splitlines()) > 10
+    code, _, err = run("dump", f"{url}/orders-1/00000000000000000000.log",
+                       str(generated / "orders-1" / "00000000000000000000.log"), *flags)
+    assert code == 2 and "are for URLs" in err      # each file is dumped on its own
     code, _, err = run("verify", str(generated), "--layout", "tiered")
     assert code == 2 and "are for URLs" in err
 

@@ -8,8 +8,9 @@
     kbatch sample DIR       write a realistic broker data directory
     kbatch main             the main job (make run): sample + Spark pipeline
 
-stats, verify and txn also take a URL (s3://, gs://, any fsspec URL) with
---storage-option KEY=VALUE, --layout plain|tiered and --private-key PEM.
+dump, stats, verify and txn also take URLs (s3://, gs://, any fsspec URL)
+with --storage-option KEY=VALUE (and, but for dump, --layout plain|tiered
+and --private-key PEM).
 
 Exit status: 0 ok, 1 problems found (or corrupt data), 2 usage errors.
 """
@@ -82,8 +83,7 @@ def _resolve(name: str, *kinds, what: str = "", check: bool = True):
         raise UsageError("an empty path")
     from kbatch.lib.remote.fs import is_url
     if is_url(name) and not name.startswith("file://"):
-        raise UsageError(f"{name}: a URL; dump reads local files only (stats, verify and "
-                         "txn take URLs, with --storage-option, --layout, --private-key)")
+        raise UsageError(f"{name}: a URL where a local path is needed")
     path = Path(name)
     try:
         found = resolve(path)
@@ -141,19 +141,25 @@ def storage_option(text: str) -> tuple[str, object]:
         return key, value
 
 
-def _remote_args(args) -> dict | None:
-    """``open_log``'s keyword arguments for a URL path; None for a local path
-    (where the URL flags are refused)."""
+def _remote_args(args, paths=None) -> dict | None:
+    """``open_log``'s keyword arguments for URL paths; None for local paths
+    (where the URL flags are refused). Local paths and URLs are not mixed."""
     from kbatch.lib.remote.fs import is_url
-    url = is_url(args.path) and not args.path.startswith("file://")
-    given = args.storage_option or args.layout != "plain" or args.private_key
-    if not url:
+    paths = [args.path] if paths is None else paths
+    urls = [is_url(p) and not p.startswith("file://") for p in paths]
+    given = (args.storage_option or getattr(args, "layout", "plain") != "plain"
+             or getattr(args, "private_key", None))
+    if any(urls) and not all(urls):
+        raise UsageError("give either URLs or local paths, not both")
+    if not any(urls):
         if given:
             raise UsageError("--storage-option, --layout and --private-key are for URLs "
-                             f"(s3://..., gs://...), not the local path {args.path}")
+                             f"(s3://..., gs://...), not the local path {paths[0]}")
         return None
-    remote = {"storage_options": dict(args.storage_option or ()), "layout": args.layout}
-    if args.private_key:
+    remote = {"storage_options": dict(args.storage_option or ())}
+    if hasattr(args, "layout"):
+        remote["layout"] = args.layout
+    if getattr(args, "private_key", None):
         remote["private_key"] = str(args.private_key)
     return remote
 
@@ -195,8 +201,15 @@ def cmd_dump(args) -> int:
     from kbatch.tools.dump import dump_file
     from kbatch.lib.paths import PathKind
     status = EXIT_OK
+    remote = _remote_args(args, args.files)
     for name in args.files:
         try:
+            if remote is not None:
+                dump_file(name, sys.stdout, fmt=args.format, decode=args.decode,
+                          max_bytes=args.max_bytes, print_data=not args.no_data,
+                          validate_crc=not args.no_crc,
+                          storage_options=remote["storage_options"])
+                continue
             if Path(name).suffix in INDEX_SUFFIXES:
                 path = _resolve(name, PathKind.SEGMENT, check=False,
                                 what="dump takes segment or index files").path
@@ -443,6 +456,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read at most this many bytes of each file")
     p.add_argument("--no-data", action="store_true", help="omit keys and payloads")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.add_argument("--storage-option", type=storage_option, action="append", metavar="KEY=VALUE",
+                   help="an fsspec storage option for URL files (repeat; JSON values decoded)")
     p.set_defaults(func=cmd_dump)
     internal_cli.extend_dump(p, cmd_dump, _resolve)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterator, TextIO
 
 import numpy as np
@@ -189,17 +189,18 @@ def dump_json(records_iter: Iterator[Records], out: TextIO, *, decode: str | Non
                                   "reason": chunk.end.reason}) + "\n")
 
 
-def dump_index(path: Path, out: TextIO, fmt: str = "text") -> None:
+def dump_index(path: Path, out: TextIO, fmt: str = "text", data: bytes | None = None) -> None:
+    """One index file (``data``: its bytes, for an object read from storage)."""
     match = SEGMENT_NAME.match(path.with_suffix(".log").name)
     base = int(match.group(1)) if match else 0
     if path.suffix == ".index":
-        idx = OffsetIndex.read(path, base)
+        idx = OffsetIndex.read(path, base) if data is None else OffsetIndex.from_bytes(data, base)
         rows = [{"offset": int(o), "position": int(p)} for o, p in zip(idx.offsets, idx.positions)]
     elif path.suffix == ".timeindex":
-        ti = TimeIndex.read(path, base)
+        ti = TimeIndex.read(path, base) if data is None else TimeIndex.from_bytes(data, base)
         rows = [{"timestamp": int(t), "offset": int(o)} for t, o in zip(ti.timestamps, ti.offsets)]
     else:
-        tx = TxnIndex.read(path)
+        tx = TxnIndex.read(path) if data is None else TxnIndex.from_bytes(data)
         rows = [{"version": int(tx.version[i]), "producerId": int(tx.producer_id[i]),
                  "firstOffset": int(tx.first_offset[i]), "lastOffset": int(tx.last_offset[i]),
                  "lastStableOffset": int(tx.last_stable_offset[i])} for i in range(len(tx))]
@@ -212,19 +213,35 @@ def dump_index(path: Path, out: TextIO, fmt: str = "text") -> None:
             out.write(" ".join(f"{k}: {v}" for k, v in row.items()) + "\n")
 
 
-def dump_file(path: Path, out: TextIO, *, fmt: str = "text", decode: str | None = None,
-              max_bytes: int | None = None, print_data: bool = True, **options) -> None:
-    """Dump one ``.log``/``.records``/``.checkpoint`` file or one index file."""
-    if path.suffix in (".index", ".timeindex", ".txnindex"):
+def dump_file(path, out: TextIO, *, fmt: str = "text", decode: str | None = None,
+              max_bytes: int | None = None, print_data: bool = True,
+              storage_options: dict | None = None, **options) -> None:
+    """Dump one ``.log``/``.records``/``.checkpoint`` file or one index file;
+    a URL (``storage_options=``) is read in ranges (an index object whole)."""
+    from kbatch.lib.remote.fs import is_url
+    url = is_url(path)
+    name = PurePosixPath(str(path).rsplit("/", 1)[-1]) if url else Path(path)
+    if name.suffix in (".index", ".timeindex", ".txnindex"):
         if fmt == "text":
             out.write(f"Dumping {path}\n")
-        dump_index(path, out, fmt)
+        data = None
+        if url:
+            from kbatch.lib.remote.fs import RangeSource, resolve
+            fs, inner, shown = resolve(path, storage_options)
+            src = RangeSource(fs, inner, url=shown)
+            data = src.read(0, src.size)
+        dump_index(name, out, fmt, data)
         return
-    chunks = iter_segment(path, stop=max_bytes, chunk_records=1 << 16, **options)
+    if url:
+        from kbatch.lib.remote.entry import iter_segment as iter_any
+        chunks = iter_any(path, stop=max_bytes, chunk_records=1 << 16,
+                          storage_options=storage_options or {}, **options)
+    else:
+        chunks = iter_segment(path, stop=max_bytes, chunk_records=1 << 16, **options)
     if fmt == "json":
         dump_json(chunks, out, decode=decode, source=str(path))
         return
     out.write(f"Dumping {path}\n")
-    match = SEGMENT_NAME.match(path.name)
+    match = SEGMENT_NAME.match(name.name)
     out.write(f"Log starting offset: {int(match.group(1)) if match else 0}\n")
     dump_text(chunks, out, print_data=print_data, report_trailing=max_bytes is None)

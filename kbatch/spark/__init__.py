@@ -92,6 +92,7 @@ from kbatch.spark.options import KafkaOptions, output_columns, parse_options, sc
 from kbatch.spark.read import (HEADER_COLUMNS, decode_options, group_by_size,
                                header_count_batches)
 from kbatch.spark.stream import batch_ranges, file_range
+from kbatch.spark.timefilter import narrow, prune, segment_older_than
 from kbatch.wire import UNBOUNDED
 from kbatch.spark import remote as remote_paths   # URL paths (object storage)
 
@@ -118,7 +119,15 @@ class Options:
     partitions: set | None = None
     offset_lo: int = 0
     offset_hi: int = UNBOUNDED
+    # pushed-down timestamp filters, widened by a day (kbatch.spark.timefilter):
+    # records outside are pruned, Spark still applies the exact filters
+    ts_lo: int | None = None
+    ts_hi: int | None = None
     kafka: KafkaOptions | None = None  # every option, as Spark's Kafka source means it
+
+    def prune_by_time(self, chunk: Records) -> Records:
+        """``chunk`` without the records the pushed timestamp bounds rule out."""
+        return prune(chunk, self.ts_lo, self.ts_hi)
 
     @classmethod
     def parse(cls, options) -> "Options":
@@ -354,6 +363,10 @@ def plan(options: Options) -> list[SegmentSlice]:
             _warn_damage(log_, options, stop_at, gaps)
         for rp in plans:
             i = index[rp.segment.path]
+            if (options.ts_lo is not None and options.use_index
+                    and i + 1 < len(log_.segments)
+                    and segment_older_than(rp.segment, options.ts_lo)):
+                continue        # useIndex: a rolled segment's time index names its maximum
             seg_stop = rp.stop
             if stop_at is not None:
                 if i > stop_at[0]:
@@ -404,6 +417,7 @@ def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
             chunk = chunk.select_offsets(piece.lo, piece.hi)
             if piece.txn_state is not None:
                 chunk = piece.txn_state.filter(chunk)
+            chunk = options.prune_by_time(chunk)
             if len(chunk):
                 yield to_record_batch(chunk, piece.topic, piece.partition, schema)
 
@@ -415,6 +429,9 @@ def read_remote(piece, options: Options, schema: pa.Schema):
     opts = replace(options.decode_options(),
                    columns=decode_options(options.kafka, schema).columns)
     for chunk in remote_paths.read_remote_slice(piece, opts, options.chunk_records):
+        chunk = options.prune_by_time(chunk)
+        if not len(chunk):
+            continue
         yield to_record_batch(chunk, piece.topic, piece.partition, schema)
 
 
@@ -475,6 +492,12 @@ class KbatchPushdownReader(KbatchReader):
                     opts.offset_hi = min(opts.offset_hi, v + 1)
                 else:
                     yield f
+                continue
+            if col == "timestamp":
+                # pruned here by day-widened bounds, and yielded: Spark applies
+                # the exact filter (its datetime's time zone is not ours to guess)
+                opts.ts_lo, opts.ts_hi = narrow(f, opts.ts_lo, opts.ts_hi)
+                yield f
                 continue
             if col in ("topic", "partition") and isinstance(f, (EqualTo, In)):
                 values = set(v) if isinstance(f, In) else {v}

@@ -108,9 +108,33 @@ def test_a_segment_that_changes_between_the_passes_is_refused(monkeypatch):
     buf = bytes(first + second)
     real = seg.transaction_state
 
-    def one_batch_less(view, path, opts, *, start=0, stop=None):
-        return real(view, path, opts, start=start, stop=len(first))
+    def one_batch_less(view, path, opts, *, start=0, stop=None, **kw):
+        return real(view, path, opts, start=start, stop=len(first), **kw)
 
     monkeypatch.setattr(seg, "transaction_state", one_batch_less)
     with pytest.raises(FileChangedError, match="changed between"):
         list(kbatch.iter_segment(buf, isolation=RC))
+
+
+def test_a_damaged_marker_decides_no_chunk():
+    """An abort marker whose type byte reads "commit" fails its CRC: the
+    stream raises before it yields a chunk (the transaction pass checks
+    control batches' CRCs), instead of showing the aborted records first."""
+    data = build_batch([(1, b"k", b"aborted", [])], base_offset=0, producer_id=5,
+                       producer_epoch=0, transactional=True)
+    marker = bytearray(control_batch(base_offset=1, producer_id=5, producer_epoch=0,
+                                     control_type=ABORT))
+    at = bytes(marker).rindex(b"\x08\x00\x00\x00\x00")   # key: version 0, type 0 (abort)
+    marker[at + 4] = COMMIT
+    tail = build_batch([(3, None, b"after", [])], base_offset=2)
+    buf = bytes(data + marker + tail)
+    seen = []
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        for chunk in kbatch.iter_segment(buf, isolation=RC, chunk_records=1):
+            seen.append(chunk)
+    assert all(b"aborted" not in c.value.to_pylist() for c in seen)
+    assert seen == []
+    # without CRCs the marker is taken as written, as every read without CRCs does
+    got = kbatch.Records.concat(list(kbatch.iter_segment(buf, isolation=RC, chunk_records=1,
+                                                         validate_crc=False)))
+    assert got.value.to_pylist() == [b"aborted", b"after"]

@@ -47,6 +47,7 @@ class BatchDecoder:
         skip_headers: bool = False,       # ... headers likewise ("headers" etc. None)
         more_follows: bool = False,       # a range of a larger object: zeros up to
                                           # stop are damage, not a padded tail
+        validate_control_crc: bool = False,  # CRCs off but for control batches
     ) -> None: ...
     @property
     def position(self) -> int: ...

@@ -257,7 +257,7 @@ cdef class BatchDecoder:
                  Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1,
                  bint native_gzip=True, bint native_snappy=True, bint native_zstd=True,
                  bint zero_copy=False, bint skip_payload=False, bint skip_headers=False,
-                 bint more_follows=False):
+                 bint more_follows=False, bint validate_control_crc=False):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -275,6 +275,9 @@ cdef class BatchDecoder:
         # a range of a larger object (kbatch.lib.remote.scan): the data goes on
         # past ``stop``, so zeros reaching it are not a padded tail
         self._more_follows = more_follows
+        # CRCs off, but control batches (transaction markers) checked anyway:
+        # a transaction pass whose data batches the decode then checks
+        self._control_crc = validate_control_crc
         self.path = path
         if validate_crc == "report":
             self._crc_mode = CRC_REPORT
@@ -573,11 +576,11 @@ cdef class BatchDecoder:
             if (self._batches.len > 0 and row.codec == CODEC_NONE
                     and columns_payload_bytes(&self._data) + length > INT32_MAX // 2):
                 return ST_CHUNK_FULL
-            if self._crc_mode != CRC_SKIP:
+            if self._crc_mode != CRC_SKIP or (self._control_crc and row.is_control):
                 computed = crc32c(buf + pos + CRC_START, <size_t>(batch_end - pos - CRC_START))
                 if computed == row.crc:
                     row.crc_valid = 1
-                elif self._crc_mode == CRC_RAISE:
+                elif self._crc_mode != CRC_REPORT:
                     self._err.base_offset = row.base_offset
                     self._err.batch_position = pos
                     return set_error(&self._err, E_CRC, pos + H_CRC, -1, row.crc, computed)

@@ -46,10 +46,12 @@ read_mapped = _batch.read_mapped
 
 def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
             chunk_bytes: int, *, control_only: bool = False, drop_positions=None,
-            zeros_from: int = -1, more_follows: bool = False) -> _batch.BatchDecoder:
+            zeros_from: int = -1, more_follows: bool = False,
+            control_crc: bool = False) -> _batch.BatchDecoder:
     """A decoder of ``view[start:stop]`` with every option of the read.
     ``more_follows``: the view is a range of a larger object (zeros up to
-    its end are damage, not a padded tail)."""
+    its end are damage, not a padded tail). ``control_crc``: with the CRC
+    off, control batches are still checked (a failure raises)."""
     return _batch.BatchDecoder(
         view, start=start, stop=-1 if stop is None else stop, path=path,
         control_only=control_only, drop_positions=drop_positions,
@@ -65,7 +67,7 @@ def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
         zero_copy=getattr(opts, "zero_copy", False) and not control_only
         and not skips_payload(opts),
         skip_payload=skips_payload(opts), skip_headers=skips_headers(opts),
-        more_follows=more_follows)
+        more_follows=more_follows, validate_control_crc=control_crc)
 
 
 def skips_payload(opts) -> bool:

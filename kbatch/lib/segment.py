@@ -325,13 +325,15 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                   stop: int | None = None, chunk_records: int = UNBOUNDED,
                   chunk_bytes: int = 1 << 30, control_only: bool = False,
                   drop_positions=None, after_offset: int = -1,
-                  more_follows: bool = False) -> Iterator[Records]:
+                  more_follows: bool = False, control_crc: bool = False) -> Iterator[Records]:
     """Decode ``view[start:stop]`` into Records chunks of whole batches.
 
     ``after_offset``: the last offset read before ``start`` (a resync after
     damage only accepts batches above it; skipped ranges name it).
     ``more_follows``: the view is a range of a larger object (a remote
     scan): zeros reaching its end are damage, not a padded tail.
+    ``control_crc``: with ``validate_crc=False``, control batches are still
+    checked (a transaction pass trusts their markers).
 
     Keeps in memory: the columns of one chunk and one decompressed batch.
     The last chunk carries ``end``; earlier ones have ``end=None``.
@@ -362,7 +364,8 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     while True:
         dec = decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
                       control_only=control_only, drop_positions=drop_positions,
-                      zeros_from=zeros_from(view), more_follows=more_follows)
+                      zeros_from=zeros_from(view), more_follows=more_follows,
+                      control_crc=control_crc)
         if chunk_records >= UNBOUNDED and held:
             dec.set_read_budget(opts.max_read_bytes - held)   # one budget per read
         resume = None
@@ -455,10 +458,12 @@ def _base_offset_at(view, position: int) -> int | None:
 
 
 def transaction_state(view, path, opts: DecodeOptions, *, start: int = 0,
-                      stop: int | None = None) -> tuple:
+                      stop: int | None = None, control_crc: bool = False) -> tuple:
     """``(batches, control)`` of ``view[start:stop]``: every batch header and
-    every control record, without decoding data records."""
-    parts = list(decode_chunks(view, path, opts, start=start, stop=stop, control_only=True))
+    every control record, without decoding data records (``control_crc``:
+    see ``decode_chunks``)."""
+    parts = list(decode_chunks(view, path, opts, start=start, stop=stop, control_only=True,
+                               control_crc=control_crc))
     whole = Records.concat(parts)
     return whole.batches, whole.control
 
@@ -517,7 +522,8 @@ def _read_committed(view, path, opts: DecodeOptions, start: int, stop: int | Non
         # no CRC pass here (the decode checks every batch): a damaged batch
         # makes the two passes disagree, and then the plain path decides
         batches, control = transaction_state(view, path, replace(opts, validate_crc=False),
-                                             start=start, stop=stop)
+                                             start=start, stop=stop,
+                                             control_crc=bool(opts.validate_crc))
     except CorruptRecordError:
         batches = None
     if batches is not None:
@@ -587,8 +593,9 @@ def _exact_transaction_state(view, path, opts, start, stop, chunk_records, chunk
 def _committed_chunks(view, path, opts, start, stop, chunk_records, chunk_bytes):
     """iter_segment's read_committed with ``on_corrupt="raise"``: the
     transactions resolved from the batch headers and control records (a
-    pass that reads 61 bytes a batch and decodes only control batches),
-    then one decode that leaves the records of aborted and open
+    pass that reads 61 bytes a batch and decodes only control batches,
+    whose CRCs it checks: a damaged marker must not decide what earlier
+    chunks show), then one decode that leaves the records of aborted and open
     transactions out as it goes. Each chunk's batches are checked against
     the first pass; None when that pass itself fails (the caller then
     takes the exact path). A decode that meets damage raises there, as
@@ -596,7 +603,8 @@ def _committed_chunks(view, path, opts, start, stop, chunk_records, chunk_bytes)
     with every iter read)."""
     try:
         batches, control = transaction_state(view, path, replace(opts, validate_crc=False),
-                                             start=start, stop=stop)
+                                             start=start, stop=stop,
+                                             control_crc=bool(opts.validate_crc))
     except CorruptRecordError:
         return None
     state = TxnState.build(batches, control)

@@ -65,7 +65,8 @@ def collect(results: dict):
         elif b.get("group") == "read_committed":
             txn[info["mode"]] = rate
         elif b.get("group") == "read_committed (paired)":
-            txn["paired"] = (info["ratio_median"], *info["ratio_quartiles"])
+            txn.setdefault("paired", {})[info.get("reader", "read_segment")] = (
+                info["ratio_median"], *info["ratio_quartiles"])
         elif test == "test_spark":
             spark[b["params"]["query"]][b["params"]["source"]] = rate
         elif test == "test_log_dir_read":
@@ -163,10 +164,9 @@ def txn_table(txn) -> str:
         cost = (f"{(med / base[2] - 1) * 100:+.0f}%" if base and "read_committed" in mode
                 else "-")
         out.append(f"| {mode} | {rps / 1e6:.2f} M | {med:.3f} | {cost} |")
-    if paired:
-        ratio, q1, q3 = paired
+    for reader, (ratio, q1, q3) in sorted((paired or {}).items()):
         out += ["", f"Paired (both isolations timed back to back in each of 15 rounds): "
-                f"read_segment read_committed costs **{(ratio - 1) * 100:+.1f}%** over "
+                f"{reader} read_committed costs **{(ratio - 1) * 100:+.1f}%** over "
                 f"read_uncommitted (median of the per-round ratios; quartiles "
                 f"{(q1 - 1) * 100:+.1f}% / {(q3 - 1) * 100:+.1f}%)."]
     return "\n".join(out)

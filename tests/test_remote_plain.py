@@ -106,6 +106,17 @@ def test_seek_costs_index_plus_one_range(s3, generated):
     assert s3.proxy.gets == 2
     seg = [s for s in remote.segments if s.base_offset <= 4000][-1]
     assert s3.proxy.get_bytes < seg.source().size
+    # use_index=False: the exact header walk from the segment's start (no
+    # index object read), the same records
+    walk = kbatch.open_log(f"s3://{BUCKET}/gen/orders-1", storage_options=s3.options(),
+                           use_index=False)
+    walk.segments
+    s3.proxy.reset()
+    same(walk.read(4000, 4010), got, end=False)
+    assert not any(path.split("?")[0].endswith(".index") for _, path, _ in s3.proxy.log)
+    assert s3.proxy.get_bytes >= seg.source().size * 0.5
+    assert walk.offset_for_timestamp(int(got.timestamp[0])) == \
+        remote.offset_for_timestamp(int(got.timestamp[0]))
 
 
 def test_full_scan_reads_each_byte_once(s3, generated):

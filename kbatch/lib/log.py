@@ -574,7 +574,7 @@ class PartitionLog:
                                     "last_stable_offset", "version")))
 
 
-def open_log(path, *, use_index: bool = False, **remote) -> PartitionLog:
+def open_log(path, *, use_index: bool | None = None, **remote) -> PartitionLog:
     """A partition directory (``<topic>-<partition>/``) as a ``PartitionLog``
     (``use_index``: seek with the index files, see ``PartitionLog``).
 
@@ -582,11 +582,14 @@ def open_log(path, *, use_index: bool = False, **remote) -> PartitionLog:
     ``filesystem=``, gives a ``kbatch.lib.remote.log.RemoteLog`` (same
     ``read``/``iter``): keyword arguments ``storage_options``,
     ``filesystem``, ``layout`` ("plain" or "tiered": the tiered-storage
-    plugin's bucket layout), ``private_key``, ``block``, ``concurrency``."""
+    plugin's bucket layout), ``private_key``, ``block``, ``concurrency``.
+    ``use_index`` defaults to False for a local directory (the exact header
+    walk) and True for a URL (seeks from the index objects, each entry
+    checked; False: every read walks its segments from their start)."""
     if remote or _is_url(path):
         from kbatch.lib.remote.log import RemoteLog
-        return RemoteLog(path, **remote)
-    return PartitionLog(path, use_index=use_index)
+        return RemoteLog(path, use_index=True if use_index is None else use_index, **remote)
+    return PartitionLog(path, use_index=bool(use_index))
 
 
 def _is_url(path) -> bool:
@@ -729,12 +732,12 @@ class LogDir:
         return apply_visibility(self.path, result, visibility)
 
 
-def open_log_dir(path, *, use_index: bool = False, **remote) -> LogDir:
+def open_log_dir(path, *, use_index: bool | None = None, **remote) -> LogDir:
     """A broker data directory (many ``<topic>-<partition>`` directories).
     A URL (or ``filesystem=``) gives a ``kbatch.lib.remote.log.RemoteLogDir``
     of a prefix of partitions (``layout="tiered"``: of the plugin's
     ``<topic>-<topicId>/<partition>/``); keywords as ``open_log``."""
     if remote or _is_url(path):
         from kbatch.lib.remote.log import RemoteLogDir
-        return RemoteLogDir(path, **remote)
-    return LogDir(path, use_index=use_index)
+        return RemoteLogDir(path, use_index=True if use_index is None else use_index, **remote)
+    return LogDir(path, use_index=bool(use_index))

@@ -151,19 +151,23 @@ class RemoteLog:
     ``kbatch.internal.remote.remote_log_metadata(...)`` returns them (or
     ``{segment uuid: state}``): only segments whose last state is
     ``COPY_SEGMENT_FINISHED`` are read (not started, failed or deleted ones).
+    ``use_index=False``: the exact header walk: a read from an offset or a
+    timestamp walks each segment from its start (no index object is read;
+    it costs reading the segment up to the offset).
     """
 
     def __init__(self, url, *, layout: str = "plain", storage_options: dict | None = None,
                  filesystem=None, private_key=None, block: int = DEFAULT_BLOCK,
                  concurrency: int = DEFAULT_CONCURRENCY, retries: int = 5,
                  topic: str | None = None, partition: int | None = None,
-                 remote_log_metadata=None):
+                 remote_log_metadata=None, use_index: bool = True):
         if layout not in LAYOUTS:
             raise ArgumentError(f"layout must be one of {LAYOUTS}, not {layout!r}")
         self.fs, self.path, self.url = resolve(url, storage_options, filesystem)
         self.path = self.path.rstrip("/")
         self.layout = layout
         self.block, self.concurrency, self.retries = block, concurrency, retries
+        self.use_index = bool(use_index)
         self._keys = tiered.load_private_keys(private_key)
         name = posixpath.basename(self.path)
         parent = posixpath.basename(posixpath.dirname(self.path))
@@ -355,7 +359,8 @@ class RemoteLog:
         opts = DecodeOptions(**options)
         for seg in self.segments:
             lo = seg.base_offset
-            raw = seg.read_time_index() if seg.read_time_index is not None else b""
+            raw = (seg.read_time_index() if seg.read_time_index is not None and self.use_index
+                   else b"")
             n = len(raw) // TIME_ENTRY.itemsize
             if n:
                 entries = np.frombuffer(raw, TIME_ENTRY, count=n)
@@ -478,7 +483,7 @@ class RemoteLog:
         start."""
         src = seg.source()
         found = None
-        if lo > seg.base_offset:
+        if lo > seg.base_offset and self.use_index:
             found = seek_position(seg.read_offset_index(), seg.base_offset, lo, src.size,
                                   None if hi >= (1 << 63) - 1 else hi)
         if found is not None:

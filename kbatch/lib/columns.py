@@ -258,8 +258,10 @@ class BinaryColumn:
         return out
 
     @staticmethod
-    def concat(columns: Sequence["BinaryColumn"]) -> "BinaryColumn":
-        """One column holding the values of ``columns`` in order."""
+    def concat(columns: Sequence["BinaryColumn"], copies=None) -> "BinaryColumn":
+        """One column holding the values of ``columns`` in order
+        (``copies``: a ``kbatch.lib.gather.Copies`` that runs the copies,
+        which the caller then runs; None: copied here)."""
         if len(columns) == 1:
             return columns[0]
         utf8 = columns[0].utf8 if columns else False
@@ -276,8 +278,12 @@ class BinaryColumn:
             if m == 0:
                 continue
             base = int(col.offsets[0])
-            data[pos:pos + size] = col.data[base:base + size]
-            offsets[row + 1:row + m + 1] = col.offsets[1:].astype(np.int64) - base + pos
+            if copies is None:
+                data[pos:pos + size] = col.data[base:base + size]
+                offsets[row + 1:row + m + 1] = col.offsets[1:].astype(np.int64) - base + pos
+            else:
+                copies.copy(data, pos, col.data[base:base + size])
+                copies.shifted(offsets, row + 1, col.offsets[1:], pos - base)
             row += m
             pos += size
         nulls = sum(c.null_count for c in columns)

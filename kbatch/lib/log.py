@@ -706,11 +706,20 @@ class LogDir:
             with open_source(seg.path, populate=True) as (view, path):
                 return Records.concat(list(decode_chunks(view, path, opts)))
 
-        if workers == 1:
-            results = [decode(job) for job in jobs]
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                results = list(pool.map(decode, jobs))
+        pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+        try:
+            results = (list(pool.map(decode, jobs)) if pool is not None
+                       else [decode(job) for job in jobs])
+            return self._joined(parts, jobs, results, opts, options, isolation, visibility,
+                                pool)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+
+    def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool):
+        """Each partition's segments joined into one ``Records`` (the copies
+        on ``pool``), damage and transactions applied."""
+        from kbatch.lib.visibility import apply_visibility
         out: dict[tuple[str, int], list[Records]] = {}
         stopped: set = set()
         for (p, seg), rec in zip(jobs, results):
@@ -723,7 +732,7 @@ class LogDir:
             if stop_here:
                 stopped.add(key)
             out.setdefault(key, []).append(rec)
-        result = {key: Records.concat(recs) for key, recs in out.items()} | {
+        result = {key: Records.concat(recs, pool=pool) for key, recs in out.items()} | {
             (p.topic, p.partition): Records.empty() for p in parts if not p.segments}
         if check_isolation(isolation) == "read_committed":
             for p in parts:

@@ -21,6 +21,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from kbatch.lib.decoder import empty_chunk
+from kbatch.lib.gather import Copies, concat_fixed
 from kbatch.lib.columns import (BinaryColumn, HeadersColumn, MissingColumn, as_indices,
                                 checked_position, as_contiguous_range)
 from kbatch.lib.views import ViewColumn
@@ -354,9 +355,9 @@ class RecordColumn:
     def take(self, column, idx, pick):
         return pick(column) if self.kind == "fixed" else column.take(idx)
 
-    def concat(self, columns: list):
+    def concat(self, columns: list, copies=None):
         if self.kind == "fixed":
-            return np.concatenate(columns)
+            return concat_fixed(columns, copies)
         missing = sum(isinstance(c, MissingColumn) for c in columns)
         if missing:
             if missing != len(columns):
@@ -366,7 +367,7 @@ class RecordColumn:
         if self.kind == "binary":
             if any(isinstance(c, ViewColumn) for c in columns):
                 return ViewColumn.concat(columns)
-            return BinaryColumn.concat(columns)
+            return BinaryColumn.concat(columns, copies)
         return HeadersColumn.concat(columns)
 
     def nbytes(self, column) -> int:
@@ -539,9 +540,11 @@ class Records:
         return self.take(np.arange(start, stop, dtype=np.int64))
 
     @staticmethod
-    def concat(parts: Sequence["Records"]) -> "Records":
+    def concat(parts: Sequence["Records"], *, pool=None) -> "Records":
         """One ``Records`` holding ``parts`` in order (``end`` of the last,
-        the ``skipped`` ranges of all)."""
+        the ``skipped`` ranges of all). ``pool`` (a ``concurrent.futures``
+        executor): the copies of the record columns run on it, in 4 MiB
+        pieces (``kbatch.lib.gather``)."""
         parts = list(parts)
         if not parts:
             return Records.empty()
@@ -557,9 +560,12 @@ class Records:
             controls.append(p.control.shifted(shift))
             batch_cols.append(p.batch + np.int32(shift))
             shift += len(p.batches)
-        columns = {c.name: c.concat([getattr(p, c.name) for p in parts])
+        copies = None if pool is None else Copies(pool)
+        columns = {c.name: c.concat([getattr(p, c.name) for p in parts], copies)
                    for c in RECORD_COLUMNS if c.name != "batch"}
         columns["batch"] = np.concatenate(batch_cols)    # rows of the joined batch table
+        if copies is not None:
+            copies.run()
         return Records(columns, BatchTable.concat(tables),
                        ControlRecords.concat(controls), parts[-1].end, sources or [None],
                        parts[-1].last_stable_offset,

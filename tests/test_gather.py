@@ -1,0 +1,83 @@
+"""Records.concat(parts, pool=...): the copies cut into pieces and run on a
+thread pool give exactly what the plain join gives (nulls, empty parts,
+projections, sliced parts whose offsets do not start at 0), and
+open_log_dir(...).read(threads=2), which uses it, equals threads=1."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import kbatch
+from kbatch.lib import gather
+
+from .kafka_ref import build_batch
+
+
+def _part(rows, base, start, stop):
+    buf = b"".join(build_batch(rows[i:i + 3], base_offset=base + i)
+                   for i in range(0, len(rows), 3))
+    return kbatch.read_segment(buf).slice(start, stop)
+
+
+row = st.tuples(st.integers(0, 10**12), st.one_of(st.none(), st.binary(max_size=40)),
+                st.one_of(st.none(), st.binary(max_size=300)),
+                st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(),
+                                                                  st.binary(max_size=8))),
+                         max_size=2))
+
+
+def _same(a, b):
+    assert a.offset.tolist() == b.offset.tolist()
+    assert a.timestamp.tolist() == b.timestamp.tolist()
+    assert a.key.to_pylist() == b.key.to_pylist()
+    assert a.value.to_pylist() == b.value.to_pylist()
+    assert a.headers.to_pylist() == b.headers.to_pylist()
+    assert a.batch.tolist() == b.batch.tolist()
+    assert a.value.offsets.dtype == b.value.offsets.dtype
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.tuples(st.lists(row, max_size=12), st.integers(0, 3),
+                                st.integers(0, 12)), min_size=1, max_size=6),
+       piece=st.sampled_from([1, 7, 64, 4 << 20]))
+def test_pooled_concat_equals_the_plain_join(parts, piece):
+    records, base = [], 0
+    for rows, start, stop in parts:
+        rows = [(ts, k, v, [(hk, hv) for hk, hv in h]) for ts, k, v, h in rows]
+        records.append(_part(rows, base, start, max(start, stop)))
+        base += len(rows) + 1
+    old, gather.PIECE = gather.PIECE, piece
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            _same(kbatch.Records.concat(records, pool=pool), kbatch.Records.concat(records))
+    finally:
+        gather.PIECE = old
+
+
+def test_projected_parts_join_on_a_pool():
+    rows = [(1, b"k", b"v" * 50, [])] * 10
+    parts = [kbatch.read_segment(build_batch(rows, base_offset=i * 10), columns=["offset",
+                                                                                "value"])
+             for i in range(3)]
+    with ThreadPoolExecutor(2) as pool:
+        got = kbatch.Records.concat(parts, pool=pool)
+    assert got.value.to_pylist() == [b"v" * 50] * 30
+    with pytest.raises(kbatch.ColumnNotReadError):
+        got.key[0]
+
+
+def test_log_dir_read_with_threads_equals_one_thread(tmp_path, monkeypatch):
+    for p in range(3):
+        kbatch.write_log(tmp_path / f"t-{p}", [(b"k%d" % i, None if i % 7 == 0 else
+                                                b"v%d" % i * (i % 50), i, [])
+                                               for i in range(3000)],
+                         segment_bytes=20_000, codec="lz4" if p == 1 else "none")
+    monkeypatch.setattr(gather, "PIECE", 1000)
+    d = kbatch.open_log_dir(tmp_path)
+    one, two = d.read(threads=1), d.read(threads=2)
+    assert sorted(one) == sorted(two)
+    for key in one:
+        _same(two[key], one[key])
+        assert len(np.unique(two[key].offset)) == 3000

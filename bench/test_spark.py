@@ -2,7 +2,8 @@
 Parquet, in the same local session (all cores), on the same machine.
 
 The dataset is the ``small`` segment (5 M records) as a partition directory;
-its Parquet copy is written once through kbatch. Queries: count and
+its Parquet copy is written once through kbatch (and a one-row Python data
+source gives the floor every Python source's query pays). Queries: count and
 groupBy(partition).count, with every column and with ``columns=partition``
 (the batch-header count path), an aggregate over every column (headers
 included), and a Parquet write.
@@ -90,3 +91,34 @@ def test_spark(benchmark, spark, sources, query, source):
     benchmark.extra_info.update(records=RECORDS, bytes=dataset_path("small").stat().st_size,
                                 dataset=f"spark {query}")
     benchmark.pedantic(fn, args=(df,), rounds=3, iterations=1, warmup_rounds=1)
+
+
+def test_python_source_floor(benchmark, spark, sources):
+    """count() of a Python data source that yields one row: what every
+    Python data source pays per query (planning in a Python worker, a task
+    in another), whatever it reads. Parquet answers a count from its
+    footers, so this floor over Parquet's count bounds any Python source's
+    count ratio."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader
+
+    class OneRow(DataSourceReader):
+        def read(self, partition):
+            yield (1,)
+
+    class OneRowSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "kbatch_bench_one_row"
+
+        def schema(self):
+            return "a int"
+
+        def reader(self, schema):
+            return OneRow()
+
+    spark.dataSource.register(OneRowSource)
+    df = spark.read.format("kbatch_bench_one_row").load()
+    benchmark.group = "spark floor"
+    benchmark.extra_info.update(records=1, bytes=0, dataset="spark floor",
+                                label="one-row Python data source, count")
+    benchmark.pedantic(_count, args=(df,), rounds=5, iterations=1, warmup_rounds=1)

@@ -139,6 +139,12 @@ def test_kill_and_restart_twenty_times_exactly_once(spark, tmp_path):
             time.sleep(rng.uniform(0, 1.0))
             batches += len(q.recentProgress)
             q.stop()
+        # the writer keeps going until segments have rolled (the kills may
+        # have been quicker than its appends), read by the final query
+        deadline = time.monotonic() + 60
+        while (len(list((root / "events-0").glob("*.log"))) <= 3 and producer.is_alive()
+               and time.monotonic() < deadline):
+            time.sleep(0.2)
     finally:
         producer.finish()
     assert batches >= 8, "too few micro-batches ran before the kills"

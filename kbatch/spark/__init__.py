@@ -259,6 +259,13 @@ def _warn_damage(log_: PartitionLog, options: Options, stop_at, gaps) -> None:
                               f"after offset {g.offset_before}" for g in gaps[:10]))
 
 
+def split_bytes(max_bytes: int) -> int:
+    """Segments are cut into slices of an eighth of ``maxPartitionBytes``
+    (at least 8 MiB, or all of it when smaller), which ``pack`` then groups
+    into balanced input partitions."""
+    return max(max_bytes // 8, min(max_bytes, 8 << 20))
+
+
 def _split(seg: Segment, start: int, stop: int | None, max_bytes: int,
            use_index: bool = False) -> list[tuple]:
     """Cut ``[start, stop)`` at batch boundaries about every ``max_bytes``:
@@ -378,7 +385,8 @@ def plan(options: Options) -> list[SegmentSlice]:
             inner = seg_stop is None and i + 1 < len(log_.segments)
             next_base = log_.segments[i + 1].base_offset if inner else None
             for start, stop in _split(rp.segment, rp.start, seg_stop,
-                                      options.max_partition_bytes, options.use_index):
+                                      split_bytes(options.max_partition_bytes),
+                                      options.use_index):
                 drop = None
                 if drops is not None:   # only this slice's batches travel with it
                     drop = drops[rp.segment.path]

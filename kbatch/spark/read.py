@@ -152,17 +152,22 @@ __all__ = ["decode_options", "header_count_batches", "read_slice"]
 
 def group_by_size(sizes: list[int], max_bytes: int, min_partitions: int) -> list[list[int]]:
     """Indexes of consecutive items (slices of ``sizes`` bytes) grouped, in
-    order, into groups of about ``max_bytes``, making at least
-    ``min_partitions`` groups when there are enough items."""
+    order, into balanced groups: as many as it takes to keep each near
+    ``max_bytes``, at least ``min_partitions``, and a multiple of it (the
+    cores: no last round with one task running alone), each item in the
+    group its middle byte falls in."""
     if not sizes:
         return []
-    target = max(1, min(max_bytes, -(-sum(sizes) // max(min_partitions, 1))))
-    groups, current, held = [], [], 0
+    total = sum(sizes)
+    k = max(min_partitions, -(-total // max(max_bytes, 1)), 1)
+    if min_partitions > 1:
+        k = -(-k // min_partitions) * min_partitions
+    k = min(k, len(sizes))
+    if total <= 0 or k == 1:
+        return [list(range(len(sizes)))]
+    groups: list[list[int]] = [[] for _ in range(k)]
+    before = 0
     for i, size in enumerate(sizes):
-        if current and held + size > target:
-            groups.append(current)
-            current, held = [], 0
-        current.append(i)
-        held += size
-    groups.append(current)
-    return groups
+        groups[min(int((2 * before + size) * k // (2 * total)), k - 1)].append(i)
+        before += size
+    return [g for g in groups if g]

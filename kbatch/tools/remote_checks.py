@@ -6,7 +6,7 @@ A segment is read in ranges (``kbatch.lib.remote.scan``; damage is passed
 over in windows, as ``on_corrupt="skip"`` does), its ``.index`` and
 ``.timeindex`` objects (tiered: the indexes in ``.indexes``) are fetched
 whole (one GET each) and checked against its batches with the rules of
-``kbatch.tools.verify``. Keeps in memory one decoded chunk, the ranges in
+``kbatch.tools.verify_rules``. Keeps in memory one decoded chunk, the ranges in
 flight and one segment's batch table and indexes.
 """
 
@@ -17,14 +17,14 @@ from kbatch.lib.records import BatchTable, ControlRecords, Records
 from kbatch.lib.remote.log import RemoteLog, remote_target
 from kbatch.lib.remote.scan import scan
 from kbatch.lib.txn import transaction_report
-from kbatch.tools.verify import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport, VerifyReport,
-                                 _check, _verify_options, _walk)
+from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport,
+                                       VerifyReport, check, verify_options, walk)
 
 
 def verify_remote(url, remote: dict, options: dict, on_segment=None) -> VerifyReport:
     """``kbatch.verify`` of a URL (``remote``: ``RemoteLog``'s keyword
     arguments; ``options``: decode options)."""
-    opts = _verify_options(options)
+    opts = verify_options(options)
     kind, target = remote_target(url, **remote)
     if kind == "segment":
         _, seg = target
@@ -62,13 +62,13 @@ def _verify_log(log: RemoteLog, opts, on_segment) -> VerifyReport:
 def _verify_segment(seg, opts, *, last_segment: bool) -> SegmentReport:
     src = seg.source()
     report = SegmentReport(seg.url, seg.base_offset, src.size, last_segment=last_segment)
-    batches = _walk(report, scan(src, opts, chunk_records=CHUNK_RECORDS,
+    batches = walk(report, scan(src, opts, chunk_records=CHUNK_RECORDS,
                                  chunk_bytes=CHUNK_BYTES))
     name = seg.url.rsplit("/", 1)[-1][:-len(".log")]
     idx = OffsetIndex.from_bytes(seg.read_offset_index(), seg.base_offset)
     ti = (TimeIndex.from_bytes(seg.read_time_index(), seg.base_offset)
           if seg.read_time_index is not None else None)
-    _check(report, batches, idx, name + ".index", ti, name + ".timeindex")
+    check(report, batches, idx, name + ".index", ti, name + ".timeindex")
     return report
 
 

@@ -163,9 +163,10 @@ def txn_table(txn) -> str:
     out = ["| transactional segment (5 M records) | records/s | median s | cost over read_uncommitted |",
            "|---|---:|---:|---:|"]
     paired = txn.get("paired")
-    for mode, (rps, _, med) in txn.items():
+    for mode, rate in txn.items():
         if mode == "paired":
             continue
+        rps, _, med = rate
         base = txn.get(mode.replace("read_committed", "read_uncommitted"))
         cost = (f"{(med / base[2] - 1) * 100:+.0f}%" if base and "read_committed" in mode
                 else "-")

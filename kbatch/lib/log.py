@@ -681,7 +681,9 @@ class LogDir:
         ``visibility="consumer"``: only ``[log start offset, high watermark)``
         of each partition, from the checkpoint files
         (``kbatch.lib.visibility``); "all" (default): everything.
-        Keeps in memory the decoded partitions.
+        Keeps in memory the decoded segments, then the joined partitions:
+        each partition's segments are released as soon as it is joined, so
+        the peak is about the result plus one partition.
         """
         from kbatch.lib.visibility import apply_visibility, check_visibility
         check_visibility(visibility)
@@ -732,8 +734,12 @@ class LogDir:
             if stop_here:
                 stopped.add(key)
             out.setdefault(key, []).append(rec)
-        result = {key: Records.concat(recs, pool=pool) for key, recs in out.items()} | {
-            (p.topic, p.partition): Records.empty() for p in parts if not p.segments}
+        rec = None
+        results.clear()        # the caller's list: each segment is now held by ``out`` only
+        result = {}
+        for key in list(out):  # a partition's segments are released once it is joined
+            result[key] = Records.concat(out.pop(key), pool=pool)
+        result |= {(p.topic, p.partition): Records.empty() for p in parts if not p.segments}
         if check_isolation(isolation) == "read_committed":
             for p in parts:
                 key = (p.topic, p.partition)

@@ -89,8 +89,8 @@ from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source, transa
 from kbatch.lib.txn import TxnState
 from kbatch.spark.arrow import to_record_batch
 from kbatch.spark.options import KafkaOptions, output_columns, parse_options, schema_ddl
-from kbatch.spark.read import (HEADER_COLUMNS, decode_options, group_by_size,
-                               header_count_batches)
+from kbatch.spark import read as spark_read
+from kbatch.spark.read import HEADER_COLUMNS, decode_options, group_by_size
 from kbatch.spark.stream import batch_ranges, file_range
 from kbatch.spark.timefilter import narrow, prune, segment_older_than
 from kbatch.wire import UNBOUNDED
@@ -401,33 +401,10 @@ def plan(options: Options) -> list[SegmentSlice]:
 # --- reading -----------------------------------------------------------------
 
 def read_slice(piece: SegmentSlice, options: Options, schema: pa.Schema):
-    """Arrow batches of one input partition (runs on an executor)."""
-    counted = header_count_batches(piece, options.kafka, schema)
-    if counted is not None:     # columns topic/partition only: records not decoded
-        yield from counted
-        return
-    # a projection: key, value and headers the query does not produce are not stored
-    opts = replace(options.decode_options(), columns=decode_options(options.kafka, schema).columns)
-    with open_source(piece.path) as (view, path):
-        for chunk in decode_chunks(view, path, opts, start=piece.start, stop=piece.stop,
-                                   chunk_records=options.chunk_records, chunk_bytes=64 << 20,
-                                   drop_positions=piece.drop_positions):
-            if chunk.end is not None:
-                chunk, _ = check_segment_end(chunk, path, piece.inner, piece.next_base, opts,
-                                             None)
-                if chunk.end.reason == "corrupt":
-                    log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
-                                "ends there): %s", path, chunk.end.valid_bytes,
-                                chunk.end.error)
-            for gap in chunk.skipped:
-                log.warning("kbatch: skipped bytes %d-%d of %s (%s)", gap.start, gap.stop,
-                            path, gap.error or gap.reason)
-            chunk = chunk.select_offsets(piece.lo, piece.hi)
-            if piece.txn_state is not None:
-                chunk = piece.txn_state.filter(chunk)
-            chunk = options.prune_by_time(chunk)
-            if len(chunk):
-                yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+    """Arrow batches of one input partition (runs on an executor): the
+    reading the streaming source shares (``kbatch.spark.read.read_slice``),
+    with the pushed timestamp bounds."""
+    return spark_read.read_slice(piece, options.kafka, schema, keep=options.prune_by_time)
 
 
 def read_remote(piece, options: Options, schema: pa.Schema):

@@ -57,15 +57,17 @@ def decode_options(o: KafkaOptions, schema: pa.Schema | None = None) -> DecodeOp
     return DecodeOptions(validate_crc=o.validate_crc, on_corrupt=on_corrupt, **extra)
 
 
-def read_slice(piece, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """Arrow batches (``schema``'s columns) of one slice. Raises
-    FileNotFoundError when the segment is gone."""
+def read_slice(piece, o: KafkaOptions, schema: pa.Schema,
+               keep=None) -> Iterator[pa.RecordBatch]:
+    """Arrow batches (``schema``'s columns) of one slice, for the batch and
+    the streaming reader. ``keep``: a last filter of each chunk (the pushed
+    timestamp bounds). Raises FileNotFoundError when the segment is gone."""
     counted = header_count_batches(piece, o, schema)
-    if counted is not None:
+    if counted is not None:     # columns topic/partition only: records not decoded
         yield from counted
         return
     with open_source(piece.path) as (view, path):
-        yield from _decoded(view, path, piece, o, schema)
+        yield from _decoded(view, path, piece, o, schema, keep)
 
 
 def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
@@ -80,7 +82,8 @@ def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
     return _constant_batches(counted, piece, schema, o.chunk_records)
 
 
-def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema):
+def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
+    # a projection: key, value and headers the query does not produce are not stored
     opts = decode_options(o, schema)
     for chunk in decode_chunks(view, path, opts, start=piece.start,
                                stop=piece.stop, chunk_records=o.chunk_records,
@@ -98,6 +101,8 @@ def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema):
         chunk = chunk.select_offsets(piece.lo, piece.hi)
         if piece.txn_state is not None:
             chunk = piece.txn_state.filter(chunk)
+        if keep is not None:
+            chunk = keep(chunk)
         if len(chunk):
             yield to_record_batch(chunk, piece.topic, piece.partition, schema)
 

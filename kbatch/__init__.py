@@ -15,7 +15,7 @@
 from kbatch._core._columns import memory_pool_bytes, set_memory_pool
 from kbatch._version import __version__
 from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError,
-                           DecompressionLimitError, FileChangedError, KbatchError,
+                           DamagedLengthError, DecompressionLimitError, FileChangedError, KbatchError,
                            LimitExceededError, MappingInvalidatedError)
 from kbatch.internal.lag import consumer_lag
 from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
@@ -30,7 +30,7 @@ from kbatch.tools.verify import verify
 
 __all__ = [
     "ArgumentError", "BatchTable", "BinaryColumn", "ColumnNotReadError", "ControlRecords",
-    "CorruptRecordError", "DecompressionLimitError", "FileChangedError", "HeadersColumn",
+    "CorruptRecordError", "DamagedLengthError", "DecompressionLimitError", "FileChangedError", "HeadersColumn",
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
     "SegmentWriter", "SkippedRange", "ViewColumn", "__version__", "consumer_lag", "iter_segment",

@@ -69,6 +69,16 @@ class FileChangedError(CorruptRecordError):
                               self.base_offset, self.batch_position))
 
 
+class DamagedLengthError(CorruptRecordError):
+    """A batch's length field runs past the end of the data, yet valid
+    batches follow it one after another to the end: the length is damaged,
+    not the tail torn (``on_corrupt="skip"`` lists it as "truncated")."""
+
+    def __reduce__(self):
+        return (_rebuild_as, (type(self), self.reason, self.path, self.position,
+                              self.base_offset, self.batch_position))
+
+
 class DecompressionLimitError(LimitExceededError):
     """A batch decompresses to more than ``max_decompressed_bytes``."""
 

@@ -346,12 +346,16 @@ def test_spark_planning_reads_only_listings_and_indexes(s3, generated):
     from kbatch.lib.segment import DecodeOptions
     pytest.importorskip("pyspark")
     from kbatch.spark import remote as spark_remote
-    s3.proxy.reset()
-    slices = spark_remote.plan_remote(
-        f"s3://{BUCKET}/gen", layout="plain", storage=s3.options(), private_key=None,
-        offset_range=lambda t, p: (100, 5000), max_bytes=64 << 10,
-        isolation="read_uncommitted")
-    assert all(not path.split("?")[0].endswith(".log") for m, path, _ in s3.proxy.log)
+
+    def planned(isolation):
+        s3.proxy.reset()
+        slices = spark_remote.plan_remote(
+            f"s3://{BUCKET}/gen", layout="plain", storage=s3.options(), private_key=None,
+            offset_range=lambda t, p: (100, 5000), max_bytes=64 << 10, isolation=isolation)
+        assert all(not path.split("?")[0].endswith(".log") for m, path, _ in s3.proxy.log)
+        return slices
+
+    slices = planned("read_uncommitted")
     assert len(slices) > 8
     # each slice read alone (as on an executor) gives the local read in order
     for p in range(4):
@@ -361,12 +365,7 @@ def test_spark_planning_reads_only_listings_and_indexes(s3, generated):
              kbatch.open_log(generated / f"orders-{p}").read(100, 5000), end=False)
     # read_committed: still no segment byte on the driver; one slice per
     # partition, whose executor resolves the transactions itself
-    s3.proxy.reset()
-    committed = spark_remote.plan_remote(
-        f"s3://{BUCKET}/gen", layout="plain", storage=s3.options(), private_key=None,
-        offset_range=lambda t, p: (100, 5000), max_bytes=64 << 10,
-        isolation="read_committed")
-    assert all(not path.split("?")[0].endswith(".log") for m, path, _ in s3.proxy.log)
+    committed = planned("read_committed")
     assert sorted(piece.partition for piece in committed) == [0, 1, 2, 3]
     for piece in committed:
         got = kbatch.Records.concat(list(spark_remote.read_remote_slice(

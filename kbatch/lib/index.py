@@ -194,6 +194,15 @@ class TxnIndex:
         return cls._of(entries_of(data, TXN_ENTRY, zero_ends=False)[0])
 
     @classmethod
+    def concat(cls, parts) -> "TxnIndex":
+        """The entries of ``parts`` (TxnIndex), in order."""
+        parts = list(parts)
+        return cls(*(np.concatenate([getattr(p, f) for p in parts])
+                     if parts else np.empty(0, np.int16 if f == "version" else np.int64)
+                     for f in ("producer_id", "first_offset", "last_offset",
+                               "last_stable_offset", "version")))
+
+    @classmethod
     def _of(cls, raw: np.ndarray) -> "TxnIndex":
         return cls(*(raw[name].astype(np.int64) for name in
                      ("producer_id", "first_offset", "last_offset", "last_stable_offset")),

@@ -567,11 +567,7 @@ class PartitionLog:
 
     def aborted_transactions(self) -> TxnIndex:
         """All ``.txnindex`` entries of the partition, in segment order."""
-        parts = [s.txn_index for s in self.segments]
-        return TxnIndex(*(np.concatenate([getattr(p, f) for p in parts])
-                          if parts else np.empty(0, np.int64)
-                          for f in ("producer_id", "first_offset", "last_offset",
-                                    "last_stable_offset", "version")))
+        return TxnIndex.concat(s.txn_index for s in self.segments)
 
 
 def open_log(path, *, use_index: bool | None = None, **remote) -> PartitionLog:

@@ -23,8 +23,8 @@ import numpy as np
 from kbatch._core import _batch
 from kbatch._core._mapguard import try_guard
 from kbatch.lib.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
-from kbatch.errors import (ArgumentError, CorruptRecordError, DecompressionLimitError,
-                           FileChangedError, LimitExceededError)
+from kbatch.errors import (ArgumentError, CorruptRecordError, DamagedLengthError,
+                           DecompressionLimitError, FileChangedError, LimitExceededError)
 from kbatch.lib.files import data_end, open_regular
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.lib.decoder import skips_payload
@@ -417,9 +417,6 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
         position = resume
 
 
-DAMAGED_LENGTH = "a damaged length field"   # the error of a length that runs past the end
-
-
 def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
     """``(end, resume, gap)`` when the decoder stopped: where the data ends
     (None when the decode resumes), and with ``on_corrupt="skip"`` the
@@ -433,9 +430,9 @@ def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
     if end.reason == "truncated":
         if found is None or not chains_to_end(view, found[0], dec.stop, path):
             return end, None, None    # a torn tail: no run of valid batches follows
-        error = CorruptRecordError(
+        error = DamagedLengthError(
             f"batch length runs past the end of the data, but a valid batch starts "
-            f"{found[0] - end.valid_bytes} bytes on: {DAMAGED_LENGTH}", path=path,
+            f"{found[0] - end.valid_bytes} bytes on: a damaged length field", path=path,
             position=end.valid_bytes + 8, base_offset=_base_offset_at(view, end.valid_bytes),
             batch_position=end.valid_bytes)
         if opts.on_corrupt == "raise":

@@ -164,11 +164,10 @@ def _remote_args(args, paths=None) -> dict | None:
     return remote
 
 
-def _remote_segments(url: str, remote: dict) -> list:
-    """``(topic, partition, RemoteSegment, last of its partition)`` of what a
-    URL names (listings only)."""
-    from kbatch.lib.remote.log import remote_target
-    kind, target = remote_target(url, **remote)
+def _remote_segments(found) -> list:
+    """``(topic, partition, RemoteSegment, last of its partition)`` of what
+    ``remote_target`` found (listings only)."""
+    kind, target = found
     if kind == "segment":
         log, seg = target
         return [(log.topic, log.partition, seg, seg is log.segments[-1])]
@@ -246,8 +245,9 @@ def cmd_stats(args) -> int:
 
     remote = _remote_args(args)
     if remote is not None:
+        from kbatch.lib.remote.log import remote_target
         from kbatch.tools.stats import remote_segment_stats
-        files = _remote_segments(args.path, remote)
+        files = _remote_segments(remote_target(args.path, **remote))
         measure = remote_segment_stats
     else:
         files = segment_files(_resolve(args.path).path)
@@ -309,9 +309,12 @@ def cmd_verify(args) -> int:
 
     remote = _remote_args(args)
     if remote is not None:
-        with Progress(len(_remote_segments(args.path, remote)), "verify") as bar:
-            report = verify(args.path, on_segment=lambda seg: bar.update(1, _name_of(seg)),
-                            **remote)
+        from kbatch.lib.remote.log import remote_target
+        from kbatch.tools.remote_checks import verify_remote
+        found = remote_target(args.path, **remote)      # listed once, for both
+        with Progress(len(_remote_segments(found)), "verify") as bar:
+            report = verify_remote(args.path, remote, {},
+                                   lambda seg: bar.update(1, _name_of(seg)), found)
     else:
         path = _resolve(args.path).path
         with Progress(len(segment_files(path)), "verify") as bar:

@@ -21,11 +21,13 @@ from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport
                                        VerifyReport, check, verify_options, walk)
 
 
-def verify_remote(url, remote: dict, options: dict, on_segment=None) -> VerifyReport:
+def verify_remote(url, remote: dict, options: dict, on_segment=None,
+                  found=None) -> VerifyReport:
     """``kbatch.verify`` of a URL (``remote``: ``RemoteLog``'s keyword
-    arguments; ``options``: decode options)."""
+    arguments; ``options``: decode options; ``found``: what
+    ``remote_target`` already said of it, so nothing is listed twice)."""
     opts = verify_options(options)
-    kind, target = remote_target(url, **remote)
+    kind, target = found if found is not None else remote_target(url, **remote)
     if kind == "segment":
         _, seg = target
         # on its own, as a local file given alone: a torn tail is allowed

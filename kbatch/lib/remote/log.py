@@ -452,12 +452,8 @@ class RemoteLog:
 
     def aborted_transactions(self) -> TxnIndex:
         """Every transaction index entry of the partition, in segment order."""
-        parts = [TxnIndex.from_bytes(s.read_txn_index() if s.read_txn_index else b"")
-                 for s in self.segments]
-        return TxnIndex(*(np.concatenate([getattr(p, f) for p in parts])
-                          if parts else np.empty(0, np.int64)
-                          for f in ("producer_id", "first_offset", "last_offset",
-                                    "last_stable_offset", "version")))
+        return TxnIndex.concat(TxnIndex.from_bytes(s.read_txn_index() if s.read_txn_index
+                                                   else b"") for s in self.segments)
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes):
         done = -1    # the last offset returned: a re-upload's records are left out

@@ -34,11 +34,11 @@ from typing import Iterator
 
 import numpy as np
 
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import CorruptRecordError, DamagedLengthError
 from kbatch.lib.decoder import batch_at
 from kbatch.lib.records import BatchTable, Records, SegmentEnd, SkippedRange
 from kbatch.lib.resync import candidates
-from kbatch.lib.segment import DAMAGED_LENGTH, DecodeOptions, decode_chunks
+from kbatch.lib.segment import DecodeOptions, decode_chunks
 
 MIN_ENTRY = 14     # the smallest length field: a magic 0 message (crc..value length)
 RESYNC_WINDOW = 4 << 20
@@ -194,7 +194,8 @@ def _scan_skipping(source, opts: DecodeOptions, start: int, stop: int, chunk_rec
         found = next_valid_in_ranges(source, damage.valid_bytes + 1, stop, last,
                                      opts.max_batch_bytes)
         error = None if damage.error is None else str(damage.error)
-        reason = "truncated" if error is not None and DAMAGED_LENGTH in error else "corrupt"
+        # as a local skip read names it: a damaged length that runs past the end
+        reason = "truncated" if isinstance(damage.error, DamagedLengthError) else "corrupt"
         gap = SkippedRange(source.url, damage.valid_bytes, stop if found is None else found[0],
                            reason, last if last >= 0 else None,
                            None if found is None else found[1], error)

@@ -93,32 +93,55 @@ def test_spark(benchmark, spark, sources, query, source):
     benchmark.pedantic(fn, args=(df,), rounds=3, iterations=1, warmup_rounds=1)
 
 
-def test_python_source_floor(benchmark, spark, sources):
-    """count() of a Python data source that yields one row: what every
-    Python data source pays per query (planning in a Python worker, a task
-    in another), whatever it reads. Parquet answers a count from its
-    footers, so this floor over Parquet's count bounds any Python source's
-    count ratio."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader
+FLOORS = {"count, one row": (_count, 1),
+          "count, 5 M rows": (_count, RECORDS),
+          "groupBy(partition).count, 5 M rows": (_group_count, RECORDS)}
 
-    class OneRow(DataSourceReader):
+
+@pytest.mark.parametrize("floor", list(FLOORS))
+def test_python_source_floor(benchmark, spark, sources, floor):
+    """What any Python data source pays, whatever it reads: a source that
+    yields prebuilt Arrow batches of one int column (``partition``, all 0),
+    split over the cores as kbatch's plan is. One row: the per-query cost
+    (planning in a Python worker, a task in another). 5 M rows: that plus
+    Spark turning every Arrow row into a row of its own (Spark 4's Python
+    data sources have no column pruning, no aggregate pushdown and no
+    columnar read), the least any Python source's count of 5 M records
+    costs. Parquet answers a count from its footers."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Prebuilt(DataSourceReader):
+        def __init__(self, rows, parts):
+            self.rows, self.parts = rows, parts
+
+        def partitions(self):
+            return [InputPartition(i) for i in range(self.parts)]
+
         def read(self, partition):
-            yield (1,)
+            import numpy as np
+            import pyarrow as pa
+            n = self.rows // self.parts + (partition.value < self.rows % self.parts)
+            for start in range(0, n, 1 << 20):
+                k = min(1 << 20, n - start)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.Array.from_buffers(pa.int32(), k, [None, pa.py_buffer(
+                        np.zeros(k, np.int32))])], names=["partition"])
 
-    class OneRowSource(DataSource):
+    class PrebuiltSource(DataSource):
         @classmethod
         def name(cls):
-            return "kbatch_bench_one_row"
+            return "kbatch_bench_prebuilt"
 
         def schema(self):
-            return "a int"
+            return "partition int"
 
         def reader(self, schema):
-            return OneRow()
+            return Prebuilt(int(self.options["rows"]), int(self.options["parts"]))
 
-    spark.dataSource.register(OneRowSource)
-    df = spark.read.format("kbatch_bench_one_row").load()
+    fn, rows = FLOORS[floor]
+    spark.dataSource.register(PrebuiltSource)
+    df = (spark.read.format("kbatch_bench_prebuilt").option("rows", str(rows))
+          .option("parts", str(min(rows, os.cpu_count() or 1))).load())
     benchmark.group = "spark floor"
-    benchmark.extra_info.update(records=1, bytes=0, dataset="spark floor",
-                                label="one-row Python data source, count")
-    benchmark.pedantic(_count, args=(df,), rounds=5, iterations=1, warmup_rounds=1)
+    benchmark.extra_info.update(records=rows, bytes=0, dataset="spark floor", label=floor)
+    benchmark.pedantic(fn, args=(df,), rounds=5, iterations=1, warmup_rounds=1)

@@ -215,6 +215,28 @@ def test_small_partitions_split_large_segments(spark):
     assert spark_digest(df.orderBy("offset").collect()) == digest(kbatch.open_log(path).read())
 
 
+def test_use_index_without_an_index_still_splits(tmp_path):
+    """A segment whose .index is missing or empty is cut from a header walk
+    under useIndex too (it was one slice: one task for the whole segment)."""
+    from kbatch.spark import Options, plan
+    part = tmp_path / "t-0"
+    kbatch.write_log(part, [(b"k", b"v" * 100, 1000 + i, []) for i in range(3000)],
+                     batch_records=10)
+    index = next(part.glob("*.index"))
+    opts = {"path": str(part), "maxPartitionBytes": "40000"}
+    walk = [(s.start, s.stop) for s in plan(Options.parse(opts))]
+    assert len(walk) > 4
+    indexed = plan(Options.parse({**opts, "useIndex": "true"}))
+    assert len(indexed) > 4
+    for emptied in (b"", None):
+        if emptied is None:
+            index.unlink()
+        else:
+            index.write_bytes(emptied)
+        assert [(s.start, s.stop) for s in plan(Options.parse({**opts, "useIndex": "true"}))
+                ] == walk
+
+
 @needs_corpus
 def test_use_index_plans_cover_the_same_bytes_cut_at_indexed_batches():
     """useIndex splits and seeks from the .index entries: per segment the
@@ -247,7 +269,11 @@ def test_use_index_plans_cover_the_same_bytes_cut_at_indexed_batches():
             seg = Segment(path)
             boundaries = set(seg.batch_bounds()["position"].tolist())
             assert set(cuts) | {b[path][0][0]} | ({b[path][-1][1]} - {None}) <= boundaries
-            assert set(cuts) <= set(seg.offset_index.positions.tolist())
+            indexed_positions = set(seg.offset_index.positions.tolist())
+            if indexed_positions:
+                assert set(cuts) <= indexed_positions
+            else:       # no index entries: cut from the walk, as without useIndex
+                assert b[path] == a[path]
 
 
 @needs_corpus

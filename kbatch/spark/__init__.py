@@ -270,14 +270,16 @@ def _split(seg: Segment, start: int, stop: int | None, max_bytes: int,
            use_index: bool = False) -> list[tuple]:
     """Cut ``[start, stop)`` at batch boundaries about every ``max_bytes``:
     every batch's (a header walk), or with ``use_index`` the ``.index``
-    positions that hold a whole CRC-valid batch."""
+    positions that hold a whole CRC-valid batch (a segment whose index is
+    missing or empty is walked: it would otherwise be one slice, one task)."""
     end = seg.size if stop is None else stop
     if end - start <= max_bytes:
         return [(start, stop)]
     cuts, target = [], start + max_bytes
-    if use_index:
+    indexed = np.unique(seg.offset_index.positions) if use_index else None
+    if indexed is not None and len(indexed):
         with open_source(seg.path) as (view, _):
-            for pos in np.unique(seg.offset_index.positions).tolist():
+            for pos in indexed.tolist():
                 if target <= pos < end and batch_at(view, pos) is not None:
                     cuts.append(pos)
                     target = pos + max_bytes

@@ -41,19 +41,47 @@ def _same(a, b):
 @settings(max_examples=60, deadline=None)
 @given(parts=st.lists(st.tuples(st.lists(row, max_size=12), st.integers(0, 3),
                                 st.integers(0, 12)), min_size=1, max_size=6),
-       piece=st.sampled_from([1, 7, 64, 4 << 20]))
-def test_pooled_concat_equals_the_plain_join(parts, piece):
+       piece=st.sampled_from([1, 7, 64, 4 << 20]), pooled_from=st.sampled_from([0, 1 << 20]))
+def test_pooled_concat_equals_the_plain_join(parts, piece, pooled_from):
     records, base = [], 0
     for rows, start, stop in parts:
         rows = [(ts, k, v, [(hk, hv) for hk, hv in h]) for ts, k, v, h in rows]
         records.append(_part(rows, base, start, max(start, stop)))
         base += len(rows) + 1
     old, gather.PIECE = gather.PIECE, piece
+    old_pooled, gather.POOLED_FROM = gather.POOLED_FROM, pooled_from
     try:
         with ThreadPoolExecutor(2) as pool:
-            _same(kbatch.Records.concat(records, pool=pool), kbatch.Records.concat(records))
+            joined = kbatch.Records.concat(records, pool=pool)
+        _same(joined, kbatch.Records.concat(records))
+        plain = [np.concatenate([getattr(r, name) for r in records])
+                 for name in ("offset", "timestamp")]
+        assert [joined.offset.tolist(), joined.timestamp.tolist()] == [a.tolist() for a in plain]
     finally:
-        gather.PIECE = old
+        gather.PIECE, gather.POOLED_FROM = old, old_pooled
+
+
+def test_joins_reuse_the_memory_pool_and_overwrite_what_it_held():
+    """Joined columns of 1 MiB or more live in kbatch's memory pool: released,
+    they go back to it, and the next join writes over them (no stale bytes)."""
+    kbatch.set_memory_pool(0)             # empty: what it holds next is this test's
+    kbatch.set_memory_pool(1 << 30)       # (the default limit)
+    try:
+        def parts(fill):
+            return [kbatch.read_segment(build_batch(
+                [(i, b"k", fill * (700 << 10), [])], base_offset=i)) for i in range(3)]
+        first = kbatch.Records.concat(parts(b"a"))
+        assert first.value.data.flags.writeable and first.value.data.nbytes >= 2 << 20
+        assert first.value.to_pylist() == [b"a" * (700 << 10)] * 3
+        before = kbatch.memory_pool_bytes()
+        del first
+        released = kbatch.memory_pool_bytes()
+        assert released > before
+        second = kbatch.Records.concat(parts(b"b"))
+        assert second.value.to_pylist() == [b"b" * (700 << 10)] * 3
+        assert second.offset.tolist() == [0, 1, 2] and second.batch.tolist() == [0, 1, 2]
+    finally:
+        kbatch.set_memory_pool(1 << 30)
 
 
 def test_projected_parts_join_on_a_pool():

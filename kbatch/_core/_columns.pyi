@@ -1,8 +1,12 @@
 """Growable C buffers handed to numpy without a copy (compiled)."""
 
 class OwnedBuffer:
-    """Read-only buffer over memory kbatch allocated; freed with its last view."""
+    """Buffer over memory kbatch allocated (read-only unless from
+    ``pooled_empty``); freed (to the pool) with its last view."""
     def __len__(self) -> int: ...
+
+def pooled_empty(nbytes: int, role: int) -> OwnedBuffer:
+    """A writable buffer of ``nbytes`` uninitialised bytes, from the memory pool when one fits."""
 
 def set_memory_pool(max_bytes: int) -> int:
     """Keep at most ``max_bytes`` of released column memory for reuse (0: none)."""

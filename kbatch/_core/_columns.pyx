@@ -25,20 +25,23 @@ cdef enum:
 
 
 cdef class OwnedBuffer:
-    """A read-only buffer over memory that kbatch allocated; frees it on release."""
+    """A buffer over memory that kbatch allocated (read-only, except those of
+    ``pooled_empty``); frees it (to the pool) on release."""
 
     cdef char *data
     cdef Py_ssize_t size
     cdef size_t capacity
     cdef int role
+    cdef bint writable
 
     def __cinit__(self):
         self.data = NULL
         self.size = 0
         self.capacity = 0
+        self.writable = False
 
     def __getbuffer__(self, Py_buffer *view, int flags):
-        PyBuffer_FillInfo(view, self, self.data, self.size, 1, flags)
+        PyBuffer_FillInfo(view, self, self.data, self.size, 0 if self.writable else 1, flags)
 
     def __releasebuffer__(self, Py_buffer *view):
         pass
@@ -261,6 +264,30 @@ cdef dict columns_take(RecordColumns *c):
         out["headers"] = None
     if columns_init(c) != 0:
         raise MemoryError()
+    return out
+
+
+def pooled_empty(Py_ssize_t nbytes, int role):
+    """A writable ``OwnedBuffer`` of ``nbytes`` uninitialised bytes from
+    kbatch's memory: a released mapping of the pool when one fits (``role``
+    names what it holds, so the same kind of buffer is reused), else a new
+    one (huge pages where the kernel allows). Joins write into these so that
+    a log directory read reuses the pages its segments' columns released
+    instead of paying the kernel to zero fresh ones."""
+    cdef OwnedBuffer out = OwnedBuffer()
+    cdef size_t cap = 0
+    cdef void *p
+    if nbytes < 0:
+        raise ValueError("nbytes must not be negative")
+    with nogil:
+        p = kb_resize(NULL, 0, 0, <size_t>(nbytes if nbytes > 0 else 1), &cap, role)
+    if p == NULL:
+        raise MemoryError()
+    out.data = <char *>p
+    out.size = nbytes
+    out.capacity = cap
+    out.role = role
+    out.writable = True
     return out
 
 

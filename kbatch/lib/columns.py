@@ -18,6 +18,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch._core._kernels import take_binary
+from kbatch.lib.gather import empty
 
 _INT32_LIMIT = (1 << 31) - 1
 
@@ -258,10 +259,12 @@ class BinaryColumn:
         return out
 
     @staticmethod
-    def concat(columns: Sequence["BinaryColumn"], copies=None) -> "BinaryColumn":
+    def concat(columns: Sequence["BinaryColumn"], copies=None,
+               role: int | None = None) -> "BinaryColumn":
         """One column holding the values of ``columns`` in order
         (``copies``: a ``kbatch.lib.gather.Copies`` that runs the copies,
-        which the caller then runs; None: copied here)."""
+        which the caller then runs; None: copied here; ``role``: offsets and
+        data from kbatch's memory pool, ``kbatch.lib.gather.empty``)."""
         if len(columns) == 1:
             return columns[0]
         utf8 = columns[0].utf8 if columns else False
@@ -269,9 +272,9 @@ class BinaryColumn:
         total = sum(sizes)
         dtype = np.int32 if total <= _INT32_LIMIT else np.int64
         n = sum(len(c) for c in columns)
-        offsets = np.empty(n + 1, dtype)
+        offsets = empty(n + 1, dtype, role)
         offsets[0] = 0
-        data = np.empty(total, np.uint8)
+        data = empty(total, np.uint8, None if role is None else role + 1)
         row = pos = 0
         for col, size in zip(columns, sizes):
             m = len(col)

@@ -8,7 +8,11 @@ segments are joined into partitions: the copy of several hundred MB is
 otherwise one thread's work after the parallel decode (numpy's slice
 assignment releases the GIL, and the first touch of the fresh output's
 pages happens on the copying threads too). Without a pool the copies run
-in order on the calling thread. Keeps in memory the output and the parts.
+in order on the calling thread. Outputs come from kbatch's memory pool
+(``empty``): a log directory read joins into the pages its segments'
+columns released, not into fresh ones the kernel must zero (on the bench
+log directory that zeroing was half of a one-thread read). Keeps in memory
+the output and the parts.
 """
 
 from __future__ import annotations
@@ -17,7 +21,23 @@ from typing import Callable
 
 import numpy as np
 
+from kbatch._core._columns import pooled_empty
+
 PIECE = 4 << 20          # bytes per copy job
+POOLED_FROM = 1 << 20    # smaller outputs come from numpy (malloc)
+# memory pool roles of joined columns: one per purpose, so that a join takes
+# the pages the same column of an earlier join released (the decoder's are < 100)
+JOIN_ROLE = 100
+
+
+def empty(n: int, dtype, role: int | None = None) -> np.ndarray:
+    """``np.empty(n, dtype)``; with ``role`` (and 1 MiB or more), writable
+    memory from kbatch's pool (``kbatch._core._columns.pooled_empty``),
+    returned to it when the last view of the array goes away."""
+    dtype = np.dtype(dtype)
+    if role is None or n * dtype.itemsize < POOLED_FROM:
+        return np.empty(n, dtype)
+    return np.frombuffer(pooled_empty(n * dtype.itemsize, role), dtype, count=n)
 
 
 class Copies:
@@ -53,13 +73,20 @@ class Copies:
             future.result()
 
 
-def concat_fixed(arrays, copies: Copies | None) -> np.ndarray:
-    """``np.concatenate(arrays)``, the copies gathered in ``copies``."""
+def concat_fixed(arrays, copies: Copies | None, role: int | None = None,
+                 shifts=None) -> np.ndarray:
+    """``np.concatenate(arrays)`` (``shifts``: ``arrays[i] + shifts[i]``),
+    the copies gathered in ``copies``; ``role``: the output from the pool."""
     if copies is None:
+        if shifts is not None:
+            arrays = [a + a.dtype.type(s) for a, s in zip(arrays, shifts)]
         return np.concatenate(arrays)
-    out = np.empty(sum(len(a) for a in arrays), np.result_type(*arrays))
+    out = empty(sum(len(a) for a in arrays), np.result_type(*arrays), role)
     at = 0
-    for a in arrays:
-        copies.copy(out, at, a)
+    for i, a in enumerate(arrays):
+        if shifts is None:
+            copies.copy(out, at, a)
+        else:
+            copies.shifted(out, at, a, shifts[i])
         at += len(a)
     return out

@@ -21,7 +21,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from kbatch.lib.decoder import empty_chunk
-from kbatch.lib.gather import Copies, concat_fixed
+from kbatch.lib.gather import JOIN_ROLE, Copies, concat_fixed
 from kbatch.lib.columns import (BinaryColumn, HeadersColumn, MissingColumn, as_indices,
                                 checked_position, as_contiguous_range)
 from kbatch.lib.views import ViewColumn
@@ -356,8 +356,10 @@ class RecordColumn:
         return pick(column) if self.kind == "fixed" else column.take(idx)
 
     def concat(self, columns: list, copies=None):
+        # joined through ``copies`` (a pooled join): the output from the memory pool
+        role = None if copies is None else JOIN_ROLE + 4 * _COLUMN_NAMES.index(self.name)
         if self.kind == "fixed":
-            return concat_fixed(columns, copies)
+            return concat_fixed(columns, copies, role)
         missing = sum(isinstance(c, MissingColumn) for c in columns)
         if missing:
             if missing != len(columns):
@@ -367,7 +369,7 @@ class RecordColumn:
         if self.kind == "binary":
             if any(isinstance(c, ViewColumn) for c in columns):
                 return ViewColumn.concat(columns)
-            return BinaryColumn.concat(columns, copies)
+            return BinaryColumn.concat(columns, copies, role)
         return HeadersColumn.concat(columns)
 
     def nbytes(self, column) -> int:
@@ -542,30 +544,32 @@ class Records:
     @staticmethod
     def concat(parts: Sequence["Records"], *, pool=None) -> "Records":
         """One ``Records`` holding ``parts`` in order (``end`` of the last,
-        the ``skipped`` ranges of all). ``pool`` (a ``concurrent.futures``
-        executor): the copies of the record columns run on it, in 4 MiB
-        pieces (``kbatch.lib.gather``)."""
+        the ``skipped`` ranges of all). The record columns are copied in
+        4 MiB pieces into memory from kbatch's pool (``kbatch.lib.gather``);
+        ``pool`` (a ``concurrent.futures`` executor): the copies run on it."""
         parts = list(parts)
         if not parts:
             return Records.empty()
         if len(parts) == 1:
             return parts[0]
         sources: list = []
-        tables, controls, batch_cols = [], [], []
+        tables, controls, batch_shifts = [], [], []
         shift = 0
         for p in parts:
             mapping = np.array([_source_index(sources, s) for s in p.sources] or [0],
                                dtype=np.int32)
             tables.append(p.batches.with_source(mapping))
             controls.append(p.control.shifted(shift))
-            batch_cols.append(p.batch + np.int32(shift))
+            batch_shifts.append(shift)
             shift += len(p.batches)
-        copies = None if pool is None else Copies(pool)
+        copies = Copies(pool)     # without a pool: run in order, here
         columns = {c.name: c.concat([getattr(p, c.name) for p in parts], copies)
                    for c in RECORD_COLUMNS if c.name != "batch"}
-        columns["batch"] = np.concatenate(batch_cols)    # rows of the joined batch table
-        if copies is not None:
-            copies.run()
+        # rows of the joined batch table
+        columns["batch"] = concat_fixed(
+            [p.batch for p in parts], copies, JOIN_ROLE + 4 * _COLUMN_NAMES.index("batch"),
+            batch_shifts)
+        copies.run()
         return Records(columns, BatchTable.concat(tables),
                        ControlRecords.concat(controls), parts[-1].end, sources or [None],
                        parts[-1].last_stable_offset,

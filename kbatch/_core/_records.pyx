@@ -19,7 +19,7 @@ by its own length, so no field can run into the next record.
 """
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from kbatch._core._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
                               binary_reserve, columns_held_bytes, columns_reserve_rows,
@@ -379,11 +379,14 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                               length - (rec.end - rec.pos))
         out_offset[i] = base_offset + off_delta
         out_ts[i] = row.max_timestamp if log_append else base_ts + ts_delta
-        out_tt[i] = tt
-        out_batch[i] = batch_index
 
     if cur.pos != cur.end:
         return set_error(err, E_TRAILING_BYTES, cur.pos, -1, cur.end - cur.pos, 0)
+
+    # the batch's constants, filled after the loop (fewer stores in it)
+    memset(out_tt, tt, <size_t>count)
+    for i in range(count):
+        out_batch[i] = batch_index
 
     # commit
     cols.n = n + count

@@ -73,9 +73,13 @@ def collect(results: dict):
                 info["ratio_median"], *info["ratio_quartiles"])
         elif test == "test_spark":
             spark[b["params"]["query"]][b["params"]["source"]] = rate
+        elif test == "test_memory_copy_floor":
+            other.setdefault("scaling", {})[("memory copy", b["params"]["threads"])] = median
         elif test == "test_log_dir_read":
             decode[f"log dir: {info.get('topics', 'plain+lz4')}"][
                 f"kbatch open_log_dir, {b['params']['threads']} thread(s)"] = rate
+            other.setdefault("scaling", {})[(info.get("topics", "plain+lz4"),
+                                             b["params"]["threads"])] = median
         else:
             decode[info["dataset"]][NAMES.get(test, test)] = rate
     if spark_floor:
@@ -246,6 +250,26 @@ def spark_table(spark) -> str:
     return "\n".join(out)
 
 
+def scaling_line(other) -> str:
+    """Two (all) threads over one for the log dir reads, beside a plain
+    memory copy of the plain topic's bytes (the bandwidth ceiling)."""
+    times = other.get("scaling", {})
+    many = max((t for _, t in times), default=1)
+    if many < 2:
+        return ""
+    ratios = [(what, times[(what, 1)] / times[(what, many)])
+              for what in ("plain", "lz4", "plain+lz4", "memory copy")
+              if (what, 1) in times and (what, many) in times]
+    if not ratios:
+        return ""
+    return (f"Log dir, {many} threads over 1 (medians): "
+            + ", ".join(f"{what} **{r:.2f}x**" for what, r in ratios if what != "memory copy")
+            + "".join(f". A plain copy of the plain topic's bytes in memory (numpy, no "
+                      f"decoding) scales {r:.2f}x: the ceiling memory bandwidth sets for "
+                      f"any read here" for what, r in ratios if what == "memory copy")
+            + ".")
+
+
 def floor_ratio_lines(decode) -> str:
     lines = []
     for ds in ("small", "large"):
@@ -301,7 +325,7 @@ def main():
              f"cores, Python {machine.get('python_version', '?')}, "
              f"{results.get('datetime', '')[:10]}.", "",
              "\n".join(f"- `{k}`: {v}" for k, v in DATASET_NOTES.items() if k in decode), "",
-             decode_table(decode), "", floor_ratio_lines(decode), ""]
+             decode_table(decode), "", floor_ratio_lines(decode), "", scaling_line(other), ""]
     load = pathlib.Path(HERE / ".load")
     if load.exists():
         parts[0] += (" Load average (1 min) at the start and end of the run: "

@@ -9,6 +9,7 @@ walk too).
 """
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -64,3 +65,34 @@ def test_log_dir_read(benchmark, logdir, threads, topics):
         lambda: sum(len(r) for r in d.read(topics, threads=threads).values()),
         rounds=5, iterations=1, warmup_rounds=1)
     assert got == records
+
+
+@pytest.fixture(scope="module")
+def plain_bytes(logdir):
+    d, _ = logdir
+    src = np.concatenate([np.fromfile(s.path, np.uint8) for p in d.select(["plain"])
+                          for s in p.segments])
+    return src, np.ones_like(src)
+
+
+@pytest.mark.parametrize("threads", [1, os.cpu_count() or 1], ids=lambda t: f"{t}-threads")
+def test_memory_copy_floor(benchmark, plain_bytes, threads):
+    """Copying the plain topic's bytes (already in memory) into a buffer
+    already touched, cut into one piece per thread: how far memory
+    bandwidth lets a read scale with threads here, whatever it decodes."""
+    src, dst = plain_bytes
+    step = -(-len(src) // threads)
+
+    def copy():
+        def piece(i):
+            np.copyto(dst[i * step:(i + 1) * step], src[i * step:(i + 1) * step])
+        workers = [threading.Thread(target=piece, args=(i,)) for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    benchmark.group = "open_log_dir"
+    benchmark.extra_info.update(records=0, bytes=len(src), topics="memory copy",
+                                dataset=f"memory copy, {threads} thread(s)")
+    benchmark.pedantic(copy, rounds=9, iterations=1, warmup_rounds=1)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import kbatch
+from kbatch._core._columns import default_memory_pool_bytes
 from kbatch.lib import gather
 
 from .kafka_ref import build_batch
@@ -65,7 +66,7 @@ def test_joins_reuse_the_memory_pool_and_overwrite_what_it_held():
     """Joined columns of 1 MiB or more live in kbatch's memory pool: released,
     they go back to it, and the next join writes over them (no stale bytes)."""
     kbatch.set_memory_pool(0)             # empty: what it holds next is this test's
-    kbatch.set_memory_pool(1 << 30)       # (the default limit)
+    kbatch.set_memory_pool(1 << 30)
     try:
         def parts(fill):
             return [kbatch.read_segment(build_batch(
@@ -81,7 +82,7 @@ def test_joins_reuse_the_memory_pool_and_overwrite_what_it_held():
         assert second.value.to_pylist() == [b"b" * (700 << 10)] * 3
         assert second.offset.tolist() == [0, 1, 2] and second.batch.tolist() == [0, 1, 2]
     finally:
-        kbatch.set_memory_pool(1 << 30)
+        kbatch.set_memory_pool(default_memory_pool_bytes())
 
 
 def test_projected_parts_join_on_a_pool():

@@ -9,6 +9,8 @@ from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdint cimport int32_t, uint8_t
 from libc.string cimport memset
 
+import os
+
 import numpy as np
 
 
@@ -18,7 +20,7 @@ cdef extern from "_memory.h" nogil:
     void kb_release(void *p, size_t cap, int role)
     size_t kb_pool_set_limit(size_t limit)
     size_t kb_pool_held()
-    size_t kb_trim(void *p, size_t length, size_t cap)
+    size_t kb_trim(void *p, size_t length, size_t cap, int role)
 
 cdef enum:
     MIN_CAPACITY = 64
@@ -218,7 +220,7 @@ cdef object growbuf_take(GrowBuf *b, object dtype):
     owner = OwnedBuffer.__new__(OwnedBuffer)
     owner.data = b.data
     owner.size = b.len
-    owner.capacity = kb_trim(b.data, <size_t>b.len, <size_t>b.cap)
+    owner.capacity = kb_trim(b.data, <size_t>b.len, <size_t>b.cap, b.role)
     owner.role = b.role
     b.data = NULL
     b.len = 0
@@ -291,6 +293,18 @@ def pooled_empty(Py_ssize_t nbytes, int role):
     return out
 
 
+def default_memory_pool_bytes():
+    """The pool limit kbatch starts with: an eighth of physical memory, at
+    least 256 MiB and at most 2 GiB (1 GiB when the size is unknown). A
+    read of a log directory whose result and decoded segments take 2 GB
+    (both bench topics) then reuses its pages from one read to the next."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 1 << 30
+    return max(256 << 20, min(2 << 30, phys // 8))
+
+
 def set_memory_pool(Py_ssize_t max_bytes):
     """Keep at most ``max_bytes`` of released column memory for reuse (0: none).
 
@@ -304,3 +318,6 @@ def set_memory_pool(Py_ssize_t max_bytes):
 def memory_pool_bytes():
     """Bytes of released column memory kept for reuse."""
     return kb_pool_held()
+
+
+kb_pool_set_limit(<size_t>default_memory_pool_bytes())

@@ -110,3 +110,27 @@ def test_log_dir_read_with_threads_equals_one_thread(tmp_path, monkeypatch):
     for key in one:
         _same(two[key], one[key])
         assert len(np.unique(two[key].offset)) == 3000
+
+
+def test_shifted_offsets_past_int32():
+    """Offsets of a join past 2 GiB are int64 while each part's are int32:
+    the shift is added in the output's type (numpy 2 refuses a Python int
+    past int32 beside int32 values)."""
+    src = np.array([0, 5, 9], np.int32)
+    dst = np.zeros(4, np.int64)
+    copies = gather.Copies()
+    copies.shifted(dst, 1, src, 3_000_000_000)
+    copies.run()
+    assert dst.tolist() == [0, 3_000_000_000, 3_000_000_005, 3_000_000_009]
+
+
+def test_headers_join_into_int32_offsets():
+    rows = [(1, b"k", b"v", [("a", b"1"), ("b", None)]), (2, None, b"w", []),
+            (3, b"k", None, [("c", b"")])]
+    parts = [kbatch.read_segment(build_batch(rows, base_offset=i * 3)) for i in range(4)]
+    for pool in (None, ThreadPoolExecutor(2)):
+        got = kbatch.Records.concat(parts, pool=pool)
+        assert got.headers.offsets.dtype == np.int32
+        assert got.headers.to_pylist() == [h for p in parts for h in p.headers.to_pylist()]
+        if pool is not None:
+            pool.shutdown()

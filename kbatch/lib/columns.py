@@ -415,23 +415,37 @@ class HeadersColumn:
                              self.values.take(entries))
 
     @staticmethod
-    def concat(columns: Sequence["HeadersColumn"]) -> "HeadersColumn":
+    def concat(columns: Sequence["HeadersColumn"], copies=None,
+               role: int | None = None) -> "HeadersColumn":
+        """One column holding the header lists of ``columns`` in order
+        (``copies`` and ``role`` as for ``BinaryColumn.concat``: offsets
+        ``role``, keys ``role + 1``/``+ 2``, values ``role + 3``/``+ 4``)."""
         if len(columns) == 1:
             return columns[0]
         parts = [c.take(np.arange(len(c))) if len(c) and c.offsets[0] != 0 else c
                  for c in columns]
         n = sum(len(c) for c in parts)
-        offsets = np.empty(n + 1, np.int64)
+        total = sum(int(c.offsets[-1]) for c in parts if len(c))
+        if total > _INT32_LIMIT:
+            raise ValueError(f"cannot join {total} headers into one column: Arrow list "
+                             f"offsets hold at most {_INT32_LIMIT}")
+        offsets = empty(n + 1, np.int32, role)
         offsets[0] = 0
         row = base = 0
         for c in parts:
             m = len(c)
-            offsets[row + 1:row + m + 1] = c.offsets[1:].astype(np.int64) + base
+            if m:
+                if copies is None:
+                    np.add(c.offsets[1:], base, out=offsets[row + 1:row + m + 1],
+                           casting="unsafe")
+                else:
+                    copies.shifted(offsets, row + 1, c.offsets[1:], base)
+                base += int(c.offsets[-1])
             row += m
-            base += int(c.offsets[-1]) if m else 0
-        return HeadersColumn(offsets.astype(np.int32),
-                             BinaryColumn.concat([c.keys for c in parts]),
-                             BinaryColumn.concat([c.values for c in parts]))
+        roles = (None, None) if role is None else (role + 1, role + 3)
+        return HeadersColumn(offsets,
+                             BinaryColumn.concat([c.keys for c in parts], copies, roles[0]),
+                             BinaryColumn.concat([c.values for c in parts], copies, roles[1]))
 
     def to_arrow(self):
         """``list<struct<key: string, value: binary>>`` over the same buffers."""

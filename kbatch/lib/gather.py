@@ -58,6 +58,9 @@ class Copies:
         """``dst[at:at + len(src)] = src + shift`` (offsets moved to their
         place in the joined data), in pieces."""
         step = max(PIECE // max(dst.itemsize, 1), 1)
+        # in the output's type: a Python int past int32 added to int32 offsets
+        # raises in numpy 2 (joins of more than 2 GiB have int64 offsets)
+        shift = dst.dtype.type(shift)
         for a in range(0, len(src), step):
             b = min(a + step, len(src))
             self.jobs.append(lambda a=a, b=b: np.add(src[a:b], shift, out=dst[at + a:at + b],

@@ -357,7 +357,7 @@ class RecordColumn:
 
     def concat(self, columns: list, copies=None):
         # joined through ``copies`` (a pooled join): the output from the memory pool
-        role = None if copies is None else JOIN_ROLE + 4 * _COLUMN_NAMES.index(self.name)
+        role = None if copies is None else JOIN_ROLE + 8 * _COLUMN_NAMES.index(self.name)
         if self.kind == "fixed":
             return concat_fixed(columns, copies, role)
         missing = sum(isinstance(c, MissingColumn) for c in columns)
@@ -370,7 +370,7 @@ class RecordColumn:
             if any(isinstance(c, ViewColumn) for c in columns):
                 return ViewColumn.concat(columns)
             return BinaryColumn.concat(columns, copies, role)
-        return HeadersColumn.concat(columns)
+        return HeadersColumn.concat(columns, copies, role)
 
     def nbytes(self, column) -> int:
         if self.kind == "fixed":
@@ -567,7 +567,7 @@ class Records:
                    for c in RECORD_COLUMNS if c.name != "batch"}
         # rows of the joined batch table
         columns["batch"] = concat_fixed(
-            [p.batch for p in parts], copies, JOIN_ROLE + 4 * _COLUMN_NAMES.index("batch"),
+            [p.batch for p in parts], copies, JOIN_ROLE + 8 * _COLUMN_NAMES.index("batch"),
             batch_shifts)
         copies.run()
         return Records(columns, BatchTable.concat(tables),

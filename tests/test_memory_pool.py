@@ -1,6 +1,7 @@
 """kbatch's memory pool (``_core/_memory.h``): released column mappings are
-kept up to the limit, the smallest block that fits is reused, larger blocks
-evict smaller ones, and a block above the limit is never kept."""
+kept up to the limit, the largest block of the same column ("role") or else
+the smallest that fits is reused, a block that does not fit is not kept,
+and pooled memory handed out for joins is writable."""
 
 import numpy as np
 import pytest
@@ -20,7 +21,10 @@ def pool():
 
 
 def _release(*sizes, role=7):
-    blocks = [pooled_empty(s, role) for s in sizes]
+    """Blocks of ``sizes`` (all alive at once, so none is taken from the
+    pool for another), then released."""
+    blocks = [pooled_empty(s, r) for s, r in (x if isinstance(x, tuple) else (x, role)
+                                              for x in sizes)]
     del blocks
 
 
@@ -28,44 +32,27 @@ def test_released_blocks_are_kept_up_to_the_limit(pool):
     pool(8 * MIB)
     _release(2 * MIB, 2 * MIB, 2 * MIB)
     assert kbatch.memory_pool_bytes() == 6 * MIB
-    _release(16 * MIB, role=8)               # above the limit: never kept
+    _release(4 * MIB, role=8)                # does not fit beside them: not kept
     assert kbatch.memory_pool_bytes() == 6 * MIB
 
 
-def test_a_larger_block_evicts_smaller_ones(pool):
-    pool(8 * MIB)
-    _release(2 * MIB, 2 * MIB, 2 * MIB, 2 * MIB)
-    assert kbatch.memory_pool_bytes() == 8 * MIB
-    _release(6 * MIB)
-    assert kbatch.memory_pool_bytes() == 8 * MIB   # 6 + one of the 2s
-    kept = pooled_empty(5 * MIB, 7)          # the 6 MiB block: it fits
-    assert kbatch.memory_pool_bytes() == 2 * MIB
-    del kept
-
-
-def test_the_smallest_block_that_fits_is_reused_and_writable(pool):
+def test_the_same_role_first_else_the_smallest_that_fits(pool):
     pool(64 * MIB)
-    _release(4 * MIB, 32 * MIB, role=3)
-    small = pooled_empty(3 * MIB, 9)         # another role: the 4 MiB block
+    _release((4 * MIB, 3), (32 * MIB, 3), (8 * MIB, 5))
+    assert kbatch.memory_pool_bytes() == 44 * MIB
+    same = pooled_empty(2 * MIB, 5)          # its own role's block, though larger
+    assert kbatch.memory_pool_bytes() == 36 * MIB
+    other = pooled_empty(3 * MIB, 9)         # no block of role 9: the 4 MiB one
     assert kbatch.memory_pool_bytes() == 32 * MIB
-    arr = np.frombuffer(small, np.uint8)
+    arr = np.frombuffer(other, np.uint8)
     arr[:] = 5
     assert int(arr.sum()) == 5 * 3 * MIB
-    del arr, small
-    assert kbatch.memory_pool_bytes() == 36 * MIB
+    del arr, other, same
+    assert kbatch.memory_pool_bytes() == 44 * MIB
 
 
-def test_a_finished_columns_unused_tail_goes_back_to_the_pool(pool):
-    """A decode into a pooled block far larger than its columns keeps only
-    what they hold; the rest of the block stays in the pool."""
-    pool(1 << 30)
-    _release(256 * MIB, role=21)             # the value data role of the decoder
-    from .kafka_ref import build_batch
-    rec = kbatch.read_segment(build_batch([(1, b"k", b"v" * (3 * MIB), [])]))
-    assert rec.value[0] == b"v" * (3 * MIB)
-    assert kbatch.memory_pool_bytes() >= 256 * MIB - 8 * MIB
-
-
-def test_the_default_limit():
-    limit = default_memory_pool_bytes()
-    assert 256 * MIB <= limit <= 2 << 30
+def test_a_zero_limit_empties_the_pool(pool):
+    pool(64 * MIB)
+    _release(4 * MIB, 4 * MIB)
+    assert kbatch.set_memory_pool(0) == 0
+    assert kbatch.memory_pool_bytes() == 0

@@ -9,7 +9,7 @@ def pooled_empty(nbytes: int, role: int) -> OwnedBuffer:
     """A writable buffer of ``nbytes`` uninitialised bytes, from the memory pool when one fits."""
 
 def default_memory_pool_bytes() -> int:
-    """The pool limit at import: an eighth of physical memory, 256 MiB to 2 GiB."""
+    """The pool limit kbatch starts with (1 GiB)."""
 
 def set_memory_pool(max_bytes: int) -> int:
     """Keep at most ``max_bytes`` of released column memory for reuse (0: none)."""

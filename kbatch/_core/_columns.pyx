@@ -9,8 +9,6 @@ from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdint cimport int32_t, uint8_t
 from libc.string cimport memset
 
-import os
-
 import numpy as np
 
 
@@ -20,7 +18,7 @@ cdef extern from "_memory.h" nogil:
     void kb_release(void *p, size_t cap, int role)
     size_t kb_pool_set_limit(size_t limit)
     size_t kb_pool_held()
-    size_t kb_trim(void *p, size_t length, size_t cap, int role)
+    size_t kb_trim(void *p, size_t length, size_t cap)
 
 cdef enum:
     MIN_CAPACITY = 64
@@ -220,7 +218,7 @@ cdef object growbuf_take(GrowBuf *b, object dtype):
     owner = OwnedBuffer.__new__(OwnedBuffer)
     owner.data = b.data
     owner.size = b.len
-    owner.capacity = kb_trim(b.data, <size_t>b.len, <size_t>b.cap, b.role)
+    owner.capacity = kb_trim(b.data, <size_t>b.len, <size_t>b.cap)
     owner.role = b.role
     b.data = NULL
     b.len = 0
@@ -294,15 +292,8 @@ def pooled_empty(Py_ssize_t nbytes, int role):
 
 
 def default_memory_pool_bytes():
-    """The pool limit kbatch starts with: an eighth of physical memory, at
-    least 256 MiB and at most 2 GiB (1 GiB when the size is unknown). A
-    read of a log directory whose result and decoded segments take 2 GB
-    (both bench topics) then reuses its pages from one read to the next."""
-    try:
-        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, OSError, ValueError):
-        return 1 << 30
-    return max(256 << 20, min(2 << 30, phys // 8))
+    """The pool limit kbatch starts with (1 GiB)."""
+    return 1 << 30
 
 
 def set_memory_pool(Py_ssize_t max_bytes):
@@ -318,6 +309,3 @@ def set_memory_pool(Py_ssize_t max_bytes):
 def memory_pool_bytes():
     """Bytes of released column memory kept for reuse."""
     return kb_pool_held()
-
-
-kb_pool_set_limit(<size_t>default_memory_pool_bytes())

@@ -6,16 +6,13 @@
  * 4 KiB pages cost a fault and a zeroing each; huge pages cut that cost
  * several times for the hundreds of MB one segment decodes into.
  *
- * Released mappings go to a small pool (at most kb_pool_limit bytes: at
- * import an eighth of physical memory, 256 MiB to 2 GiB; 0 disables it; at
- * most KB_POOL_SLOTS blocks, smaller ones evicted for larger) instead of
- * back to the kernel, remembered with the column
- * ("role") they served, so the next decode of similar data writes into
+ * Released mappings go to a small pool (at most kb_pool_limit bytes, 1 GiB by
+ * default, 0 disables it) instead of back to the kernel, remembered with the
+ * column ("role") they served, so the next decode of similar data writes into
  * pages that are already mapped instead of paying the kernel to zero new
- * ones; so does the unused tail of a finished column. Joins of decoded
- * pieces take their outputs from it too (kbatch.lib.gather). On the bench
- * log directory that zeroing was about a third of a read.
- * kbatch.set_memory_pool() changes the limit; 0 empties the pool.
+ * ones. Joins of decoded pieces take their outputs from it too
+ * (kbatch.lib.gather, roles from 100 on). kbatch.set_memory_pool() changes
+ * the limit; 0 empties the pool.
  */
 #ifndef KBATCH_MEMORY_H
 #define KBATCH_MEMORY_H
@@ -53,7 +50,7 @@ static void *kb_map(size_t n) {
     return (void *)start;
 }
 
-#define KB_POOL_SLOTS 512
+#define KB_POOL_SLOTS 64
 typedef struct { void *p; size_t cap; int role; } kb_block;
 static kb_block kb_pool[KB_POOL_SLOTS];
 static int kb_pool_n = 0;
@@ -62,11 +59,9 @@ static size_t kb_pool_limit = (size_t)1 << 30;
 static pthread_mutex_t kb_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A pooled mapping for ``role`` of at least need bytes (a multiple of 2 MiB):
- * the largest one that served the same role (a column that starts small and
- * grows then has its room at once), grown with mremap when it is short (its
- * pages are reused, only the extension is new); else the smallest one of
- * another role that fits. The unused tail goes back when the column is
- * finished (kb_trim). NULL when none will do. */
+ * the largest one that served the same role, grown with mremap when it is a
+ * little short (its pages are reused, only the extension is new); else the
+ * smallest one of another role that fits. NULL when none will do. */
 static void *kb_pool_take(size_t need, int role, size_t *cap) {
     int best = -1, same = -1;
     pthread_mutex_lock(&kb_pool_lock);
@@ -103,31 +98,13 @@ static void *kb_pool_take(size_t need, int role, size_t *cap) {
     return block.p;
 }
 
-/* Keep a released mapping in the pool when it fits (slots and bytes); to
- * make room it evicts smaller blocks, smallest first: a larger block saves
- * more zeroing per slot (a log directory read releases many small segment
- * buffers before the large joined columns come back). */
 static void kb_release(void *p, size_t cap, int role) {
     if (p == NULL) return;
     if (cap < KB_BIG) {
         free(p);
         return;
     }
-    kb_block drop[KB_POOL_SLOTS];
-    int n_drop = 0;
     pthread_mutex_lock(&kb_pool_lock);
-    if (cap <= kb_pool_limit) {
-        while (kb_pool_n > 0 && (kb_pool_n == KB_POOL_SLOTS
-                                 || kb_pool_bytes + cap > kb_pool_limit)) {
-            int small = 0;
-            for (int i = 1; i < kb_pool_n; i++)
-                if (kb_pool[i].cap < kb_pool[small].cap) small = i;
-            if (kb_pool[small].cap >= cap) break;
-            drop[n_drop++] = kb_pool[small];
-            kb_pool_bytes -= kb_pool[small].cap;
-            kb_pool[small] = kb_pool[--kb_pool_n];
-        }
-    }
     if (kb_pool_n < KB_POOL_SLOTS && kb_pool_bytes + cap <= kb_pool_limit) {
         kb_pool[kb_pool_n].p = p;
         kb_pool[kb_pool_n].cap = cap;
@@ -137,7 +114,6 @@ static void kb_release(void *p, size_t cap, int role) {
         p = NULL;
     }
     pthread_mutex_unlock(&kb_pool_lock);
-    for (int i = 0; i < n_drop; i++) munmap(drop[i].p, drop[i].cap);
     if (p) munmap(p, cap);
 }
 
@@ -199,16 +175,14 @@ static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size
     return q;
 }
 
-/* Give back the capacity past len (whole 2 MiB pieces of a mapping) to the
- * pool: the tail keeps its pages (a block taken from the pool and grown is
- * often far larger than the column it ends up holding); returns the
+/* Give back the capacity past len (whole pages of a mapping); returns the
  * capacity still held. */
-static size_t kb_trim(void *p, size_t len, size_t cap, int role) {
+static size_t kb_trim(void *p, size_t len, size_t cap) {
     if (cap < KB_BIG) return cap;
-    size_t keep = kb_round_huge(len);
+    size_t keep = (len + 4095) & ~(size_t)4095;
     if (keep < KB_BIG) keep = KB_BIG;   /* stays a mapping: released by munmap */
-    if (keep + KB_BIG <= cap) {
-        kb_release((char *)p + keep, cap - keep, role);
+    if (keep < cap) {
+        munmap((char *)p + keep, cap - keep);
         return keep;
     }
     return cap;

@@ -134,3 +134,30 @@ def test_headers_join_into_int32_offsets():
         assert got.headers.to_pylist() == [h for p in parts for h in p.headers.to_pylist()]
         if pool is not None:
             pool.shutdown()
+
+
+def test_waves_cut_whole_partitions_in_order():
+    from types import SimpleNamespace
+
+    from kbatch.lib.log import _waves
+    parts = [SimpleNamespace(name=i, segments=[0] * n) for i, n in enumerate([1, 3, 0, 2, 5, 1])]
+    waves = [[p.name for p in w] for w in _waves(parts, 4)]
+    assert waves == [[0, 1], [2, 3, 4], [5]]
+    assert [p.name for w in _waves(parts, 1) for p in w] == list(range(6))
+    assert list(_waves([], 4)) == []
+
+
+def test_log_dir_read_in_waves_equals_one_wave(tmp_path, monkeypatch):
+    """Many small partitions read in waves (each released before the next
+    decodes) give what one wave of all of them gives."""
+    for p in range(7):
+        kbatch.write_log(tmp_path / f"t-{p}", [(b"k", b"v%d" % i, i, []) for i in range(500)],
+                         segment_bytes=6_000, codec="none" if p % 3 else "lz4")
+    d = kbatch.open_log_dir(tmp_path)
+    waved = d.read(threads=2)
+    from kbatch.lib import log as log_module
+    monkeypatch.setattr(log_module, "_waves", lambda parts, n: iter([list(parts)]))
+    whole = d.read(threads=2)
+    assert list(waved) == list(whole)
+    for key in whole:
+        _same(waved[key], whole[key])

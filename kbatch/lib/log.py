@@ -677,9 +677,11 @@ class LogDir:
         ``visibility="consumer"``: only ``[log start offset, high watermark)``
         of each partition, from the checkpoint files
         (``kbatch.lib.visibility``); "all" (default): everything.
-        Keeps in memory the decoded segments, then the joined partitions:
-        each partition's segments are released as soon as it is joined, so
-        the peak is about the result plus one partition.
+        Keeps in memory the result and one wave of partitions (consecutive
+        partitions holding at least 2 x ``threads`` segments, decoded
+        together): a wave's segments are released as soon as its partitions
+        are joined, so the next wave decodes into their pages (kbatch's
+        memory pool) instead of fresh ones.
         """
         from kbatch.lib.visibility import apply_visibility, check_visibility
         check_visibility(visibility)
@@ -697,8 +699,6 @@ class LogDir:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 return {(p.topic, p.partition): rec
                         for p, rec in zip(parts, pool.map(read_part, parts))}
-        jobs = [(p, s) for p in parts for s in p.segments]
-
         def decode(job):
             _, seg = job
             with open_source(seg.path, populate=True) as (view, path):
@@ -706,10 +706,14 @@ class LogDir:
 
         pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
         try:
-            results = (list(pool.map(decode, jobs)) if pool is not None
-                       else [decode(job) for job in jobs])
-            return self._joined(parts, jobs, results, opts, options, isolation, visibility,
-                                pool)
+            result: dict = {}
+            for wave in _waves(parts, 2 * workers):
+                jobs = [(p, s) for p in wave for s in p.segments]
+                results = (list(pool.map(decode, jobs)) if pool is not None
+                           else [decode(job) for job in jobs])
+                result |= self._joined(wave, jobs, results, opts, options, isolation,
+                                       visibility, pool)
+            return result
         finally:
             if pool is not None:
                 pool.shutdown()
@@ -741,6 +745,21 @@ class LogDir:
                 key = (p.topic, p.partition)
                 result[key] = p.transaction_state(**options).filter(result[key])
         return apply_visibility(self.path, result, visibility)
+
+
+def _waves(parts: list, min_segments: int) -> Iterator[list]:
+    """``parts`` in order, cut into runs of whole partitions that hold at
+    least ``min_segments`` segments (the last run may hold fewer)."""
+    wave: list = []
+    held = 0
+    for p in parts:
+        wave.append(p)
+        held += len(p.segments)
+        if held >= min_segments:
+            yield wave
+            wave, held = [], 0
+    if wave:
+        yield wave
 
 
 def open_log_dir(path, *, use_index: bool | None = None, **remote) -> LogDir:

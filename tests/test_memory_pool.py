@@ -1,7 +1,7 @@
 """kbatch's memory pool (``_core/_memory.h``): released column mappings are
 kept up to the limit, the largest block of the same column ("role") or else
-the smallest that fits is reused, a block that does not fit is not kept,
-and pooled memory handed out for joins is writable."""
+the smallest that fits is reused, a larger block evicts smaller ones (never
+the reverse), and pooled memory handed out for joins is writable."""
 
 import numpy as np
 import pytest
@@ -30,10 +30,30 @@ def _release(*sizes, role=7):
 
 def test_released_blocks_are_kept_up_to_the_limit(pool):
     pool(8 * MIB)
-    _release(2 * MIB, 2 * MIB, 2 * MIB)
+    # all allocated while the pool is empty: none is taken from it
+    small = [pooled_empty(2 * MIB, 7) for _ in range(3)]
+    more, huge = pooled_empty(2 * MIB, 8), pooled_empty(16 * MIB, 9)
+    del small
     assert kbatch.memory_pool_bytes() == 6 * MIB
-    _release(4 * MIB, role=8)                # does not fit beside them: not kept
-    assert kbatch.memory_pool_bytes() == 6 * MIB
+    del more                                 # fits
+    assert kbatch.memory_pool_bytes() == 8 * MIB
+    del huge                                 # above the limit: never kept, evicts nothing
+    assert kbatch.memory_pool_bytes() == 8 * MIB
+
+
+def test_a_larger_block_evicts_smaller_ones_never_the_reverse(pool):
+    pool(8 * MIB)
+    small = [pooled_empty(2 * MIB, 7) for _ in range(4)]
+    big, late = pooled_empty(6 * MIB, 8), pooled_empty(2 * MIB, 5)
+    del small
+    assert kbatch.memory_pool_bytes() == 8 * MIB
+    del big                                  # three 2 MiB blocks make room for it
+    assert kbatch.memory_pool_bytes() == 8 * MIB
+    del late                                 # no larger than any kept: not kept
+    assert kbatch.memory_pool_bytes() == 8 * MIB
+    taken = pooled_empty(5 * MIB, 9)         # the 6 MiB block: the only one that fits
+    assert kbatch.memory_pool_bytes() == 2 * MIB
+    del taken
 
 
 def test_the_same_role_first_else_the_smallest_that_fits(pool):
@@ -56,3 +76,17 @@ def test_a_zero_limit_empties_the_pool(pool):
     _release(4 * MIB, 4 * MIB)
     assert kbatch.set_memory_pool(0) == 0
     assert kbatch.memory_pool_bytes() == 0
+
+
+def test_a_pool_full_of_small_blocks_still_keeps_a_large_one(pool):
+    """Every slot taken by small blocks (a log directory's segment buffers):
+    the next large column released evicts one of them instead of being
+    unmapped, so the read after it does not zero its pages again."""
+    pool(1 << 30)
+    small = [pooled_empty(2 * MIB, 7) for _ in range(200)]    # more than the slots
+    large = pooled_empty(100 * MIB, 8)
+    del small
+    full = kbatch.memory_pool_bytes()
+    assert 0 < full < 200 * 2 * MIB            # the slots ran out
+    del large
+    assert kbatch.memory_pool_bytes() == full - 2 * MIB + 100 * MIB

@@ -7,7 +7,8 @@
  * several times for the hundreds of MB one segment decodes into.
  *
  * Released mappings go to a small pool (at most kb_pool_limit bytes, 1 GiB by
- * default, 0 disables it) instead of back to the kernel, remembered with the
+ * default, 0 disables it, and KB_POOL_SLOTS blocks; a larger block evicts
+ * smaller ones) instead of back to the kernel, remembered with the
  * column ("role") they served, so the next decode of similar data writes into
  * pages that are already mapped instead of paying the kernel to zero new
  * ones. Joins of decoded pieces take their outputs from it too
@@ -98,13 +99,31 @@ static void *kb_pool_take(size_t need, int role, size_t *cap) {
     return block.p;
 }
 
+/* Keep a released mapping in the pool when it fits (slots and bytes); to
+ * make room it evicts smaller blocks, smallest first: a larger block saves
+ * more zeroing per slot, and a pool full of small blocks (a log directory's
+ * segment buffers) must not turn away the next large column. */
 static void kb_release(void *p, size_t cap, int role) {
     if (p == NULL) return;
     if (cap < KB_BIG) {
         free(p);
         return;
     }
+    kb_block drop[KB_POOL_SLOTS];
+    int n_drop = 0;
     pthread_mutex_lock(&kb_pool_lock);
+    if (cap <= kb_pool_limit) {
+        while (kb_pool_n > 0 && (kb_pool_n == KB_POOL_SLOTS
+                                 || kb_pool_bytes + cap > kb_pool_limit)) {
+            int small = 0;
+            for (int i = 1; i < kb_pool_n; i++)
+                if (kb_pool[i].cap < kb_pool[small].cap) small = i;
+            if (kb_pool[small].cap >= cap) break;
+            drop[n_drop++] = kb_pool[small];
+            kb_pool_bytes -= kb_pool[small].cap;
+            kb_pool[small] = kb_pool[--kb_pool_n];
+        }
+    }
     if (kb_pool_n < KB_POOL_SLOTS && kb_pool_bytes + cap <= kb_pool_limit) {
         kb_pool[kb_pool_n].p = p;
         kb_pool[kb_pool_n].cap = cap;
@@ -114,6 +133,7 @@ static void kb_release(void *p, size_t cap, int role) {
         p = NULL;
     }
     pthread_mutex_unlock(&kb_pool_lock);
+    for (int i = 0; i < n_drop; i++) munmap(drop[i].p, drop[i].cap);
     if (p) munmap(p, cap);
 }
 

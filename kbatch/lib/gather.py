@@ -10,9 +10,9 @@ assignment releases the GIL, and the first touch of the fresh output's
 pages happens on the copying threads too). Without a pool the copies run
 in order on the calling thread. Outputs come from kbatch's memory pool
 (``empty``): a log directory read joins into the pages its segments'
-columns released, not into fresh ones the kernel must zero (on the bench
-log directory that zeroing was half of a one-thread read). Keeps in memory
-the output and the parts.
+columns released, not into fresh ones the kernel must zero (zeroing fresh
+huge pages was half of a one-thread read of the bench log directory in
+``perf``). Keeps in memory the output and the parts.
 """
 
 from __future__ import annotations

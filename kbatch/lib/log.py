@@ -699,6 +699,7 @@ class LogDir:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 return {(p.topic, p.partition): rec
                         for p, rec in zip(parts, pool.map(read_part, parts))}
+
         def decode(job):
             _, seg = job
             with open_source(seg.path, populate=True) as (view, path):

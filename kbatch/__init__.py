@@ -15,8 +15,8 @@
 from kbatch._core._columns import memory_pool_bytes, set_memory_pool
 from kbatch._version import __version__
 from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError,
-                           DamagedLengthError, DecompressionLimitError, FileChangedError, KbatchError,
-                           LimitExceededError, MappingInvalidatedError)
+                           DamagedLengthError, DecompressionLimitError, FileChangedError,
+                           KbatchError, LimitExceededError, MappingInvalidatedError)
 from kbatch.internal.lag import consumer_lag
 from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
 from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
@@ -30,7 +30,8 @@ from kbatch.tools.verify import verify
 
 __all__ = [
     "ArgumentError", "BatchTable", "BinaryColumn", "ColumnNotReadError", "ControlRecords",
-    "CorruptRecordError", "DamagedLengthError", "DecompressionLimitError", "FileChangedError", "HeadersColumn",
+    "CorruptRecordError", "DamagedLengthError", "DecompressionLimitError", "FileChangedError",
+    "HeadersColumn",
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
     "SegmentWriter", "SkippedRange", "ViewColumn", "__version__", "consumer_lag", "iter_segment",

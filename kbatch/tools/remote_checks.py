@@ -13,9 +13,8 @@ flight and one segment's batch table and indexes.
 from __future__ import annotations
 
 from kbatch.lib.index import OffsetIndex, TimeIndex
-from kbatch.lib.records import BatchTable, ControlRecords, Records
 from kbatch.lib.remote.log import RemoteLog, remote_target
-from kbatch.lib.remote.scan import scan
+from kbatch.lib.remote.scan import batches_and_control, offsets_only, scan
 from kbatch.lib.txn import transaction_report
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport,
                                        VerifyReport, check, verify_options, walk)
@@ -80,22 +79,10 @@ def transactions_remote(url, remote: dict, opts) -> list:
     kind, target = remote_target(url, **remote)
     if kind == "segment":
         _, seg = target
-        tables, controls, shift = [], [], 0
-        for chunk in scan(seg.source(), _offsets_only(opts), chunk_records=CHUNK_RECORDS,
-                          chunk_bytes=CHUNK_BYTES):
-            tables.append(chunk.batches)
-            controls.append(chunk.control.shifted(shift))
-            shift += len(chunk.batches)
-        if not tables:
-            tables, controls = [Records.empty().batches], [Records.empty().control]
-        return [transaction_report(seg.url, BatchTable.concat(tables),
-                                   ControlRecords.concat(controls))]
+        return [transaction_report(seg.url, *batches_and_control(
+            scan(seg.source(), offsets_only(opts), chunk_records=CHUNK_RECORDS,
+                 chunk_bytes=CHUNK_BYTES)))]
     logs = [target] if kind == "partition" else target.partitions
     return [transaction_report(log.url, *log._transaction_tables(opts, CHUNK_RECORDS,
                                                                  CHUNK_BYTES))
             for log in logs]
-
-
-def _offsets_only(opts):
-    from dataclasses import replace
-    return replace(opts, columns=("offset",))

@@ -94,16 +94,12 @@ def iter_remote_segment(url, remote: dict, opts: DecodeOptions, isolation: str, 
     iterator decodes twice)."""
     state = None
     if isolation == "read_committed":
-        # a first pass that stores offsets only: one row per batch and the
-        # control records, not the records
-        from dataclasses import replace
-
+        # a first pass that keeps one row per batch and the control records
+        from kbatch.lib.remote.scan import batches_and_control, offsets_only
         from kbatch.lib.txn import TxnState
-        heads = list(scan(_source(url, remote), replace(opts, columns=("offset",)),
-                          start=start, stop=stop))
-        whole = Records.concat(heads) if heads else Records.empty()
-        state = TxnState.build(whole.batches, whole.control)
-        del heads, whole
+        state = TxnState.build(*batches_and_control(
+            scan(_source(url, remote), offsets_only(opts), start=start, stop=stop,
+                 chunk_records=chunk_records, chunk_bytes=chunk_bytes)))
     for chunk in scan(_source(url, remote), opts, start=start, stop=stop,
                       chunk_records=chunk_records, chunk_bytes=chunk_bytes):
         yield chunk if state is None else state.filter(chunk)

@@ -22,18 +22,18 @@ import os
 import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TxnIndex
-from kbatch.lib.records import BatchTable, ControlRecords, Records
+from kbatch.lib.records import Records
 from kbatch.lib.remote import tiered
 from kbatch.lib.remote.fs import (DEFAULT_BLOCK, DEFAULT_CONCURRENCY, RangeSource, RemoteError,
                                   resolve)
-from kbatch.lib.remote.scan import scan
+from kbatch.lib.remote.scan import batches_and_control, offsets_only, scan
 from kbatch.lib.segment import DecodeOptions, check_options
 from kbatch.wire import UNBOUNDED as _WHOLE
 from kbatch.lib.timestamps import to_millis
@@ -437,18 +437,9 @@ class RemoteLog:
         one row per batch and the control records, not the records; a
         read_committed read fetches the partition's bytes twice (this pass,
         then the read)."""
-        tables, controls, shift = [], [], 0
-        for chunk in self._iter(0, (1 << 63) - 1, replace(opts, columns=("offset",)),
-                                chunk_records, chunk_bytes):
-            tables.append(chunk.batches)
-            controls.append(chunk.control.shifted(shift))
-            shift += len(chunk.batches)
-            del chunk
-        if not tables:
-            empty = Records.empty()
-            tables, controls = [empty.batches], [empty.control]
-        return (BatchTable.concat(tables), ControlRecords.concat(controls),
-                self.aborted_transactions())
+        batches, control = batches_and_control(
+            self._iter(0, (1 << 63) - 1, offsets_only(opts), chunk_records, chunk_bytes))
+        return batches, control, self.aborted_transactions()
 
     def aborted_transactions(self) -> TxnIndex:
         """Every transaction index entry of the partition, in segment order."""

@@ -36,12 +36,34 @@ import numpy as np
 
 from kbatch.errors import CorruptRecordError, DamagedLengthError
 from kbatch.lib.decoder import batch_at
-from kbatch.lib.records import BatchTable, Records, SegmentEnd, SkippedRange
+from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.lib.resync import candidates
 from kbatch.lib.segment import DecodeOptions, decode_chunks
 
 MIN_ENTRY = 14     # the smallest length field: a magic 0 message (crc..value length)
 RESYNC_WINDOW = 4 << 20
+
+
+def offsets_only(opts: DecodeOptions) -> DecodeOptions:
+    """The options of a transaction pass: the record loop stores offsets and
+    skims the rest (keys, values and headers are checked, not kept)."""
+    return replace(opts, columns=("offset",))
+
+
+def batches_and_control(chunks) -> tuple[BatchTable, ControlRecords]:
+    """Every batch header and control record of ``chunks``, joined (what a
+    transaction pass keeps: one row per batch, not the records; each chunk
+    is dropped once its tables are taken)."""
+    tables, controls, shift = [], [], 0
+    for chunk in chunks:
+        tables.append(chunk.batches)
+        controls.append(chunk.control.shifted(shift))
+        shift += len(chunk.batches)
+        del chunk
+    if not tables:
+        empty = Records.empty()
+        tables, controls = [empty.batches], [empty.control]
+    return BatchTable.concat(tables), ControlRecords.concat(controls)
 
 
 def whole_batches(buf, max_batch_bytes: int, room: int | None = None) -> tuple[int, bool]:

@@ -7,6 +7,7 @@ Environment switches:
 - ``KBATCH_DEBUG=1``: ``-O0 -g``, for stepping through the parser in gdb.
 """
 
+import glob
 import os
 
 import numpy
@@ -35,6 +36,9 @@ extensions = [
     Extension(
         f"kbatch._core.{name}",
         [f"kbatch/_core/{name}.pyx"],
+        # the C headers the .pyx files include (_memory.h, ...): a changed
+        # header rebuilds the modules, which Cython's own tracking misses
+        depends=sorted(glob.glob("kbatch/_core/*.h")),
         include_dirs=[numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_2_0_API_VERSION")],
         extra_compile_args=compile_args,

@@ -199,3 +199,47 @@ def test_compressed_batch_copied_for_python_after_the_file_shrank(tmp_path):
     """)
     assert child.returncode == 0, (child.returncode, child.stderr)
     assert "refused:" in child.stdout and "truncated or replaced" in child.stdout
+
+
+# --- how a segment is mapped ---------------------------------------------------
+
+def _smaps_entry(address: int) -> dict:
+    """This process's /proc/self/smaps entry for the mapping at ``address``."""
+    entry, inside = {}, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            start, end = (int(x, 16) for x in head[0].split("-"))
+            inside = start <= address < end
+            continue
+        if inside:
+            entry[head[0].rstrip(":")] = head[1:]
+    return entry
+
+
+@pytest.mark.skipif(not os.path.exists("/sys/kernel/mm/transparent_hugepage")
+                    or not os.path.exists("/proc/self/smaps"),
+                    reason="needs Linux with transparent huge pages")
+def test_segment_mapping_asks_for_huge_pages_and_populates_only_its_data(tmp_path):
+    """A segment is mapped with MADV_HUGEPAGE before any page is touched (a
+    cold file then comes into the page cache in 2 MiB folios that later
+    mappings take whole), and ``populate`` faults in its data, not its
+    preallocated tail."""
+    import numpy as np
+    from kbatch.lib.segment import _map_file
+
+    part = tmp_path / "t-0"
+    write_log(part, {"value": [bytes([i % 251]) * 1000 for i in range(6000)]})
+    log_file = part / (STEM + ".log")
+    data = log_file.stat().st_size
+    os.truncate(log_file, data + (64 << 20))      # a sparse, preallocated tail
+    mm = _map_file(str(log_file), populate=True)
+    try:
+        view = np.frombuffer(mm, np.uint8)
+        entry = _smaps_entry(view.ctypes.data)
+        del view
+    finally:
+        mm.close()
+    assert "hg" in entry["VmFlags"]
+    rss = int(entry["Rss"][0]) << 10
+    assert data - 4096 <= rss <= data + (2 << 20), (rss, data)

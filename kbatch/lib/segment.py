@@ -167,6 +167,25 @@ def _populate(mm: mmap.mmap, length: int) -> None:
             pass
 
 
+def _advise_huge(mm: mmap.mmap) -> None:
+    """Ask for transparent huge pages on the mapping (best effort), before
+    any page is faulted in. Linux places a large file mapping at a 2 MiB
+    boundary; where the file system caches files in large folios (ext4 and
+    xfs on Linux 6.x), pages this mapping reads from disk come into the page
+    cache as 2 MiB folios, and every later mapping of them (by anyone) costs
+    one page-table entry per 2 MiB instead of 512: for a 600 MB segment,
+    mapping and unmapping fall from ~37 ms to under 1 ms. Pages already
+    cached in smaller folios (written by a broker, read by ``cat``) stay as
+    they are; nothing is copied."""
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is None or not hasattr(mm, "madvise"):
+        return
+    try:
+        mm.madvise(advice)
+    except OSError:
+        pass
+
+
 def _map_file(path: str, populate: bool) -> "_Mapping | None":
     """The whole file mapped read-only (None when it is empty). Only regular
     files (``NotRegularFileError`` otherwise: a FIFO is never opened for
@@ -180,12 +199,8 @@ def _map_file(path: str, populate: bool) -> "_Mapping | None":
         if size == 0:
             return None
         data = data_end(fd, size)
-        # no trailing hole: MAP_POPULATE faults everything in at once (the
-        # fastest); with one, only the data is faulted in, by madvise
-        whole = populate and data >= size
-        flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if whole else 0)
         try:
-            mm = _Mapping(fd, size, flags=flags, prot=mmap.PROT_READ)
+            mm = _Mapping(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
         except ValueError as exc:
             # Python's mmap checks the size again: the file shrank meanwhile
             now = os.fstat(fd).st_size
@@ -195,7 +210,9 @@ def _map_file(path: str, populate: bool) -> "_Mapping | None":
     finally:
         os.close(fd)
     mm.zeros_from = data if data < size else -1
-    if populate and not whole:
+    _advise_huge(mm)
+    if populate:
+        # only the data is faulted in, never a preallocated or sparse tail
         _populate(mm, data)
     elif hasattr(mm, "madvise"):
         mm.madvise(mmap.MADV_SEQUENTIAL)

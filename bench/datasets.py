@@ -95,6 +95,23 @@ def dataset_path(name: str) -> pathlib.Path:
     return build(name)
 
 
+def read_back_from_disk(path: pathlib.Path) -> None:
+    """Drop ``path`` from the page cache and read it back once with plain
+    reads (no reader under test), as a segment from a backup or snapshot
+    comes in: Linux 6.x caches it in large folios then, which a mapping
+    takes 2 MiB at a time. A file as its writer left it (small appends) is
+    cached in small folios, and mapping it costs a page-table entry per
+    4 KiB page."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        while os.read(fd, 1 << 20):
+            pass
+    finally:
+        os.close(fd)
+
+
 if __name__ == "__main__":
     for name in (sys.argv[1:] or DATASETS):
         build(name)

@@ -22,7 +22,6 @@ mapped CRC pass) can tell them apart.
 """
 
 import mmap
-import os
 import pathlib
 
 import numpy as np
@@ -33,7 +32,7 @@ from kbatch._core._checksums import crc32c_of
 from kbatch.lib.records import RECORD_COLUMNS
 
 from conftest import record_count, load
-from datasets import dataset_path
+from datasets import dataset_path, read_back_from_disk
 from peers import aiokafka_decode
 
 ROUNDS = 5
@@ -57,19 +56,6 @@ def _write_in_batches(src: pathlib.Path, dst: pathlib.Path) -> None:
             out.write(chunk)
 
 
-def _read_from_disk(path: pathlib.Path) -> None:
-    """Drop ``path`` from the page cache and read it back once (plain reads,
-    no reader under test)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        while os.read(fd, 1 << 20):
-            pass
-    finally:
-        os.close(fd)
-
-
 @pytest.fixture(params=[(name, state) for name in ("small", "large")
                         for state in CACHE_STATES],
                 ids=lambda p: f"{p[0]}, {p[1]}", scope="module")
@@ -84,7 +70,7 @@ def path_dataset(request):
         yield f"{name}, {state}", str(copy), records, copy.stat().st_size, columns
         copy.unlink()
     else:
-        _read_from_disk(path)
+        read_back_from_disk(path)
         yield f"{name}, {state}", str(path), records, path.stat().st_size, columns
 
 

@@ -12,7 +12,7 @@
     write_segment / write_log   real magic-2 segments and partition directories
 """
 
-from kbatch._core._columns import memory_pool_bytes, set_memory_pool
+from kbatch._core._columns import memory_pool_bytes, memory_stats, set_memory_pool
 from kbatch._version import __version__
 from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError,
                            DamagedLengthError, DecompressionLimitError, FileChangedError,
@@ -35,6 +35,6 @@ __all__ = [
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
     "SegmentWriter", "SkippedRange", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
-    "memory_pool_bytes", "open_log", "open_log_dir", "read_segment", "resolve",
+    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "resolve",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

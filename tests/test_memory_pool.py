@@ -1,13 +1,16 @@
 """kbatch's memory pool (``_core/_memory.h``): released column mappings are
-kept up to the limit, the largest block of the same column ("role") or else
-the smallest that fits is reused, a larger block evicts smaller ones (never
-the reverse), and pooled memory handed out for joins is writable."""
+kept up to the limit; the smallest block of the same column ("role") that
+fits is reused, else a block of another role that is not much larger, else
+the same role's largest, grown; a larger block evicts smaller ones (never
+the reverse); pooled memory handed out for joins is writable. Decoding
+sizes its columns once from the batch headers, and a repeated read maps no
+fresh memory and gives none back (``memory_stats``)."""
 
 import numpy as np
 import pytest
 
 import kbatch
-from kbatch._core._columns import default_memory_pool_bytes, pooled_empty
+from kbatch._core._columns import default_memory_pool_bytes, memory_stats, pooled_empty
 
 MIB = 1 << 20
 
@@ -60,7 +63,7 @@ def test_the_same_role_first_else_the_smallest_that_fits(pool):
     pool(64 * MIB)
     _release((4 * MIB, 3), (32 * MIB, 3), (8 * MIB, 5))
     assert kbatch.memory_pool_bytes() == 44 * MIB
-    same = pooled_empty(2 * MIB, 5)          # its own role's block, though larger
+    same = pooled_empty(2 * MIB, 5)          # its own role's block, though larger (8 MiB)
     assert kbatch.memory_pool_bytes() == 36 * MIB
     other = pooled_empty(3 * MIB, 9)         # no block of role 9: the 4 MiB one
     assert kbatch.memory_pool_bytes() == 32 * MIB
@@ -83,10 +86,70 @@ def test_a_pool_full_of_small_blocks_still_keeps_a_large_one(pool):
     the next large column released evicts one of them instead of being
     unmapped, so the read after it does not zero its pages again."""
     pool(1 << 30)
-    small = [pooled_empty(2 * MIB, 7) for _ in range(200)]    # more than the slots
+    small = [pooled_empty(2 * MIB, 7) for _ in range(300)]    # more than the slots
     large = pooled_empty(100 * MIB, 8)
     del small
     full = kbatch.memory_pool_bytes()
-    assert 0 < full < 200 * 2 * MIB            # the slots ran out
+    assert 0 < full < 300 * 2 * MIB            # the slots ran out
     del large
     assert kbatch.memory_pool_bytes() == full - 2 * MIB + 100 * MIB
+
+
+def test_the_smallest_block_of_the_same_role_that_fits(pool):
+    pool(64 * MIB)
+    _release((8 * MIB, 3), (32 * MIB, 3), (16 * MIB, 3))
+    taken = pooled_empty(10 * MIB, 3)        # the 16 MiB block, not the 32 MiB one
+    assert kbatch.memory_pool_bytes() == 40 * MIB
+    grown = pooled_empty(40 * MIB, 3)        # none fits: the largest (32 MiB), grown
+    assert kbatch.memory_pool_bytes() == 8 * MIB
+    del taken, grown
+
+
+def test_a_small_column_never_takes_a_much_larger_block_of_another_role(pool):
+    """A 2 MiB buffer taking a 64 MiB block would cut it down when it is
+    finished, and the column that left it would map 62 MiB afresh."""
+    pool(128 * MIB)
+    _release((64 * MIB, 3))
+    before = memory_stats()["fresh_bytes"]
+    small = pooled_empty(2 * MIB, 9)
+    assert kbatch.memory_pool_bytes() == 64 * MIB
+    assert memory_stats()["fresh_bytes"] - before == 2 * MIB
+    del small
+
+
+def _log_dir(root, partitions=2, records=200_000):
+    values = [b"v%07d" % i + b"x" * 60 for i in range(records)]
+    keys = [b"k%d" % i for i in range(records)]
+    for p in range(partitions):
+        kbatch.write_log(root / f"t-{p}", {"key": keys, "value": values}, segment_bytes=6 << 20)
+    return root
+
+
+def test_a_segment_is_decoded_into_columns_sized_once(tmp_path, pool):
+    """The columns are reserved from the batch headers before the walk, not
+    doubled as it goes (which maps up to twice the bytes, and moves them)."""
+    pool(default_memory_pool_bytes())
+    seg = sorted((_log_dir(tmp_path, 1) / "t-0").glob("*.log"))[0]
+    before = memory_stats()["fresh_bytes"]
+    rec = kbatch.read_segment(seg)
+    fresh = memory_stats()["fresh_bytes"] - before
+    assert len(rec) > 50_000
+    assert fresh <= 1.2 * rec.nbytes, (fresh, rec.nbytes)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_repeated_log_dir_read_maps_no_fresh_memory(tmp_path, pool, threads):
+    """The second read of the same data finds every block it needs in the
+    pool, sized as before: nothing is mapped afresh (pages the kernel would
+    zero again) and nothing is cut down or given back."""
+    pool(default_memory_pool_bytes())
+    log = kbatch.open_log_dir(_log_dir(tmp_path))
+    first = log.read(threads=threads)
+    del first
+    before = memory_stats()
+    again = log.read(threads=threads)
+    after = memory_stats()
+    assert sum(len(r) for r in again.values()) == 400_000
+    assert after["fresh_bytes"] == before["fresh_bytes"]
+    assert after["unmapped_bytes"] == before["unmapped_bytes"]
+    assert after["reused_blocks"] > before["reused_blocks"]

@@ -50,6 +50,7 @@ cdef class BatchDecoder:
     cdef readonly object path
     cdef readonly object end_error
 
+    cdef void _presize(self) noexcept nogil
     cdef int _run(self) noexcept nogil
     cdef bint _dropped(self, int64_t position) noexcept nogil
     cdef int _legacy_message(self, Py_ssize_t pos, Py_ssize_t batch_end) noexcept nogil

@@ -39,7 +39,7 @@ from libc.string cimport memcpy
 import numpy as np
 
 from kbatch._core._checksums cimport crc32c
-from kbatch._core._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
+from kbatch._core._columns cimport (ROW_FIXED_BYTES, BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
                               binary_append_unchecked, binary_reserve, columns_free,
                               columns_held_bytes, columns_init, columns_mark,
                               columns_payload_bytes,
@@ -65,6 +65,9 @@ from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededErr
 
 
 cdef enum:
+    PRESIZE_MIN_RECORD = 7     # length, attributes, 2 deltas, key, value, headers
+    PRESIZE_MIN_ROWS = 4096    # below this, growing as the walk goes costs nothing
+    PRESIZE_SAMPLE_BYTES = 4 << 20
     HEADER_UP_TO_MAGIC = H_MAGIC + 1   # enough to tell the format apart
     MIN_LENGTH_V2 = HEADER_V2 - LOG_OVERHEAD
     MIN_LENGTH_ANY = 14        # smallest legacy message (magic 0)
@@ -520,6 +523,69 @@ cdef class BatchDecoder:
             columns_rollback(&self._data, &data_mark)
         return 0
 
+    cdef void _presize(self) noexcept nogil:
+        """Reserve a new chunk's record columns (and value bytes) up front,
+        so they are sized once instead of growing as the walk goes (each
+        growth moves a buffer and maps fresh pages). A hint only: nothing is
+        checked or kept, and the walk still reserves batch by batch.
+
+        The headers of the uncompressed v2 batches in the next
+        PRESIZE_SAMPLE_BYTES give records and bytes per byte of data; the
+        reservation scales them to the rest of the data (at most one record
+        per PRESIZE_MIN_RECORD bytes and values within the batches, so never
+        more than the bytes that remain can hold), within the chunk's limits
+        and the read budget. Reading every header of a large file first
+        would cost a cache miss per batch."""
+        cdef const uint8_t *buf = self._buf
+        cdef Py_ssize_t pos = self._pos, rows = 0, region, data = 0, walked, held, limit
+        cdef Py_ssize_t stop = min(self._end, self._zeros_from)
+        cdef int64_t length
+        cdef int32_t count
+        cdef bint sampled = False
+        cdef double scale
+        if (self._headers_only or self._control_only or self._data.n != 0
+                or self._batches.len != 0 or buf == NULL):
+            return
+        while stop - pos >= HEADER_V2:
+            if pos - self._pos >= PRESIZE_SAMPLE_BYTES:
+                sampled = True
+                break
+            length = <int32_t>load_be32(buf + pos + H_LENGTH)
+            if (<int8_t>buf[pos + H_MAGIC] != 2 or length < MIN_LENGTH_V2
+                    or length > stop - pos - LOG_OVERHEAD
+                    or (load_be16(buf + pos + H_ATTRIBUTES) & 7) != CODEC_NONE):
+                break
+            region = LOG_OVERHEAD + <Py_ssize_t>length - HEADER_V2
+            count = <int32_t>load_be32(buf + pos + H_RECORDS_COUNT)
+            if count < 0 or count > region // PRESIZE_MIN_RECORD:
+                break
+            rows += count
+            data += region
+            pos += LOG_OVERHEAD + <Py_ssize_t>length
+        walked = pos - self._pos
+        if walked == 0:
+            return
+        if sampled:    # the rest of the data, at the sample's density
+            scale = <double>(stop - self._pos) / <double>walked
+            rows = <Py_ssize_t>(rows * scale)
+            data = <Py_ssize_t>(data * scale)
+        if rows > self._chunk_records:    # the chunk holds only so many records
+            data = <Py_ssize_t>(data * (<double>self._chunk_records / <double>rows))
+            rows = self._chunk_records
+        # the chunk's byte limit and the read budget bound what is reserved
+        held = data + rows * <Py_ssize_t>ROW_FIXED_BYTES
+        limit = min(self._chunk_bytes, self._limits.read_budget)
+        if held > limit:
+            scale = <double>limit / <double>held
+            rows = <Py_ssize_t>(rows * scale)
+            data = <Py_ssize_t>(data * scale)
+        if rows < PRESIZE_MIN_ROWS:
+            return
+        # failures are ignored: the walk reserves (and reports) as it goes
+        if columns_reserve_rows(&self._data, rows) == 0 and not self._data.skip_payload:
+            if not self._data.value.view_mode:
+                growbuf_reserve(&self._data.value.data, data)
+
     cdef int _run(self) noexcept nogil:
         cdef const uint8_t *buf = self._buf
         cdef Py_ssize_t pos, rem, batch_end
@@ -529,6 +595,7 @@ cdef class BatchDecoder:
         cdef BatchRow row
         cdef Py_ssize_t index
         cdef int st
+        self._presize()
         while True:
             if self._chunk_full():
                 return ST_CHUNK_FULL

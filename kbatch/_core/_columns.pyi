@@ -16,3 +16,6 @@ def set_memory_pool(max_bytes: int) -> int:
 
 def memory_pool_bytes() -> int:
     """Bytes of released column memory kept for reuse."""
+
+def memory_stats() -> dict[str, int]:
+    """Fresh mapped bytes, pooled blocks reused, bytes unmapped (since start), and the pool's bytes."""

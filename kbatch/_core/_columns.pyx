@@ -18,10 +18,12 @@ cdef extern from "_memory.h" nogil:
     void kb_release(void *p, size_t cap, int role)
     size_t kb_pool_set_limit(size_t limit)
     size_t kb_pool_held()
+    size_t kb_stat_fresh, kb_stat_reused, kb_stat_unmapped
     size_t kb_trim(void *p, size_t length, size_t cap)
 
 cdef enum:
     MIN_CAPACITY = 64
+    KB_BIG_BYTES = 1 << 20     # KB_BIG of _memory.h: from here a buffer is a mapping
 
 
 cdef class OwnedBuffer:
@@ -61,7 +63,13 @@ cdef int growbuf_grow(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
     if extra < 0 or extra > (<Py_ssize_t>1 << 62) - b.len:
         return -1
     need = b.len + extra
-    new_cap = b.cap * 2 if b.cap > MIN_CAPACITY else MIN_CAPACITY
+    # malloc'd buffers double; a mapping grows by a quarter (mremap moves its
+    # pages, no byte is copied), so it ends at most a quarter too large and
+    # kb_trim leaves it whole for the pool
+    if b.cap >= KB_BIG_BYTES:
+        new_cap = b.cap + b.cap // 4
+    else:
+        new_cap = b.cap * 2 if b.cap > MIN_CAPACITY else MIN_CAPACITY
     if new_cap < need:
         new_cap = need
     p = <char *>kb_resize(b.data, <size_t>b.len, <size_t>b.cap, <size_t>new_cap, &cap,
@@ -309,3 +317,14 @@ def set_memory_pool(Py_ssize_t max_bytes):
 def memory_pool_bytes():
     """Bytes of released column memory kept for reuse."""
     return kb_pool_held()
+
+
+def memory_stats():
+    """What kbatch's column memory has cost since the process started:
+    ``fresh_bytes`` of new mappings (pages the kernel zeroes when they are
+    first written), ``reused_blocks`` taken from the pool instead,
+    ``unmapped_bytes`` given back to the kernel, and ``pool_bytes`` held
+    now. Compare two readings around a read to see whether it reused memory
+    or paid for new pages."""
+    return {"fresh_bytes": kb_stat_fresh, "reused_blocks": kb_stat_reused,
+            "unmapped_bytes": kb_stat_unmapped, "pool_bytes": kb_pool_held()}

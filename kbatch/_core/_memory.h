@@ -11,7 +11,9 @@
  * smaller ones) instead of back to the kernel, remembered with the
  * column ("role") they served, so the next decode of similar data writes into
  * pages that are already mapped instead of paying the kernel to zero new
- * ones. Joins of decoded pieces take their outputs from it too
+ * ones. A buffer takes the smallest pooled block of its role that fits, so
+ * blocks keep their sizes from one decode to the next (see kb_pool_take and
+ * kb_trim). Joins of decoded pieces take their outputs from it too
  * (kbatch.lib.gather, roles from 100 on). kbatch.set_memory_pool() changes
  * the limit; 0 empties the pool.
  */
@@ -27,6 +29,13 @@
 #include <sys/mman.h>
 #include <pthread.h>
 
+/* Counters since the process started (relaxed atomics): bytes of fresh
+ * mappings (new ones and mremap extensions: pages the kernel zeroes when
+ * first touched), blocks taken from the pool, bytes given back to the kernel
+ * (released, evicted or trimmed). kbatch._core._columns.memory_stats(). */
+static size_t kb_stat_fresh = 0, kb_stat_reused = 0, kb_stat_unmapped = 0;
+#define KB_COUNT(counter, n) __atomic_fetch_add(&(counter), (size_t)(n), __ATOMIC_RELAXED)
+
 #define KB_BIG ((size_t)1 << 20)
 #define KB_HUGE ((size_t)2 << 20)
 
@@ -40,6 +49,7 @@ static void *kb_map(size_t n) {
     char *raw = (char *)mmap(NULL, span, PROT_READ | PROT_WRITE,
                              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (raw == MAP_FAILED) return NULL;
+    KB_COUNT(kb_stat_fresh, n);
     uintptr_t start = ((uintptr_t)raw + KB_HUGE - 1) & ~(uintptr_t)(KB_HUGE - 1);
     size_t head = start - (uintptr_t)raw;
     if (head) munmap(raw, head);
@@ -51,7 +61,9 @@ static void *kb_map(size_t n) {
     return (void *)start;
 }
 
-#define KB_POOL_SLOTS 64
+/* enough for the columns of a wave of a log directory's segments (about
+ * eight mappings per segment) besides the joins they go into */
+#define KB_POOL_SLOTS 256
 typedef struct { void *p; size_t cap; int role; } kb_block;
 static kb_block kb_pool[KB_POOL_SLOTS];
 static int kb_pool_n = 0;
@@ -60,21 +72,29 @@ static size_t kb_pool_limit = (size_t)1 << 30;
 static pthread_mutex_t kb_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* A pooled mapping for ``role`` of at least need bytes (a multiple of 2 MiB):
- * the largest one that served the same role, grown with mremap when it is a
- * little short (its pages are reused, only the extension is new); else the
- * smallest one of another role that fits. NULL when none will do. */
+ * the smallest one of the same role that fits; else the smallest of another
+ * role that fits nearly exactly (at most need + need / 4 + 2 MiB: a column
+ * must not take, and then cut down, a larger column's block, which that
+ * column would then map afresh); else the largest one of the same role,
+ * grown with mremap (its pages are reused, only the extension is new).
+ * NULL when none will do. */
 static void *kb_pool_take(size_t need, int role, size_t *cap) {
-    int best = -1, same = -1;
+    int fit = -1, other = -1, grow = -1;
     pthread_mutex_lock(&kb_pool_lock);
     for (int i = 0; i < kb_pool_n; i++) {
+        size_t c = kb_pool[i].cap;
         if (kb_pool[i].role == role) {
-            if (same < 0 || kb_pool[i].cap > kb_pool[same].cap) same = i;
-        } else if (kb_pool[i].cap >= need
-                   && (best < 0 || kb_pool[i].cap < kb_pool[best].cap)) {
-            best = i;
+            if (c >= need) {
+                if (fit < 0 || c < kb_pool[fit].cap) fit = i;
+            } else if (grow < 0 || c > kb_pool[grow].cap) {
+                grow = i;
+            }
+        } else if (c >= need && c <= need + need / 4 + KB_HUGE
+                   && (other < 0 || c < kb_pool[other].cap)) {
+            other = i;
         }
     }
-    int pick = same >= 0 ? same : best;
+    int pick = fit >= 0 ? fit : other >= 0 ? other : grow;
     kb_block block = {NULL, 0, 0};
     if (pick >= 0) {
         block = kb_pool[pick];
@@ -83,7 +103,9 @@ static void *kb_pool_take(size_t need, int role, size_t *cap) {
     }
     pthread_mutex_unlock(&kb_pool_lock);
     if (block.p == NULL) return NULL;
+    KB_COUNT(kb_stat_reused, 1);
     if (block.cap < need) {
+        KB_COUNT(kb_stat_fresh, need - block.cap);
         void *q = mremap(block.p, block.cap, need, MREMAP_MAYMOVE);
         if (q == MAP_FAILED) {
             munmap(block.p, block.cap);
@@ -133,8 +155,14 @@ static void kb_release(void *p, size_t cap, int role) {
         p = NULL;
     }
     pthread_mutex_unlock(&kb_pool_lock);
-    for (int i = 0; i < n_drop; i++) munmap(drop[i].p, drop[i].cap);
-    if (p) munmap(p, cap);
+    for (int i = 0; i < n_drop; i++) {
+        KB_COUNT(kb_stat_unmapped, drop[i].cap);
+        munmap(drop[i].p, drop[i].cap);
+    }
+    if (p) {
+        KB_COUNT(kb_stat_unmapped, cap);
+        munmap(p, cap);
+    }
 }
 
 /* Set the pool limit; mappings beyond it go back to the kernel. */
@@ -150,7 +178,10 @@ static size_t kb_pool_set_limit(size_t limit) {
     }
     size_t held = kb_pool_bytes;
     pthread_mutex_unlock(&kb_pool_lock);
-    for (int i = 0; i < n; i++) munmap(drop[i].p, drop[i].cap);
+    for (int i = 0; i < n; i++) {
+        KB_COUNT(kb_stat_unmapped, drop[i].cap);
+        munmap(drop[i].p, drop[i].cap);
+    }
     return held;
 }
 
@@ -172,7 +203,9 @@ static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size
         return q;
     }
     new_cap = kb_round_huge(new_cap);
-    void *q = kb_pool_take(new_cap, role, cap);
+    /* a mapping grows in place (mremap moves pages, copies no byte); a
+     * malloc'd buffer becoming a mapping takes a pooled one if it can */
+    void *q = old_cap >= KB_BIG ? NULL : kb_pool_take(new_cap, role, cap);
     if (q != NULL) {
         if (len) memcpy(q, p, len);
         kb_release(p, old_cap, role);
@@ -181,6 +214,7 @@ static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size
     if (old_cap >= KB_BIG) {
         q = mremap(p, old_cap, new_cap, MREMAP_MAYMOVE);
         if (q == MAP_FAILED) return NULL;
+        KB_COUNT(kb_stat_fresh, new_cap - old_cap);
 #ifdef MADV_HUGEPAGE
         madvise(q, new_cap, MADV_HUGEPAGE);
 #endif
@@ -195,17 +229,20 @@ static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size
     return q;
 }
 
-/* Give back the capacity past len (whole pages of a mapping); returns the
- * capacity still held. */
+/* A finished buffer's capacity: the part past len (rounded up to 2 MiB, so
+ * no huge page is split) goes back to the kernel only when it is more than a
+ * quarter of the block and more than one huge page. Mappings grow by a quarter at a time, so a buffer
+ * grown in the walk, or taken from the pool for data of a similar size,
+ * stays whole and goes back to the pool as it is, instead of being cut
+ * down here and grown again (on fresh pages) by the next decode. */
 static size_t kb_trim(void *p, size_t len, size_t cap) {
     if (cap < KB_BIG) return cap;
-    size_t keep = (len + 4095) & ~(size_t)4095;
+    size_t keep = kb_round_huge(len);
     if (keep < KB_BIG) keep = KB_BIG;   /* stays a mapping: released by munmap */
-    if (keep < cap) {
-        munmap((char *)p + keep, cap - keep);
-        return keep;
-    }
-    return cap;
+    if (keep >= cap || cap - keep <= KB_HUGE || (cap - keep) * 4 <= cap) return cap;
+    KB_COUNT(kb_stat_unmapped, cap - keep);
+    munmap((char *)p + keep, cap - keep);
+    return keep;
 }
 
 #endif

@@ -39,8 +39,8 @@ from libc.string cimport memcpy
 import numpy as np
 
 from kbatch._core._checksums cimport crc32c
-from kbatch._core._columns cimport (ROW_FIXED_BYTES, BinaryBuilder, ColumnsMark, GrowBuf, RecordColumns,
-                              binary_append_unchecked, binary_reserve, columns_free,
+from kbatch._core._columns cimport (ROW_FIXED_BYTES, BinaryBuilder, ColumnsMark, GrowBuf,
+                              RecordColumns, binary_append_unchecked, binary_reserve, columns_free,
                               columns_held_bytes, columns_init, columns_mark,
                               columns_payload_bytes,
                               columns_reserve_rows, columns_rollback, columns_take,

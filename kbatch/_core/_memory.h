@@ -230,11 +230,12 @@ static void *kb_resize(void *p, size_t len, size_t old_cap, size_t new_cap, size
 }
 
 /* A finished buffer's capacity: the part past len (rounded up to 2 MiB, so
- * no huge page is split) goes back to the kernel only when it is more than a
- * quarter of the block and more than one huge page. Mappings grow by a quarter at a time, so a buffer
- * grown in the walk, or taken from the pool for data of a similar size,
- * stays whole and goes back to the pool as it is, instead of being cut
- * down here and grown again (on fresh pages) by the next decode. */
+ * no huge page is split) goes back to the kernel only when it is more than
+ * a quarter of the block and more than one huge page. Mappings grow by a
+ * quarter at a time, so a buffer grown in the walk, or taken from the pool
+ * for data of a similar size, stays whole and goes back to the pool as it
+ * is, instead of being cut down here and grown again (on fresh pages) by
+ * the next decode. A result holds at most a quarter more than its bytes. */
 static size_t kb_trim(void *p, size_t len, size_t cap) {
     if (cap < KB_BIG) return cap;
     size_t keep = kb_round_huge(len);

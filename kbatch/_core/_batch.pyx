@@ -520,7 +520,7 @@ cdef class BatchDecoder:
             self._batches.len = index * sizeof(BatchRow)
             return st
         if self._dropped(self._row(index).position):
-            columns_rollback(&self._data, &data_mark)
+            columns_rollback(&self._data, &data_mark, True)
         return 0
 
     cdef void _presize(self) noexcept nogil:

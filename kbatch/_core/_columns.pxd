@@ -89,7 +89,8 @@ cdef int columns_init(RecordColumns *c) noexcept nogil
 cdef void columns_free(RecordColumns *c) noexcept nogil
 cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil
 cdef ColumnsMark columns_mark(const RecordColumns *c) noexcept nogil
-cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m) noexcept nogil
+cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m,
+                           bint committed=*) noexcept nogil
 cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil
 cdef Py_ssize_t columns_held_bytes(const RecordColumns *c) noexcept nogil
 cdef dict columns_take(RecordColumns *c)

@@ -176,14 +176,21 @@ cdef ColumnsMark columns_mark(const RecordColumns *c) noexcept nogil:
 
 
 cdef void _binary_rollback(BinaryBuilder *b, Py_ssize_t count, Py_ssize_t nbytes,
-                           Py_ssize_t nulls) noexcept nogil:
+                           Py_ssize_t nulls, bint committed) noexcept nogil:
     # A failed batch may have set validity bits past ``b.count`` before it
     # committed: clear every bit from ``count`` to the end of the capacity.
+    # A committed batch (dropped by read_committed) set bits only below
+    # ``b.count``: clear up to there, not the whole capacity (which a
+    # column sized up front makes as large as the chunk, per dropped batch).
     cdef uint8_t *bits = <uint8_t *>b.validity.data
     cdef Py_ssize_t first = count >> 3
-    if first < b.validity.cap:
+    cdef Py_ssize_t end = b.validity.cap
+    if committed and ((b.count + 7) >> 3) < end:
+        end = (b.count + 7) >> 3
+    if first < end:
         bits[first] &= <uint8_t>((1 << (count & 7)) - 1)
-        memset(bits + first + 1, 0, <size_t>(b.validity.cap - first - 1))
+        if end > first + 1:
+            memset(bits + first + 1, 0, <size_t>(end - first - 1))
     b.count = count
     b.offsets.len = (count + 1) * 4
     if b.view_mode:
@@ -193,18 +200,20 @@ cdef void _binary_rollback(BinaryBuilder *b, Py_ssize_t count, Py_ssize_t nbytes
     b.validity.len = (count + 7) >> 3
 
 
-cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m) noexcept nogil:
-    """Forget everything appended since ``m`` was taken."""
+cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m,
+                           bint committed=False) noexcept nogil:
+    """Forget everything appended since ``m`` was taken (``committed``: only
+    whole records were, as when read_committed drops a decoded batch)."""
     c.n = m.n
     c.offset.len = m.n * 8
     c.timestamp.len = m.n * 8
     c.ts_type.len = m.n
     c.batch.len = m.n * 4
     c.headers.len = (m.n + 1) * 4
-    _binary_rollback(&c.key, m.n, m.key_bytes, m.key_nulls)
-    _binary_rollback(&c.value, m.n, m.value_bytes, m.value_nulls)
-    _binary_rollback(&c.hkey, m.headers, m.hkey_bytes, 0)
-    _binary_rollback(&c.hvalue, m.headers, m.hvalue_bytes, m.hvalue_nulls)
+    _binary_rollback(&c.key, m.n, m.key_bytes, m.key_nulls, committed)
+    _binary_rollback(&c.value, m.n, m.value_bytes, m.value_nulls, committed)
+    _binary_rollback(&c.hkey, m.headers, m.hkey_bytes, 0, committed)
+    _binary_rollback(&c.hvalue, m.headers, m.hvalue_bytes, m.hvalue_nulls, committed)
 
 
 cdef Py_ssize_t columns_payload_bytes(const RecordColumns *c) noexcept nogil:

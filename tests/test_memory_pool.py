@@ -134,7 +134,7 @@ def test_a_segment_is_decoded_into_columns_sized_once(tmp_path, pool):
     rec = kbatch.read_segment(seg)
     fresh = memory_stats()["fresh_bytes"] - before
     assert len(rec) > 50_000
-    assert fresh <= 1.2 * rec.nbytes, (fresh, rec.nbytes)
+    assert 0 < fresh <= 1.2 * rec.nbytes, (fresh, rec.nbytes)   # the pool was empty
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -144,9 +144,11 @@ def test_a_repeated_log_dir_read_maps_no_fresh_memory(tmp_path, pool, threads):
     zero again) and nothing is cut down or given back."""
     pool(default_memory_pool_bytes())
     log = kbatch.open_log_dir(_log_dir(tmp_path))
+    start = memory_stats()
     first = log.read(threads=threads)
     del first
     before = memory_stats()
+    assert before["fresh_bytes"] > start["fresh_bytes"]     # the first read mapped its own
     again = log.read(threads=threads)
     after = memory_stats()
     assert sum(len(r) for r in again.values()) == 400_000

@@ -54,7 +54,7 @@ from kbatch._core._codecs cimport (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY, NATIV
 from kbatch._core._legacy cimport legacy_inner, legacy_top
 from kbatch._core._mapguard cimport KB_FAULTED, kb_guarded_call, kb_guarded_copy, kb_guarded_fn
 from kbatch._core._outbuf cimport CODEC_OK
-from kbatch._core._records cimport decode_records, parse_control
+from kbatch._core._records cimport MIN_RECORD_SIZE, decode_records, parse_control
 from kbatch._core._types cimport *
 from kbatch._core._viewbufs cimport (BUF_ARENA, BUF_SOURCE, BufDesc, viewbufs_arena,
                                      viewbufs_at, viewbufs_fed, viewbufs_free, viewbufs_init,
@@ -65,7 +65,6 @@ from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededErr
 
 
 cdef enum:
-    PRESIZE_MIN_RECORD = 7     # length, attributes, 2 deltas, key, value, headers
     PRESIZE_MIN_ROWS = 4096    # below this, growing as the walk goes costs nothing
     PRESIZE_SAMPLE_BYTES = 4 << 20
     HEADER_UP_TO_MAGIC = H_MAGIC + 1   # enough to tell the format apart
@@ -532,7 +531,7 @@ cdef class BatchDecoder:
         The headers of the uncompressed v2 batches in the next
         PRESIZE_SAMPLE_BYTES give records and bytes per byte of data; the
         reservation scales them to the rest of the data (at most one record
-        per PRESIZE_MIN_RECORD bytes and values within the batches, so never
+        per MIN_RECORD_SIZE bytes and values within the batches, so never
         more than the bytes that remain can hold), within the chunk's limits
         and the read budget. Reading every header of a large file first
         would cost a cache miss per batch."""
@@ -557,11 +556,13 @@ cdef class BatchDecoder:
                 break
             region = LOG_OVERHEAD + <Py_ssize_t>length - HEADER_V2
             count = <int32_t>load_be32(buf + pos + H_RECORDS_COUNT)
-            if count < 0 or count > region // PRESIZE_MIN_RECORD:
+            if count < 0 or count > region // MIN_RECORD_SIZE:
                 break
             rows += count
             data += region
             pos += LOG_OVERHEAD + <Py_ssize_t>length
+            if rows >= self._chunk_records or data >= self._chunk_bytes:
+                break    # a small chunk: the walk reached its end
         walked = pos - self._pos
         if walked == 0:
             return

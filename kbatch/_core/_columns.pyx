@@ -19,11 +19,11 @@ cdef extern from "_memory.h" nogil:
     size_t kb_pool_set_limit(size_t limit)
     size_t kb_pool_held()
     size_t kb_stat_fresh, kb_stat_reused, kb_stat_unmapped
+    const size_t KB_BIG     # from here a buffer is a mapping
     size_t kb_trim(void *p, size_t length, size_t cap)
 
 cdef enum:
     MIN_CAPACITY = 64
-    KB_BIG_BYTES = 1 << 20     # KB_BIG of _memory.h: from here a buffer is a mapping
 
 
 cdef class OwnedBuffer:
@@ -66,7 +66,7 @@ cdef int growbuf_grow(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
     # malloc'd buffers double; a mapping grows by a quarter (mremap moves its
     # pages, no byte is copied), so it ends at most a quarter too large and
     # kb_trim leaves it whole for the pool
-    if b.cap >= KB_BIG_BYTES:
+    if <size_t>b.cap >= KB_BIG:
         new_cap = b.cap + b.cap // 4
     else:
         new_cap = b.cap * 2 if b.cap > MIN_CAPACITY else MIN_CAPACITY

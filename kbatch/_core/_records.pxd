@@ -7,6 +7,10 @@ from kbatch._core._columns cimport GrowBuf, RecordColumns
 from kbatch._core._types cimport BatchRow, ErrorInfo, Limits
 
 
+cdef enum:
+    MIN_RECORD_SIZE = 7        # length, attributes, 2 deltas, key, value, headers
+
+
 cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
                         const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
                         const BatchRow *row, int32_t batch_index,

@@ -32,7 +32,6 @@ from kbatch._core._types cimport *
 
 
 cdef enum:
-    MIN_RECORD_SIZE = 7        # length, attributes, 2 deltas, key, value, headers
     MIN_HEADER_SIZE = 2        # key length + value length varints
     PREFETCH_AHEAD = 16384     # bytes ahead of the record being decoded
 

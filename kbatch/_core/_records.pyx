@@ -34,6 +34,8 @@ from kbatch._core._types cimport *
 cdef enum:
     MIN_HEADER_SIZE = 2        # key length + value length varints
     PREFETCH_AHEAD = 16384     # bytes ahead of the record being decoded
+    OUT_AHEAD_ROWS = 128       # rows ahead of the one written (fixed columns)
+    OUT_AHEAD_BYTES = 2048     # bytes ahead of the end of a copied column
 
 
 cdef extern from *:
@@ -72,9 +74,15 @@ cdef extern from *:
         }
         return 1;
     }
+    /* The cache line ``ahead`` bytes past p, fetched for writing (integer
+       arithmetic: the address may lie past the column's end; a prefetch
+       never faults). */
+    #define KB_PREFETCH_W(p, ahead) \
+        __builtin_prefetch((const void *)((uintptr_t)(p) + (uintptr_t)(ahead)), 1, 3)
     """
     bint utf8_valid "kb_utf8_valid"(const uint8_t *s, Py_ssize_t n) noexcept nogil
     void prefetch "__builtin_prefetch"(const void *p) noexcept nogil
+    void prefetch_for_write "KB_PREFETCH_W"(const void *p, Py_ssize_t ahead) noexcept nogil
 
 
 
@@ -133,6 +141,15 @@ cdef inline void _put_view(char *dst, const uint8_t *buf, Py_ssize_t pos, Py_ssi
 # length, attributes and deltas are read, the rest is jumped over);
 # decode_records picks one per batch, so the copy loop carries no test of
 # the mode.
+cdef inline void _prefetch_header_columns(RecordColumns *cols) noexcept nogil:
+    """The header columns' lines ahead of their ends, for writing (once per
+    record with headers; see the record loop)."""
+    prefetch_for_write(cols.hkey.data.data + cols.hkey.data.len, OUT_AHEAD_BYTES)
+    prefetch_for_write(cols.hvalue.data.data + cols.hvalue.data.len, OUT_AHEAD_BYTES)
+    prefetch_for_write(cols.hkey.offsets.data + cols.hkey.offsets.len, OUT_AHEAD_ROWS * 4)
+    prefetch_for_write(cols.hvalue.offsets.data + cols.hvalue.offsets.len, OUT_AHEAD_ROWS * 4)
+
+
 cdef struct _Copy:
     char unused
 
@@ -261,6 +278,21 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
         if rec_start + PREFETCH_AHEAD + 128 <= prefetch_end:
             prefetch(buf + rec_start + PREFETCH_AHEAD)
             prefetch(buf + rec_start + PREFETCH_AHEAD + 64)
+        # and the output toward the cache, for writing: a store that misses
+        # waits for its line to be read, and the copy loop writes 8 streams,
+        # more than the hardware prefetcher follows (-12% on a decode of small
+        # records; the view and skim loops measured slower with it)
+        if (record_mode is _Copy or record_mode is _Skip) and (i & 7) == 0:
+            prefetch_for_write(out_offset + i, OUT_AHEAD_ROWS * 8)
+            prefetch_for_write(out_ts + i, OUT_AHEAD_ROWS * 8)
+            prefetch_for_write(out_headers + i, OUT_AHEAD_ROWS * 4)
+            if record_mode is _Copy:
+                prefetch_for_write(key_offs + i, OUT_AHEAD_ROWS * 4)
+                prefetch_for_write(val_offs + i, OUT_AHEAD_ROWS * 4)
+        if record_mode is _Copy:
+            prefetch_for_write(val_data + val_len, OUT_AHEAD_BYTES)
+            prefetch_for_write(val_data + val_len, OUT_AHEAD_BYTES + 64)
+            prefetch_for_write(key_data + key_len, OUT_AHEAD_BYTES)
         st = read_varint(&cur, &length)
         if unlikely(st != CUR_OK):
             if st == CUR_SHORT:
@@ -340,9 +372,11 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                 if unlikely(hcount > limits.max_headers_per_record):
                     return set_error(err, E_LIMIT_HEADERS, rec_start, -1, hcount,
                                       limits.max_headers_per_record)
-                if keep_headers and (binary_reserve(&cols.hkey, hcount, 0) != 0
-                                     or binary_reserve(&cols.hvalue, hcount, 0) != 0):
-                    return set_error(err, E_NOMEM, rec_start, -1, 0, 0)
+                if keep_headers:
+                    if (binary_reserve(&cols.hkey, hcount, 0) != 0
+                            or binary_reserve(&cols.hvalue, hcount, 0) != 0):
+                        return set_error(err, E_NOMEM, rec_start, -1, 0, 0)
+                    _prefetch_header_columns(cols)
                 for j in range(hcount):
                     st = read_varint(&rec, &hklen)
                     if unlikely(st != CUR_OK):

@@ -1,14 +1,23 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Checksums for the decoders (see ``_checksums.pxd``).
 
-CRC-32C comes from the hardware-accelerated ``crc32c`` package. Its Python
-function needs the GIL for every call, so at import we look up the C routine
-the package itself selected (``_crc32c_hw_adler`` on x86-64 with SSE 4.2,
-``_crc32c_hw_arm64`` on ARMv8, its software slicing-by-8 otherwise), check it
-against the package's Python function on a known vector, and call it directly
-from the decode loop. If the symbol cannot be found (another build of the
-package) the decoders fall back to the Python function under the GIL: slower,
-never wrong. ``native_crc32c()`` says which path is in use.
+CRC-32C, fastest first:
+
+1. On x86-64 CPUs with VPCLMULQDQ and AVX-512 (checked at import), spans of
+   512 bytes or more are folded 256 bytes per step by carry-less
+   multiplication (``_crc32c_fold.h``): about 5x the crc32 instruction on a
+   16 KiB batch in cache. It is checked against the package at import and
+   left off if it disagrees.
+2. The hardware-accelerated ``crc32c`` package. Its Python function needs the
+   GIL for every call, so at import we look up the C routine the package
+   itself selected (``_crc32c_hw_adler`` on x86-64 with SSE 4.2,
+   ``_crc32c_hw_arm64`` on ARMv8, its software slicing-by-8 otherwise), check
+   it against the package's Python function on a known vector, and call it
+   directly from the decode loop.
+3. If that symbol cannot be found (another build of the package), the
+   package's Python function under the GIL: slower, never wrong.
+
+``crc32c_implementation()`` says which paths are in use.
 """
 
 import ctypes
@@ -17,14 +26,27 @@ import crc32c as _crc32c_pkg
 
 from libc.stdint cimport uint8_t, uint32_t, uintptr_t
 
+cdef extern from "_crc32c_fold.h":
+    uint32_t kb_crc32c_fold(uint32_t crc, const uint8_t *p, size_t n) noexcept nogil
+    int kb_crc32c_fold_available() noexcept nogil
+
+cdef enum:
+    # below this the package's routine is about as fast (the fold needs 256)
+    FOLD_FROM = 512
+
 ctypedef uint32_t (*crc_fn_t)(uint32_t crc, const uint8_t *data, unsigned long n) noexcept nogil
 
 cdef crc_fn_t _crc32c_fn = NULL
 cdef uint32_t _crc32_table[8][256]
 
 
+cdef bint _fold = False
+
+
 cdef uint32_t crc32c(const uint8_t *data, size_t n) noexcept nogil:
     cdef uint32_t out = 0
+    if _fold and n >= FOLD_FROM:
+        return kb_crc32c_fold(0xFFFFFFFFu, data, n) ^ 0xFFFFFFFFu
     if _crc32c_fn != NULL:
         return _crc32c_fn(0xFFFFFFFFu, data, n) ^ 0xFFFFFFFFu
     with gil:
@@ -95,6 +117,43 @@ def _install_crc32c():
         _crc32c_fn = NULL
 
 
+def _install_fold():
+    global _fold
+    _fold = False
+    if not kb_crc32c_fold_available():
+        return
+    _fold = True
+    probe = bytes(range(256)) * 40
+    for n in (FOLD_FROM, FOLD_FROM + 1, 777, 4096, 10239):
+        for at in (0, 3):
+            if crc32c_of(probe[at:at + n]) != _crc32c_pkg.crc32c(probe[at:at + n]):
+                _fold = False
+                return
+
+
+def _use_fold(bint on):
+    """Tests: turn the folding routine on (where the CPU has it) or off;
+    returns whether it was on."""
+    global _fold
+    was = _fold
+    _fold = on and kb_crc32c_fold_available() != 0
+    return was
+
+
+def _fold_available():
+    """Tests: whether this CPU (and OS) can run the folding routine."""
+    return kb_crc32c_fold_available() != 0
+
+
+def crc32c_implementation():
+    """Which CRC-32C routines the decoders use: ``"vpclmulqdq fold + <package
+    routine>"``, ``"crc32c package (native)"`` or ``"crc32c package (Python,
+    under the GIL)"``."""
+    base = ("crc32c package (native)" if _crc32c_fn != NULL
+            else "crc32c package (Python, under the GIL)")
+    return "vpclmulqdq fold + " + base if _fold else base
+
+
 def native_crc32c():
     """True when CRC-32C runs without the GIL (the package's C routine)."""
     return _crc32c_fn != NULL
@@ -116,3 +175,4 @@ def crc32_of(const uint8_t[::1] data):
 
 _build_crc32_table()
 _install_crc32c()
+_install_fold()

@@ -90,3 +90,59 @@ def test_decoder_refuses_a_large_batch_with_one_flipped_bit(path):
     assert "CRC" in str(info.value)
     fix_crc(batch)
     assert len(kbatch.read_segment(bytes(batch))) == 40
+
+
+# --- the fold's constants, derived here from the polynomial ------------------
+
+POLY = 0x1EDC6F41        # CRC-32C, x^32 implied, normal (not reflected) order
+
+
+def _xpow_mod(e: int) -> int:
+    """x^e mod P, as a 32-bit polynomial."""
+    r = 1
+    for _ in range(e):
+        r <<= 1
+        if r >> 32:
+            r ^= (1 << 32) | POLY
+    return r
+
+
+def _reflect32(v: int) -> int:
+    return int(f"{v:032b}"[::-1], 2)
+
+
+def _clmul(a: int, b: int) -> int:
+    r = 0
+    while b:
+        if b & 1:
+            r ^= a
+        a <<= 1
+        b >>= 1
+    return r
+
+
+def _crc_raw(data: bytes) -> int:
+    """Bitwise CRC-32C from a zero state, no final inversion."""
+    crc = 0
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc
+
+
+@pytest.mark.parametrize("distance", [16, 32, 48, 64, 128, 192, 256])
+def test_fold_constants(distance):
+    # folding a 16-byte lane D bytes on multiplies its first 8 bytes by
+    # x^(8D+31) mod P and its second 8 by x^(8D-33) mod P (bit-reflected);
+    # the message keeps its CRC, and the header uses exactly these constants
+    k_first = _reflect32(_xpow_mod(8 * distance + 31))
+    k_second = _reflect32(_xpow_mod(8 * distance - 33))
+    lane = DATA[:16]
+    first = int.from_bytes(lane[:8], "little")
+    second = int.from_bytes(lane[8:], "little")
+    folded = (_clmul(first, k_first) ^ _clmul(second, k_second)).to_bytes(16, "little")
+    assert _crc_raw(lane + bytes(distance)) == _crc_raw(bytes(distance - 16) + folded)
+    header = open(os.path.join(os.path.dirname(kbatch.__file__), "_core",
+                               "_crc32c_fold.h")).read().lower()
+    assert f"0x{k_first:08x}u, 0x{k_second:08x}u" in header

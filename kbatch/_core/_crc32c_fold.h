@@ -11,9 +11,10 @@
  * the 128-bit products into the lane D bytes later: the message keeps its
  * CRC. The accumulators are folded into one, its four lanes into one, and
  * the last 16 bytes plus the tail (under 64 bytes) go through the SSE 4.2
- * crc32 instruction. The constants were derived by brute force against a
- * bitwise CRC in a test model; tests compare this routine with the crc32c
- * package on every length up to several KiB and at every alignment.
+ * crc32 instruction. tests/test_checksums.py derives the constants from the
+ * polynomial (and checks that a fold keeps a bitwise CRC), and compares this
+ * routine with the crc32c package on every length to 2,200 bytes at every
+ * alignment and on Hypothesis spans.
  */
 #ifndef KBATCH_CRC32C_FOLD_H
 #define KBATCH_CRC32C_FOLD_H

@@ -42,8 +42,9 @@ class BatchDecoder:
         native_zstd: bool = True,
         zero_copy: bool = False,          # keys/values as binary views: take()["data"]
                                           # then has "views" per column and "buffers"
-        skip_payload: bool = False,       # projection: keys/values checked, not stored
-                                          # (take()["data"]["key"/"value"] is None)
+        skip_key: bool = False,           # projection: keys checked, not stored
+                                          # (take()["data"]["key"] is None)
+        skip_value: bool = False,         # ... values likewise
         skip_headers: bool = False,       # ... headers likewise ("headers" etc. None)
         more_follows: bool = False,       # a range of a larger object: zeros up to
                                           # stop are damage, not a padded tail

@@ -258,7 +258,8 @@ cdef class BatchDecoder:
                  Py_ssize_t max_decompressed_bytes=256 << 20, bint native_lz4=True,
                  Py_ssize_t zeros_from=-1, Py_ssize_t max_read_bytes=-1,
                  bint native_gzip=True, bint native_snappy=True, bint native_zstd=True,
-                 bint zero_copy=False, bint skip_payload=False, bint skip_headers=False,
+                 bint zero_copy=False, bint skip_key=False, bint skip_value=False,
+                 bint skip_headers=False,
                  bint more_follows=False, bint validate_control_crc=False):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
@@ -322,9 +323,11 @@ cdef class BatchDecoder:
         self._data.key.view_mode = self._data.value.view_mode = zero_copy
         # projection: data keys and values / headers checked but not stored
         # (take() gives None for them; control records are always whole)
-        if zero_copy and skip_payload:
+        if zero_copy and skip_key and skip_value:
             raise ValueError("zero_copy has no keys or values to view when they are skipped")
-        self._data.skip_payload = skip_payload
+        self._data.skip_key = skip_key
+        self._data.skip_value = skip_value
+        self._data.skip_payload = skip_key and skip_value
         self._data.skip_headers = skip_headers
 
     def __dealloc__(self):
@@ -583,7 +586,7 @@ cdef class BatchDecoder:
         if rows < PRESIZE_MIN_ROWS:
             return
         # failures are ignored: the walk reserves (and reports) as it goes
-        if columns_reserve_rows(&self._data, rows) == 0 and not self._data.skip_payload:
+        if columns_reserve_rows(&self._data, rows) == 0 and not self._data.skip_value:
             if not self._data.value.view_mode:
                 growbuf_reserve(&self._data.value.data, data)
 

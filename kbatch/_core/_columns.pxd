@@ -72,7 +72,9 @@ cdef struct RecordColumns:
     BinaryBuilder hvalue
     # projection (``columns=``): the record loop walks and checks these fields
     # but stores nothing for them; ``columns_take`` gives None in their place
-    bint skip_payload    # key and value
+    bint skip_key        # key
+    bint skip_value      # value
+    bint skip_payload    # both (skip_key and skip_value)
     bint skip_headers    # headers
 
 

@@ -151,12 +151,14 @@ cdef void columns_free(RecordColumns *c) noexcept nogil:
 
 
 cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil:
-    """Room for ``rows`` more records in every per-record column."""
+    """Room for ``rows`` more records in every per-record column (not in a
+    key or value column a projection leaves out)."""
     if (growbuf_reserve(&c.offset, rows * 8) or growbuf_reserve(&c.timestamp, rows * 8)
             or growbuf_reserve(&c.ts_type, rows) or growbuf_reserve(&c.batch, rows * 4)
             or growbuf_reserve(&c.headers, rows * 4)):
         return -1
-    if binary_reserve_any(&c.key, rows, 0) or binary_reserve_any(&c.value, rows, 0):
+    if ((not c.skip_key and binary_reserve_any(&c.key, rows, 0))
+            or (not c.skip_value and binary_reserve_any(&c.value, rows, 0))):
         return -1
     return 0
 
@@ -210,8 +212,10 @@ cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m,
     c.ts_type.len = m.n
     c.batch.len = m.n * 4
     c.headers.len = (m.n + 1) * 4
-    _binary_rollback(&c.key, m.n, m.key_bytes, m.key_nulls, committed)
-    _binary_rollback(&c.value, m.n, m.value_bytes, m.value_nulls, committed)
+    if not c.skip_key:      # a column left out by a projection stays empty
+        _binary_rollback(&c.key, m.n, m.key_bytes, m.key_nulls, committed)
+    if not c.skip_value:
+        _binary_rollback(&c.value, m.n, m.value_bytes, m.value_nulls, committed)
     _binary_rollback(&c.hkey, m.headers, m.hkey_bytes, 0, committed)
     _binary_rollback(&c.hvalue, m.headers, m.hvalue_bytes, m.hvalue_nulls, committed)
 
@@ -272,8 +276,8 @@ cdef dict columns_take(RecordColumns *c):
         "timestamp_type": growbuf_take(&c.ts_type, np.int8),
         "batch": growbuf_take(&c.batch, np.int32),
         "headers": growbuf_take(&c.headers, np.int32),
-        "key": None if c.skip_payload else _binary_take(&c.key),
-        "value": None if c.skip_payload else _binary_take(&c.value),
+        "key": None if c.skip_key else _binary_take(&c.key),
+        "value": None if c.skip_value else _binary_take(&c.value),
         "header_key": None if c.skip_headers else _binary_take(&c.hkey),
         "header_value": None if c.skip_headers else _binary_take(&c.hvalue),
     }

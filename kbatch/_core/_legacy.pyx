@@ -127,19 +127,24 @@ cdef inline bint _crc_ok(const uint8_t *buf, const Message *m) noexcept nogil:
 cdef int _append(RecordColumns *cols, const uint8_t *buf, const Message *m,
                  int64_t offset, int64_t timestamp, int8_t ts_type,
                  int32_t batch_index) noexcept nogil:
-    """One record; legacy messages have no headers."""
+    """One record; legacy messages have no headers. A key or value left out
+    by a projection is not stored."""
     cdef Py_ssize_t n = cols.n
     if (columns_reserve_rows(cols, 1) != 0
-            or binary_reserve_any(&cols.key, 0, m.key_len if m.key_len > 0 else 0) != 0
-            or binary_reserve_any(&cols.value, 0, m.value_len if m.value_len > 0 else 0) != 0):
+            or (not cols.skip_key and binary_reserve_any(
+                &cols.key, 0, m.key_len if m.key_len > 0 else 0) != 0)
+            or (not cols.skip_value and binary_reserve_any(
+                &cols.value, 0, m.value_len if m.value_len > 0 else 0) != 0)):
         return -1
     (<int64_t *>cols.offset.data)[n] = offset
     (<int64_t *>cols.timestamp.data)[n] = timestamp
     (<int8_t *>cols.ts_type.data)[n] = ts_type
     (<int32_t *>cols.batch.data)[n] = batch_index
     (<int32_t *>cols.headers.data)[n + 1] = <int32_t>cols.hkey.count
-    binary_append_any(&cols.key, buf + m.key_pos, m.key_len)      # zero_copy: views
-    binary_append_any(&cols.value, buf + m.value_pos, m.value_len)
+    if not cols.skip_key:
+        binary_append_any(&cols.key, buf + m.key_pos, m.key_len)      # zero_copy: views
+    if not cols.skip_value:
+        binary_append_any(&cols.value, buf + m.value_pos, m.value_len)
     cols.n = n + 1
     cols.offset.len += 8
     cols.timestamp.len += 8

@@ -233,9 +233,14 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
         return set_error(err, E_LIMIT_READ_BYTES, start, -1, count, limits.max_read_bytes)
     if columns_reserve_rows(cols, count) != 0:
         return set_error(err, E_NOMEM, start, -1, 0, 0)
+    # a projection may keep one of key and value (the other is walked, checked
+    # and not stored: in the skip loop, both)
+    cdef bint keep_key = record_mode is not _Skip and record_mode is not _Skim and not cols.skip_key
+    cdef bint keep_value = (record_mode is not _Skip and record_mode is not _Skim
+                            and not cols.skip_value)
     if record_mode is _Copy:    # views hold no bytes
-        if (binary_reserve(&cols.key, 0, region) != 0
-                or binary_reserve(&cols.value, 0, region) != 0):
+        if ((keep_key and binary_reserve(&cols.key, 0, region) != 0)
+                or (keep_value and binary_reserve(&cols.value, 0, region) != 0)):
             return set_error(err, E_NOMEM, start, -1, 0, 0)
     # projection without headers: checked as usual, nothing stored
     cdef bint keep_headers = not cols.skip_headers
@@ -324,19 +329,20 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
             if klen >= 0:
                 if unlikely(klen > rec.end - rec.pos):
                     return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-                if record_mode is _Views:
-                    _put_view(key_views + i * 16, buf, rec.pos, stop, klen, view_buffer, view_shift)
-                elif record_mode is _Copy and klen > 0:
-                    kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
-                rec.pos += klen
-                if record_mode is not _Skip:
+                if keep_key:
+                    if record_mode is _Views:
+                        _put_view(key_views + i * 16, buf, rec.pos, stop, klen, view_buffer,
+                                  view_shift)
+                    elif record_mode is _Copy and klen > 0:
+                        kb_copy(key_data + key_len, buf + rec.pos, <size_t>klen)
                     key_len += klen
                     key_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
-            elif record_mode is not _Skip:
+                rec.pos += klen
+            elif keep_key:
                 key_nulls += 1
                 if record_mode is _Views:
                     kb_view(key_views + i * 16, NULL, -1, 0, 0)
-            if record_mode is _Copy:    # views need no offsets
+            if record_mode is _Copy and keep_key:    # views need no offsets
                 key_offs[i] = <int32_t>key_len
 
             st = read_varint(&rec, &vlen)
@@ -346,19 +352,20 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
             if vlen >= 0:
                 if unlikely(vlen > rec.end - rec.pos):
                     return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
-                if record_mode is _Views:
-                    _put_view(val_views + i * 16, buf, rec.pos, stop, vlen, view_buffer, view_shift)
-                elif record_mode is _Copy and vlen > 0:
-                    kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
-                rec.pos += vlen
-                if record_mode is not _Skip:
+                if keep_value:
+                    if record_mode is _Views:
+                        _put_view(val_views + i * 16, buf, rec.pos, stop, vlen, view_buffer,
+                                  view_shift)
+                    elif record_mode is _Copy and vlen > 0:
+                        kb_copy(val_data + val_len, buf + rec.pos, <size_t>vlen)
                     val_len += vlen
                     val_bits[row_i >> 3] |= <uint8_t>(1 << (row_i & 7))
-            elif record_mode is not _Skip:
+                rec.pos += vlen
+            elif keep_value:
                 val_nulls += 1
                 if record_mode is _Views:
                     kb_view(val_views + i * 16, NULL, -1, 0, 0)
-            if record_mode is _Copy:
+            if record_mode is _Copy and keep_value:
                 val_offs[i] = <int32_t>val_len
 
             st = read_varint(&rec, &hcount)
@@ -428,7 +435,7 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
     cols.ts_type.len += count
     cols.batch.len += count * 4
     cols.headers.len += count * 4
-    if record_mode is _Copy or record_mode is _Views:    # the others store neither
+    if keep_key:    # the skip loops store neither
         cols.key.data.len = key_len
         cols.key.count = cols.n
         cols.key.offsets.len += count * 4
@@ -436,10 +443,12 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
         cols.key.validity.len = (cols.n + 7) >> 3
         if record_mode is _Views:
             cols.key.views.len += count * 16
-            cols.value.views.len += count * 16
+    if keep_value:
         cols.value.data.len = val_len
         cols.value.count = cols.n
         cols.value.offsets.len += count * 4
         cols.value.null_count += val_nulls
         cols.value.validity.len = (cols.n + 7) >> 3
+        if record_mode is _Views:
+            cols.value.views.len += count * 16
     return 0

@@ -66,21 +66,21 @@ def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
         native_gzip=NATIVE_GZIP, native_snappy=NATIVE_SNAPPY, native_zstd=NATIVE_ZSTD,
         zero_copy=getattr(opts, "zero_copy", False) and not control_only
         and not skips_payload(opts),
-        skip_payload=skips_payload(opts), skip_headers=skips_headers(opts),
+        skip_key=skips(opts, "key"), skip_value=skips(opts, "value"),
+        skip_headers=skips(opts, "headers"),
         more_follows=more_follows, validate_control_crc=control_crc)
 
 
+def skips(opts, column: str) -> bool:
+    """A projection (``columns=``) without ``column`` (key, value or
+    headers): the record loop checks it but does not store it."""
+    cols = getattr(opts, "columns", None)
+    return cols is not None and column not in cols
+
+
 def skips_payload(opts) -> bool:
-    """A projection (``columns=``) without key and value: the record loop
-    checks them but stores neither."""
-    cols = getattr(opts, "columns", None)
-    return cols is not None and "key" not in cols and "value" not in cols
-
-
-def skips_headers(opts) -> bool:
-    """A projection without headers: checked, not stored."""
-    cols = getattr(opts, "columns", None)
-    return cols is not None and "headers" not in cols
+    """A projection without key and value (nothing for zero_copy to view)."""
+    return skips(opts, "key") and skips(opts, "value")
 
 
 def batch_at(view, position: int, path=None, *, stop: int | None = None):

@@ -473,3 +473,42 @@ def test_one_pass_read_committed_equals_decode_then_filter(seed):
             slow = _outcome(lambda: apply_isolation(kbatch.read_segment(data, **opts),
                                                     "read_committed"))
             assert fast == slow, (seed, opts)
+
+
+@pytest.mark.parametrize("damage", ["record length", "key length", "header count"])
+def test_damage_inside_an_aborted_batch_is_found_as_in_read_uncommitted(damage):
+    """read_committed leaves an aborted batch's records out but still walks
+    and checks each of them: a record broken inside it (its CRC made
+    right again) fails both isolations alike."""
+    from kbatch.lib.writer import ABORT as W_ABORT, COMMIT as W_COMMIT, SegmentWriter
+
+    from .kafka_ref import HEADER_V2, fix_crc
+    out = io.BytesIO()
+    with SegmentWriter(out, batch_records=4) as w:
+        w.append([(b"a%d" % i, b"aborted", 1000 + i) for i in range(4)],
+                 producer_id=7, producer_epoch=0, transactional=True)
+        w.marker(W_ABORT, producer_id=7)
+        w.append([(b"c%d" % i, b"committed", 2000 + i) for i in range(4)],
+                 producer_id=8, producer_epoch=0, transactional=True)
+        w.marker(W_COMMIT, producer_id=8)
+    buf = bytearray(out.getvalue())
+    first_batch_end = 12 + struct.unpack_from(">i", buf, 8)[0]
+    clean = kbatch.read_segment(bytes(buf), isolation="read_committed")
+    assert clean.key.to_pylist() == [b"c0", b"c1", b"c2", b"c3"]
+    # the first record of the aborted batch: length varint, attributes,
+    # timestamp delta, offset delta, key length, key, value length, value,
+    # header count (all one-byte varints here)
+    rec = HEADER_V2
+    field = {"record length": rec, "key length": rec + 4, "header count": rec + 15}[damage]
+    buf[field] = 0x7E           # a large positive zig-zag varint: past the record
+    fixed = bytearray(buf[:first_batch_end])
+    fix_crc(fixed)
+    buf[:first_batch_end] = fixed
+    for opts in ({}, {"validate_crc": False}):
+        with pytest.raises(kbatch.CorruptRecordError) as uncommitted:
+            kbatch.read_segment(bytes(buf), **opts)
+        with pytest.raises(kbatch.CorruptRecordError) as committed:
+            kbatch.read_segment(bytes(buf), isolation="read_committed", **opts)
+        assert str(committed.value) == str(uncommitted.value)
+        with pytest.raises(kbatch.CorruptRecordError):
+            list(kbatch.iter_segment(bytes(buf), isolation="read_committed", **opts))

@@ -60,7 +60,7 @@ cdef class BatchDecoder:
                            Py_ssize_t index, bint compressed) noexcept nogil
     cdef int _decode_batch_records(self, const uint8_t *buf, Py_ssize_t start,
                                    Py_ssize_t stop, Py_ssize_t index,
-                                   bint compressed) noexcept nogil
+                                   bint compressed, bint dropped) noexcept nogil
     cdef int _view_source(self, Py_ssize_t start, Py_ssize_t stop) noexcept nogil
     cdef list _take_buffers(self)
     cdef int _finish_error(self, int st, bint compressed) noexcept nogil

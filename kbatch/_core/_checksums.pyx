@@ -37,10 +37,8 @@ cdef enum:
 ctypedef uint32_t (*crc_fn_t)(uint32_t crc, const uint8_t *data, unsigned long n) noexcept nogil
 
 cdef crc_fn_t _crc32c_fn = NULL
+cdef bint _fold = False        # the folding routine is in use (set at import)
 cdef uint32_t _crc32_table[8][256]
-
-
-cdef bint _fold = False
 
 
 cdef uint32_t crc32c(const uint8_t *data, size_t n) noexcept nogil:

@@ -14,6 +14,6 @@ cdef enum:
 cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
                         const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
                         const BatchRow *row, int32_t batch_index,
-                        Py_ssize_t prefetch_end) noexcept nogil
+                        Py_ssize_t prefetch_end, bint check_only) noexcept nogil
 
 cdef int parse_control(RecordColumns *ctrl, GrowBuf *rows, Py_ssize_t first) noexcept nogil

@@ -134,13 +134,6 @@ cdef inline void _put_view(char *dst, const uint8_t *buf, Py_ssize_t pos, Py_ssi
         kb_view(dst, buf + pos, length, view_buffer, pos + view_shift)
 
 
-# The record loop is compiled four times: keys and values copied (_Copy),
-# written as binary views (_Views, zero_copy), walked and checked but not
-# stored (_Skip, a projection without key and value), or not walked at all
-# (_Skim, a projection without key, value and headers: each record's
-# length, attributes and deltas are read, the rest is jumped over);
-# decode_records picks one per batch, so the copy loop carries no test of
-# the mode.
 cdef inline void _prefetch_header_columns(RecordColumns *cols) noexcept nogil:
     """The header columns' lines ahead of their ends, for writing (once per
     record with headers; see the record loop)."""
@@ -150,6 +143,14 @@ cdef inline void _prefetch_header_columns(RecordColumns *cols) noexcept nogil:
     prefetch_for_write(cols.hvalue.offsets.data + cols.hvalue.offsets.len, OUT_AHEAD_ROWS * 4)
 
 
+# The record loop is compiled four times: keys and values copied (_Copy),
+# written as binary views (_Views, zero_copy; both leave out the key or the
+# value a projection does not ask for, checked but not stored), walked and
+# checked but not stored (_Skip, a projection without key and value), or not
+# walked at all (_Skim, a projection without key, value and headers: each record's
+# length, attributes and deltas are read, the rest is jumped over);
+# decode_records picks one per batch, so the copy loop carries no test of
+# the mode.
 cdef struct _Copy:
     char unused
 
@@ -172,27 +173,36 @@ ctypedef fused record_mode:
 cdef int decode_records(RecordColumns *cols, ErrorInfo *err, const Limits *limits,
                          const uint8_t *buf, Py_ssize_t start, Py_ssize_t stop,
                          const BatchRow *row, int32_t batch_index,
-                         Py_ssize_t prefetch_end) noexcept nogil:
+                         Py_ssize_t prefetch_end, bint check_only) noexcept nogil:
     """Append the records of one batch (``buf[start:stop]``) to ``cols``
-    (zero_copy columns get views into ``buf``, see ``_columns.pxd``)."""
+    (zero_copy columns get views into ``buf``, see ``_columns.pxd``).
+
+    ``check_only`` (a batch read_committed leaves out): every record is
+    walked and checked as in a full decode, no key, value or header is
+    stored, and the caller rolls the batch's rows back."""
+    if check_only:
+        return _decode(<_Skip *>NULL, cols, err, limits, buf, start, stop, row,
+                       batch_index, prefetch_end, False)
     if cols.skip_payload and cols.skip_headers:
         return _decode(<_Skim *>NULL, cols, err, limits, buf, start, stop, row,
-                       batch_index, prefetch_end)
+                       batch_index, prefetch_end, False)
     if cols.skip_payload:
         return _decode(<_Skip *>NULL, cols, err, limits, buf, start, stop, row,
-                       batch_index, prefetch_end)
+                       batch_index, prefetch_end, True)
     if cols.key.view_mode:
         return _decode(<_Views *>NULL, cols, err, limits, buf, start, stop, row,
-                       batch_index, prefetch_end)
+                       batch_index, prefetch_end, True)
     return _decode(<_Copy *>NULL, cols, err, limits, buf, start, stop, row,
-                   batch_index, prefetch_end)
+                   batch_index, prefetch_end, True)
 
 
 cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                  const Limits *limits, const uint8_t *buf, Py_ssize_t start,
                  Py_ssize_t stop, const BatchRow *row, int32_t batch_index,
-                 Py_ssize_t prefetch_end) noexcept nogil:
-    """Append the records of one batch (``buf[start:stop]``) to ``cols``.
+                 Py_ssize_t prefetch_end, bint store_headers) noexcept nogil:
+    """Append the records of one batch (``buf[start:stop]``) to ``cols``
+    (headers only with ``store_headers``, and not when a projection skips
+    them).
 
     ``buf[:prefetch_end]`` may be prefetched (the batches that follow).
 
@@ -235,7 +245,8 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
         return set_error(err, E_NOMEM, start, -1, 0, 0)
     # a projection may keep one of key and value (the other is walked, checked
     # and not stored: in the skip loop, both)
-    cdef bint keep_key = record_mode is not _Skip and record_mode is not _Skim and not cols.skip_key
+    cdef bint keep_key = (record_mode is not _Skip and record_mode is not _Skim
+                          and not cols.skip_key)
     cdef bint keep_value = (record_mode is not _Skip and record_mode is not _Skim
                             and not cols.skip_value)
     if record_mode is _Copy:    # views hold no bytes
@@ -243,7 +254,7 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                 or (keep_value and binary_reserve(&cols.value, 0, region) != 0)):
             return set_error(err, E_NOMEM, start, -1, 0, 0)
     # projection without headers: checked as usual, nothing stored
-    cdef bint keep_headers = not cols.skip_headers
+    cdef bint keep_headers = store_headers and not cols.skip_headers
     if keep_headers and (binary_reserve(&cols.hkey, 0, region) != 0
                          or binary_reserve(&cols.hvalue, 0, region) != 0):
         return set_error(err, E_NOMEM, start, -1, 0, 0)
@@ -291,12 +302,14 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
             prefetch_for_write(out_offset + i, OUT_AHEAD_ROWS * 8)
             prefetch_for_write(out_ts + i, OUT_AHEAD_ROWS * 8)
             prefetch_for_write(out_headers + i, OUT_AHEAD_ROWS * 4)
-            if record_mode is _Copy:
+            if record_mode is _Copy and keep_key:
                 prefetch_for_write(key_offs + i, OUT_AHEAD_ROWS * 4)
+            if record_mode is _Copy and keep_value:
                 prefetch_for_write(val_offs + i, OUT_AHEAD_ROWS * 4)
-        if record_mode is _Copy:
+        if record_mode is _Copy and keep_value:
             prefetch_for_write(val_data + val_len, OUT_AHEAD_BYTES)
             prefetch_for_write(val_data + val_len, OUT_AHEAD_BYTES + 64)
+        if record_mode is _Copy and keep_key:
             prefetch_for_write(key_data + key_len, OUT_AHEAD_BYTES)
         st = read_varint(&cur, &length)
         if unlikely(st != CUR_OK):

@@ -55,6 +55,13 @@ class TxnState:
     aborted_ranges: dict[int, tuple[np.ndarray, np.ndarray]]
     last_stable_offset: int
     log_end_offset: int
+    # the last verdict (batch table, verdicts): build, dropped and filter
+    # ask for the same table's in turn
+    _verdicts: tuple | None = field(default=None, repr=False, compare=False)
+    # set by ``dropped``: every kept batch of that table is magic 2 and ends
+    # below the LSO, so no record of it is at or past the LSO (the record
+    # loop refuses a record offset past its batch's last offset)
+    _kept_below_lso: bool = field(default=False, repr=False, compare=False)
 
     @classmethod
     def build(cls, batches: BatchTable, control: ControlRecords,
@@ -90,6 +97,14 @@ class TxnState:
 
     def verdict(self, batches: BatchTable) -> np.ndarray:
         """Per batch: PASS (not transactional / control), COMMITTED, ABORTED or OPEN."""
+        if self._verdicts is not None and self._verdicts[0] is batches:
+            return self._verdicts[1]
+        out = self._verdict(batches)
+        out.flags.writeable = False
+        self._verdicts = (batches, out)
+        return out
+
+    def _verdict(self, batches: BatchTable) -> np.ndarray:
         out = np.full(len(batches), PASS, dtype=np.int8)
         txn = batches.is_transactional & ~batches.is_control
         if not txn.any():
@@ -116,15 +131,22 @@ class TxnState:
         """Per batch, whether a read_committed read leaves its records out:
         aborted and open transactions, and everything at or after the LSO."""
         verdict = self.verdict(batches)
-        return ~((verdict == PASS) | (verdict == COMMITTED)) | (
+        drop = ~((verdict == PASS) | (verdict == COMMITTED)) | (
             batches.base_offset >= self.last_stable_offset)
+        kept = ~drop
+        self._kept_below_lso = bool(not kept.any() or (
+            (batches.magic[kept] >= 2).all()
+            and int(batches.last_offset[kept].max()) < self.last_stable_offset))
+        return drop
 
     def filter(self, records: Records, *, verdicts_applied: bool = False) -> Records:
         """The records a read_committed consumer sees (control records, too,
         stop at the LSO). ``verdicts_applied``: the records of aborted and
-        open transactions are already left out (only the LSO cut remains)."""
+        open transactions are already left out (only the LSO cut remains;
+        the records come from the batch table ``dropped`` was last given)."""
         lso = self.last_stable_offset
-        if verdicts_applied and (not len(records) or int(records.offset.max()) < lso):
+        if verdicts_applied and (not len(records) or self._kept_below_lso
+                                 or int(records.offset.max()) < lso):
             out = records
         else:
             verdict = self.verdict(records.batches)

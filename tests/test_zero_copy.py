@@ -8,6 +8,7 @@ checked from addresses: every long value's bytes lie inside the source
 """
 
 import gc
+import io
 import json
 import os
 import pathlib
@@ -452,3 +453,25 @@ def test_truncated_after_a_zero_copy_read_does_not_kill_the_process(tmp_path, ke
     assert child.returncode == 0, child.stderr[-2000:]
     expected = ["survived"] if keep == "arrow" else ["raised", "raised", "raised-again", "raised-arrow"]
     assert child.stdout.split() == expected, child.stdout
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_read_committed_with_aborted_batches(codec):
+    """Aborted batches are left out of the views, and their decompressed
+    bytes out of the buffers the result keeps."""
+    from kbatch.lib.writer import ABORT, COMMIT, SegmentWriter
+    out = io.BytesIO()
+    with SegmentWriter(out, batch_records=10, codec=codec) as w:
+        for k in range(12):
+            w.append([(b"k%d-%d" % (k, i), b"v" * 40 + b"%d" % k, 1000 + i)
+                      for i in range(10)], producer_id=5, producer_epoch=0, transactional=True)
+            w.marker(ABORT if k % 3 == 0 else COMMIT, producer_id=5)
+    data = out.getvalue()
+    zc = kbatch.read_segment(data, zero_copy=True, isolation="read_committed")
+    copy = kbatch.read_segment(data, isolation="read_committed")
+    assert_same(zc, copy)
+    assert len(copy) == 80
+    if codec != "none":     # the arena holds the 8 kept batches' records only
+        everything = kbatch.read_segment(data, zero_copy=True)
+        held = sum(len(b) for b in zc.value.buffers)
+        assert held < sum(len(b) for b in everything.value.buffers) * 0.8

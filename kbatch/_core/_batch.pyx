@@ -497,7 +497,8 @@ cdef class BatchDecoder:
             viewbufs_use(&self._data, self._vbufs.arena, <const uint8_t *>arena.data)
             st = self._walk_records(<const uint8_t *>arena.data + at, 0, <Py_ssize_t>n,
                                     index, True)
-            if st == 0:
+            # kept only when views point into it (not for a batch read_committed drops)
+            if st == 0 and not self._dropped(self._row(index).position):
                 arena.len = at + <Py_ssize_t>n
             return st
         if codec_decompress(&self._codecs, codec, self._buf + pos + HEADER_V2,

@@ -97,8 +97,9 @@ class TxnState:
 
     def verdict(self, batches: BatchTable) -> np.ndarray:
         """Per batch: PASS (not transactional / control), COMMITTED, ABORTED or OPEN."""
-        if self._verdicts is not None and self._verdicts[0] is batches:
-            return self._verdicts[1]
+        cached = self._verdicts     # one read: other threads may replace it
+        if cached is not None and cached[0] is batches:
+            return cached[1]
         out = self._verdict(batches)
         out.flags.writeable = False
         self._verdicts = (batches, out)

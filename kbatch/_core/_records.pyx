@@ -21,7 +21,7 @@ by its own length, so no field can run into the next record.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
-from kbatch._core._columns cimport (GrowBuf, RecordColumns, binary_append_unchecked,
+from kbatch._core._columns cimport (GrowBuf, RecordColumns,
                               binary_reserve, columns_held_bytes, columns_reserve_rows,
                               growbuf_reserve, kb_copy, kb_view, kb_view12,
                               ROW_FIXED_BYTES)
@@ -134,13 +134,65 @@ cdef inline void _put_view(char *dst, const uint8_t *buf, Py_ssize_t pos, Py_ssi
         kb_view(dst, buf + pos, length, view_buffer, pos + view_shift)
 
 
-cdef inline void _prefetch_header_columns(RecordColumns *cols) noexcept nogil:
+cdef struct _HeaderOut:
+    # the header key and value columns while a batch is decoded: written
+    # through these (no store to the builders per header), put back into the
+    # builders when the batch commits (``_headers_commit``)
+    char *key_data
+    char *value_data
+    int32_t *key_offsets
+    int32_t *value_offsets
+    uint8_t *key_bits
+    uint8_t *value_bits
+    Py_ssize_t key_len
+    Py_ssize_t value_len
+    Py_ssize_t count          # headers so far (keys and values alike)
+    Py_ssize_t value_nulls    # null values added in this batch
+
+
+cdef inline void _headers_load(_HeaderOut *h, RecordColumns *cols) noexcept nogil:
+    """The builders' buffers (again after they may have moved)."""
+    h.key_data = cols.hkey.data.data
+    h.value_data = cols.hvalue.data.data
+    h.key_offsets = <int32_t *>cols.hkey.offsets.data
+    h.value_offsets = <int32_t *>cols.hvalue.offsets.data
+    h.key_bits = <uint8_t *>cols.hkey.validity.data
+    h.value_bits = <uint8_t *>cols.hvalue.validity.data
+
+
+cdef inline void _headers_commit(const _HeaderOut *h, RecordColumns *cols) noexcept nogil:
+    cols.hkey.count = cols.hvalue.count = h.count
+    cols.hkey.data.len = h.key_len
+    cols.hvalue.data.len = h.value_len
+    cols.hkey.offsets.len = cols.hvalue.offsets.len = (h.count + 1) * 4
+    cols.hkey.validity.len = cols.hvalue.validity.len = (h.count + 7) >> 3
+    cols.hvalue.null_count += h.value_nulls
+
+
+cdef inline int _headers_reserve(_HeaderOut *h, RecordColumns *cols,
+                                 Py_ssize_t items) noexcept nogil:
+    """Room for ``items`` more headers (their bytes are reserved per batch);
+    the builders are brought up to date only when they must grow."""
+    if ((h.count + items + 1) * 4 <= cols.hkey.offsets.cap
+            and (h.count + items + 1) * 4 <= cols.hvalue.offsets.cap
+            and ((h.count + items) >> 3) + 1 <= cols.hkey.validity.cap
+            and ((h.count + items) >> 3) + 1 <= cols.hvalue.validity.cap):
+        return 0
+    _headers_commit(h, cols)
+    h.value_nulls = 0
+    if binary_reserve(&cols.hkey, items, 0) != 0 or binary_reserve(&cols.hvalue, items, 0) != 0:
+        return -1
+    _headers_load(h, cols)
+    return 0
+
+
+cdef inline void _prefetch_header_columns(const _HeaderOut *h) noexcept nogil:
     """The header columns' lines ahead of their ends, for writing (once per
     record with headers; see the record loop)."""
-    prefetch_for_write(cols.hkey.data.data + cols.hkey.data.len, OUT_AHEAD_BYTES)
-    prefetch_for_write(cols.hvalue.data.data + cols.hvalue.data.len, OUT_AHEAD_BYTES)
-    prefetch_for_write(cols.hkey.offsets.data + cols.hkey.offsets.len, OUT_AHEAD_ROWS * 4)
-    prefetch_for_write(cols.hvalue.offsets.data + cols.hvalue.offsets.len, OUT_AHEAD_ROWS * 4)
+    prefetch_for_write(h.key_data + h.key_len, OUT_AHEAD_BYTES)
+    prefetch_for_write(h.value_data + h.value_len, OUT_AHEAD_BYTES)
+    prefetch_for_write(h.key_offsets + h.count, OUT_AHEAD_ROWS * 4)
+    prefetch_for_write(h.value_offsets + h.count, OUT_AHEAD_ROWS * 4)
 
 
 # The record loop is compiled four times: keys and values copied (_Copy),
@@ -258,6 +310,12 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
     if keep_headers and (binary_reserve(&cols.hkey, 0, region) != 0
                          or binary_reserve(&cols.hvalue, 0, region) != 0):
         return set_error(err, E_NOMEM, start, -1, 0, 0)
+    cdef _HeaderOut hdr
+    hdr.key_len = cols.hkey.data.len
+    hdr.value_len = cols.hvalue.data.len
+    hdr.count = cols.hkey.count
+    hdr.value_nulls = 0
+    _headers_load(&hdr, cols)
 
     cdef int64_t *out_offset = <int64_t *>cols.offset.data + n
     cdef int64_t *out_ts = <int64_t *>cols.timestamp.data + n
@@ -393,10 +451,9 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                     return set_error(err, E_LIMIT_HEADERS, rec_start, -1, hcount,
                                       limits.max_headers_per_record)
                 if keep_headers:
-                    if (binary_reserve(&cols.hkey, hcount, 0) != 0
-                            or binary_reserve(&cols.hvalue, hcount, 0) != 0):
+                    if _headers_reserve(&hdr, cols, hcount) != 0:
                         return set_error(err, E_NOMEM, rec_start, -1, 0, 0)
-                    _prefetch_header_columns(cols)
+                    _prefetch_header_columns(&hdr)
                 for j in range(hcount):
                     st = read_varint(&rec, &hklen)
                     if unlikely(st != CUR_OK):
@@ -409,7 +466,11 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                     if unlikely(not utf8_valid(buf + rec.pos, hklen)):
                         return set_error(err, E_HEADER_KEY_UTF8, rec_start, -1, 0, 0)
                     if keep_headers:
-                        binary_append_unchecked(&cols.hkey, buf + rec.pos, hklen)
+                        hdr.key_bits[hdr.count >> 3] |= <uint8_t>(1 << (hdr.count & 7))
+                        if hklen > 0:
+                            kb_copy(hdr.key_data + hdr.key_len, buf + rec.pos, <size_t>hklen)
+                            hdr.key_len += hklen
+                        hdr.key_offsets[hdr.count + 1] = <int32_t>hdr.key_len
                     rec.pos += hklen
                     st = read_varint(&rec, &hvlen)
                     if unlikely(st != CUR_OK):
@@ -419,10 +480,17 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                         if unlikely(hvlen > rec.end - rec.pos):
                             return set_error(err, E_RECORD_TRUNCATED, rec_start, -1, 0, 0)
                         if keep_headers:
-                            binary_append_unchecked(&cols.hvalue, buf + rec.pos, hvlen)
+                            hdr.value_bits[hdr.count >> 3] |= <uint8_t>(1 << (hdr.count & 7))
+                            if hvlen > 0:
+                                kb_copy(hdr.value_data + hdr.value_len, buf + rec.pos,
+                                        <size_t>hvlen)
+                                hdr.value_len += hvlen
                         rec.pos += hvlen
                     elif keep_headers:
-                        binary_append_unchecked(&cols.hvalue, NULL, -1)
+                        hdr.value_nulls += 1
+                    if keep_headers:
+                        hdr.value_offsets[hdr.count + 1] = <int32_t>hdr.value_len
+                        hdr.count += 1
                 if keep_headers:
                     headers_total += hcount
             out_headers[i] = headers_total
@@ -436,12 +504,16 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
     if cur.pos != cur.end:
         return set_error(err, E_TRAILING_BYTES, cur.pos, -1, cur.end - cur.pos, 0)
 
-    # the batch's constants, filled after the loop (fewer stores in it)
-    memset(out_tt, tt, <size_t>count)
+    # the batch's constants, filled after the loop (fewer stores in it; an
+    # empty batch may meet still unallocated (NULL) columns)
+    if count > 0:
+        memset(out_tt, tt, <size_t>count)
     for i in range(count):
         out_batch[i] = batch_index
 
     # commit
+    if keep_headers:
+        _headers_commit(&hdr, cols)
     cols.n = n + count
     cols.offset.len += count * 8
     cols.timestamp.len += count * 8

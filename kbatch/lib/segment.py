@@ -356,8 +356,8 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     Keeps in memory: the columns of one chunk and one decompressed batch.
     The last chunk carries ``end``; earlier ones have ``end=None``.
     ``control_only``: data batches are listed but their records not decoded.
-    ``drop_positions`` (sorted int64 batch positions): those batches are
-    decoded and checked as usual, then their records left out.
+    ``drop_positions`` (sorted int64 batch positions): the records of those
+    batches are walked and checked as in a full decode, and not stored.
 
     A batch whose length runs past the end is a torn tail (``end.reason ==
     "truncated"``) unless valid batches follow it one after another up to

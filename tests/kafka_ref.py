@@ -87,6 +87,16 @@ def long_varint(value: int, nbytes: int) -> bytes:
     return bytes(out)
 
 
+def crc32c_bitwise(data: bytes, state: int = 0) -> int:
+    """CRC-32C one bit at a time from ``state`` (reflected polynomial
+    0x82F63B78), no inversion: a definition, not a fast path."""
+    for byte in data:
+        state ^= byte
+        for _ in range(8):
+            state = (state >> 1) ^ (0x82F63B78 if state & 1 else 0)
+    return state
+
+
 def crc_of(batch) -> int:
     return crc32c.crc32c(bytes(batch[CRC_START:]))
 

@@ -27,7 +27,7 @@ from kbatch.lib.columns import BinaryColumn
 from kbatch.lib.control import decode_control_records, parse_control_value
 
 from .conftest import CORPUS, NO_CORPUS, needs_corpus
-from .kafka_ref import uvarint, varint
+from .kafka_ref import crc32c_bitwise, uvarint, varint
 
 # --- an independent encoder ------------------------------------------------
 
@@ -483,12 +483,7 @@ def test_decode_control_records_names_the_bad_offset():
 # --- through a real batch: transaction markers -----------------------------
 
 def _crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
+    return crc32c_bitwise(data, 0xFFFFFFFF) ^ 0xFFFFFFFF
 
 
 

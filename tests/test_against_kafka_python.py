@@ -53,8 +53,10 @@ def fewer_examples(share):
 
 # --- comparison helpers ----------------------------------------------------
 
-def assert_matches_kafka(records, kr, *, include_control=False):
-    """``records`` (kbatch) holds what ``kr`` (kafka-python) decoded."""
+def assert_matches_kafka(records, kr, *, include_control=False, batch_source=None):
+    """``records`` (kbatch) holds what ``kr`` (kafka-python) decoded
+    (``batch_source``: each batch's index into ``records.sources``; all 0
+    when None)."""
     rows = kr.rows if include_control else kr.records
     assert len(records) == len(rows)
     assert records.offset.dtype == np.int64 and records.timestamp.dtype == np.int64
@@ -85,7 +87,7 @@ def assert_matches_kafka(records, kr, *, include_control=False):
     for name in BATCH_FIELDS:
         assert bt[name].tolist() == kr.batch_column(name), name
     assert bt.crc_valid.tolist() == [1] * len(kr.batches)   # validate_crc=True
-    assert bt.source.tolist() == [0] * len(kr.batches)
+    assert bt.source.tolist() == (batch_source or [0] * len(kr.batches))
     assert bt.has_delete_horizon.tolist() == [
         bool(b["attributes"] & ATTR_DELETE_HORIZON) for b in kr.batches]
 

@@ -181,14 +181,14 @@ def test_a_guarded_read_of_a_registered_mapping_still_takes_the_guarded_path(tmp
     short: FileChangedError as before, not zeros; touching the page outside
     a read then invalidates the guard."""
     child = run_child(f"""
-        from kbatch._core import _batch
+        from kbatch._core import _mapguard
         from kbatch.errors import FileChangedError
         mm = make({str(tmp_path / "a.log")!r})
         g = mg.MappingGuard(mm, path={str(tmp_path / "a.log")!r})
         view = memoryview(mm)
         os.truncate({str(tmp_path / "a.log")!r}, PAGE)
         try:
-            _batch.read_mapped(view, 10 * PAGE, 4, "a.log")
+            _mapguard.read_mapped(view, 10 * PAGE, 4, "a.log")
         except FileChangedError as exc:
             print("refused:", type(exc).__name__)
         print("valid after guarded read:", g.valid)

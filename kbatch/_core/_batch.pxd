@@ -47,6 +47,7 @@ cdef class BatchDecoder:
     cdef bint _zero_copy             # keys and values as binary views (no copy)
     cdef ViewBuffers _vbufs          # zero_copy: the buffers the views point into
     cdef list _fed                   # zero_copy: records fed by Python, kept
+    cdef Py_ssize_t _expect_bytes    # data the chunk should span, over every source
     cdef readonly object path
     cdef readonly object end_error
 

@@ -265,7 +265,8 @@ cdef class BatchDecoder:
                  bint native_gzip=True, bint native_snappy=True, bint native_zstd=True,
                  bint zero_copy=False, bint skip_key=False, bint skip_value=False,
                  bint skip_headers=False,
-                 bint more_follows=False, bint validate_control_crc=False):
+                 bint more_follows=False, bint validate_control_crc=False,
+                 Py_ssize_t expect_bytes=0):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -334,6 +335,9 @@ cdef class BatchDecoder:
         self._data.skip_value = skip_value
         self._data.skip_payload = skip_key and skip_value
         self._data.skip_headers = skip_headers
+        # bytes of data the chunk should span, over this source and the ones
+        # continue_with() adds: sizes the first reservation (_presize) only
+        self._expect_bytes = max(expect_bytes, 0)
 
     def __dealloc__(self):
         codec_scratch_free(&self._codecs)
@@ -367,11 +371,56 @@ cdef class BatchDecoder:
     def rows(self):
         return self._data.n
 
+    @property
+    def batch_rows(self):
+        """Batch rows in the chunk being built."""
+        return self._batches.len // sizeof(BatchRow)
+
+    def max_last_offset(self, Py_ssize_t first_row=0):
+        """The largest last offset of the chunk's batch rows from
+        ``first_row`` on (-1 when there are none)."""
+        cdef Py_ssize_t i, n = self._batches.len // sizeof(BatchRow)
+        cdef int64_t top = -1
+        for i in range(max(first_row, 0), n):
+            if self._row(i).last_offset > top:
+                top = self._row(i).last_offset
+        return top
+
     def release(self):
         """Drop the view of the source (so an mmap can be closed)."""
         self._view = None
         self._buf = NULL
         self._end = self._pos
+
+    def continue_with(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
+                      Py_ssize_t stop=-1, object path=None, Py_ssize_t zeros_from=-1):
+        """Go on decoding ``view[start:stop]`` into the chunk being built,
+        as if its batches followed the last source's (a partition's next
+        segment: no columns are joined afterwards). Only after ``run()``
+        ended the last source cleanly (its end is the caller's to check
+        first) and without zero_copy (views name one source's windows).
+        Batch rows keep their positions in their own source; ``batch_rows``
+        before the switch says where one source's rows end."""
+        cdef Py_ssize_t size = view.shape[0]
+        if self._zero_copy:
+            raise ValueError("continue_with is not available with zero_copy")
+        if not self._done or self._has_pending or self._err.code != E_NONE:
+            raise RuntimeError("continue_with needs the last source decoded to its end")
+        if stop < 0 or stop > size:
+            stop = size
+        if start < 0 or start > stop:
+            raise ValueError(f"start {start} outside [0, {stop}]")
+        self._view = view
+        self._buf = &view[0] if size > 0 else NULL
+        self._pos = self._valid_end = start
+        self._end = stop
+        self._zeros_from = zeros_from if 0 <= zeros_from < stop else stop
+        self.path = path
+        self._end_reason = END_NONE
+        self.end_error = None
+        self._drop = _NO_DROP
+        self._drop_next = 0
+        self._done = False
 
     # --- the walk ------------------------------------------------------
 
@@ -549,7 +598,7 @@ cdef class BatchDecoder:
         would cost a cache miss per batch."""
         cdef const uint8_t *buf = self._buf
         cdef Py_ssize_t pos = self._pos, rows = 0, region, data = 0, walked, held, limit
-        cdef Py_ssize_t stop = min(self._end, self._zeros_from)
+        cdef Py_ssize_t stop = min(self._end, self._zeros_from), span
         cdef int64_t length
         cdef int32_t count
         cdef bint sampled = False
@@ -578,8 +627,9 @@ cdef class BatchDecoder:
         walked = pos - self._pos
         if walked == 0:
             return
-        if sampled:    # the rest of the data, at the sample's density
-            scale = <double>(stop - self._pos) / <double>walked
+        if sampled:    # the rest of the data (and what follows), at the sample's density
+            span = max(stop - self._pos, self._expect_bytes)
+            scale = <double>span / <double>walked
             rows = <Py_ssize_t>(rows * scale)
             data = <Py_ssize_t>(data * scale)
         if rows > self._chunk_records:    # the chunk holds only so many records
@@ -896,29 +946,3 @@ STATUS_CHUNK_FULL = ST_CHUNK_FULL
 STATUS_END = ST_END
 STATUS_COMPRESSED = ST_COMPRESSED
 
-
-def read_mapped(const uint8_t[::1] view not None, Py_ssize_t position, Py_ssize_t n,
-                object path=None):
-    """A copy of ``view[position:position + n]`` (clipped to the view), read
-    under the SIGBUS guard: the one way Python code reads bytes of a mapped
-    file. A file truncated under the mapping raises ``CorruptRecordError``."""
-    cdef Py_ssize_t size = view.shape[0]
-    cdef bytearray out
-    cdef char *dst
-    cdef int st
-    if position < 0 or n < 0:
-        raise ValueError("position and n must not be negative")
-    if position > size:
-        position = size
-    if n > size - position:
-        n = size - position
-    out = bytearray(n)
-    if n:
-        dst = out
-        with nogil:
-            st = kb_guarded_copy(dst, &view[position], <size_t>n)
-        if st == KB_FAULTED:
-            raise FileChangedError(
-                "the file was truncated or replaced while it was being read",
-                path=path, position=position, base_offset=None, batch_position=None)
-    return bytes(out)

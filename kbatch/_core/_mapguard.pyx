@@ -7,7 +7,8 @@ SIGBUS, which kills the interpreter. Two kinds of access need protection:
 
 - reads kbatch makes while it decodes (``kb_guarded_call``/``kb_guarded_copy``,
   cimported by ``_batch.pyx``): a SIGBUS jumps back and the read raises
-  ``FileChangedError``, as before;
+  ``FileChangedError``, as before; ``read_mapped`` is the guarded copy
+  Python code reads a mapping's bytes with;
 - zero-copy results (key/value columns pointing into the mapping) that users
   touch long after the read: a ``MappingGuard`` registers the mapping; a
   SIGBUS on one of its pages replaces the lost pages (from the faulting page
@@ -45,12 +46,12 @@ Memory kept: one table slot per live guard and one buffer export of the mmap.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyObject_GetBuffer, PyBuffer_Release
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport uint8_t, uintptr_t
 
 import mmap as _mmap
 import os
 
-from kbatch.errors import MappingInvalidatedError, MappingTableFullError
+from kbatch.errors import FileChangedError, MappingInvalidatedError, MappingTableFullError
 
 
 cdef extern from *:
@@ -227,3 +228,30 @@ def try_guard(mm, *, path=None, Py_ssize_t offset=0):
         return MappingGuard(mm, path=path, offset=offset)
     except MappingTableFullError:
         return None
+
+
+def read_mapped(const uint8_t[::1] view not None, Py_ssize_t position, Py_ssize_t n,
+                object path=None):
+    """A copy of ``view[position:position + n]`` (clipped to the view), read
+    under the SIGBUS guard: the one way Python code reads bytes of a mapped
+    file. A file truncated under the mapping raises ``CorruptRecordError``."""
+    cdef Py_ssize_t size = view.shape[0]
+    cdef bytearray out
+    cdef char *dst
+    cdef int st
+    if position < 0 or n < 0:
+        raise ValueError("position and n must not be negative")
+    if position > size:
+        position = size
+    if n > size - position:
+        n = size - position
+    out = bytearray(n)
+    if n:
+        dst = out
+        with nogil:
+            st = kb_guarded_copy(dst, &view[position], <size_t>n)
+        if st == KB_FAULTED:
+            raise FileChangedError(
+                "the file was truncated or replaced while it was being read",
+                path=path, position=position, base_offset=None, batch_position=None)
+    return bytes(out)

@@ -27,7 +27,7 @@ import os
 
 import numpy as np
 
-from kbatch._core import _batch
+from kbatch._core import _batch, _mapguard
 from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededError
 from kbatch.wire import LOG_OVERHEAD, Header
 
@@ -41,17 +41,19 @@ NATIVE_SNAPPY = os.environ.get("KBATCH_NATIVE_SNAPPY", "1") != "0"
 NATIVE_ZSTD = os.environ.get("KBATCH_NATIVE_ZSTD", "1") != "0"
 
 MIN_MESSAGE = 14          # the smallest batch or message after LOG_OVERHEAD
-read_mapped = _batch.read_mapped
+read_mapped = _mapguard.read_mapped
 
 
 def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
             chunk_bytes: int, *, control_only: bool = False, drop_positions=None,
             zeros_from: int = -1, more_follows: bool = False,
-            control_crc: bool = False) -> _batch.BatchDecoder:
+            control_crc: bool = False, expect_bytes: int = 0) -> _batch.BatchDecoder:
     """A decoder of ``view[start:stop]`` with every option of the read.
     ``more_follows``: the view is a range of a larger object (zeros up to
     its end are damage, not a padded tail). ``control_crc``: with the CRC
-    off, control batches are still checked (a failure raises)."""
+    off, control batches are still checked (a failure raises).
+    ``expect_bytes``: the data the first chunk will span over this source
+    and those ``continue_with`` adds (sizes its first reservation)."""
     return _batch.BatchDecoder(
         view, start=start, stop=-1 if stop is None else stop, path=path,
         control_only=control_only, drop_positions=drop_positions,
@@ -68,7 +70,8 @@ def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
         and not skips_payload(opts),
         skip_key=skips(opts, "key"), skip_value=skips(opts, "value"),
         skip_headers=skips(opts, "headers"),
-        more_follows=more_follows, validate_control_crc=control_crc)
+        more_follows=more_follows, validate_control_crc=control_crc,
+        expect_bytes=expect_bytes)
 
 
 def skips(opts, column: str) -> bool:

@@ -58,6 +58,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
+from kbatch.lib.chain import decode_run, file_size, inner_end_error, runs_apply, split_runs
 from kbatch.lib.decoder import batch_at, header_walk
 from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.lib.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
@@ -116,13 +117,7 @@ def check_segment_end(chunk: Records, path, inner: bool, next_base: int | None,
         return chunk, True
     if not inner or end.reason is None:
         return chunk, False
-    what = ("its last batch runs past the end of the file" if end.reason == "truncated"
-            else "zero bytes follow its last batch")
-    error = CorruptRecordError(
-        f"{what} ({end.trailing_bytes} bytes not read), but it is not the last segment "
-        "of the partition (only the active segment can have a torn tail)",
-        path=path, position=end.valid_bytes, batch_position=end.valid_bytes,
-        base_offset=None)
+    error = inner_end_error(end, path)
     if opts.on_corrupt == "raise":
         raise error
     if opts.on_corrupt == "stop":
@@ -670,16 +665,23 @@ class LogDir:
         whole, or the range (arguments of ``PartitionLog.read``) of each.
 
         ``topics``: a topic name or a list of them (None: all); an unknown
-        name raises. Whole partitions are decoded segment by segment on
-        ``threads`` threads at once (default: one per core; the decoder
-        releases the GIL); ranges partition by partition on those threads.
+        name raises. Whole partitions are decoded on ``threads`` threads at
+        once (default: one per core; the decoder releases the GIL); ranges
+        partition by partition on those threads.
         Damage is handled as in ``PartitionLog.read`` (``on_corrupt``).
         ``visibility="consumer"``: only ``[log start offset, high watermark)``
         of each partition, from the checkpoint files
         (``kbatch.lib.visibility``); "all" (default): everything.
-        Keeps in memory the result and one wave of partitions (consecutive
-        partitions holding at least 2 x ``threads`` segments, decoded
-        together): a wave's segments are released as soon as its partitions
+
+        With ``on_corrupt="raise"`` (the default) and without zero_copy, each
+        partition's segments are decoded one after another into one set of
+        columns (``kbatch.lib.chain``): nothing is joined, except a partition
+        holding 1.5 or more threads' shares of the bytes, which is cut into
+        that many runs decoded in parallel and then joined. Keeps in memory
+        the result (and, while a cut partition is joined, its runs).
+        Otherwise segments are decoded one by one and joined per partition,
+        in waves of consecutive partitions holding at least 2 x ``threads``
+        segments: a wave's segments are released as soon as its partitions
         are joined, so the next wave decodes into their pages (kbatch's
         memory pool) instead of fresh ones.
         """
@@ -700,45 +702,60 @@ class LogDir:
                 return {(p.topic, p.partition): rec
                         for p, rec in zip(parts, pool.map(read_part, parts))}
 
+        chained = runs_apply(opts)
+
         def decode(job):
-            _, seg = job
-            with open_source(seg.path, populate=True) as (view, path):
+            p, run = job
+            if chained:      # the run's segments decoded into one set of columns
+                return decode_run(run, opts, last_is_active=run[-1] is p.segments[-1])
+            with open_source(run[0].path, populate=True) as (view, path):
                 return Records.concat(list(decode_chunks(view, path, opts)))
 
         pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
         try:
             result: dict = {}
-            for wave in _waves(parts, 2 * workers):
-                jobs = [(p, s) for p in wave for s in p.segments]
-                results = (list(pool.map(decode, jobs)) if pool is not None
-                           else [decode(job) for job in jobs])
+            # runs hold no segment apart: every partition is cut into runs at once
+            waves = [parts] if chained else _waves(parts, 2 * workers)
+            for wave in waves:
+                jobs = _jobs(wave, workers, chained)
+                # the largest first, so the threads finish together
+                order = sorted(range(len(jobs)), key=lambda i: -jobs[i][2])
+                done = (pool.map(decode, [jobs[i][:2] for i in order]) if pool is not None
+                        else (decode(jobs[i][:2]) for i in order))
+                results = [None] * len(jobs)
+                for i, rec in zip(order, done):
+                    results[i] = rec
                 result |= self._joined(wave, jobs, results, opts, options, isolation,
-                                       visibility, pool)
+                                       visibility, pool, chained)
             return result
         finally:
             if pool is not None:
                 pool.shutdown()
 
-    def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool):
-        """Each partition's segments joined into one ``Records`` (the copies
-        on ``pool``), damage and transactions applied."""
+    def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool,
+                checked):
+        """Each partition's runs joined into one ``Records`` (the copies on
+        ``pool``), damage and transactions applied (``checked``: the runs'
+        ends were checked as they were decoded)."""
         from kbatch.lib.visibility import apply_visibility
         out: dict[tuple[str, int], list[Records]] = {}
         stopped: set = set()
-        for (p, seg), rec in zip(jobs, results):
+        for (p, run, _), rec in zip(jobs, results):
             key = (p.topic, p.partition)
             if key in stopped:
                 continue   # on_corrupt="stop": nothing after the first damage
-            seen = int(rec.batches.last_offset.max()) if len(rec.batches) else None
-            rec, stop_here = p._segment_end(rec, seg, seg is not p.segments[-1], opts,
-                                            str(seg.path), seen)
-            if stop_here:
-                stopped.add(key)
+            if not checked:
+                seg = run[0]
+                seen = int(rec.batches.last_offset.max()) if len(rec.batches) else None
+                rec, stop_here = p._segment_end(rec, seg, seg is not p.segments[-1], opts,
+                                                str(seg.path), seen)
+                if stop_here:
+                    stopped.add(key)
             out.setdefault(key, []).append(rec)
         rec = None
-        results.clear()        # the caller's list: each segment is now held by ``out`` only
+        results.clear()        # the caller's list: each run is now held by ``out`` only
         result = {}
-        for key in list(out):  # a partition's segments are released once it is joined
+        for key in list(out):  # a partition's runs are released once it is joined
             result[key] = Records.concat(out.pop(key), pool=pool)
         result |= {(p.topic, p.partition): Records.empty() for p in parts if not p.segments}
         if check_isolation(isolation) == "read_committed":
@@ -746,6 +763,26 @@ class LogDir:
                 key = (p.topic, p.partition)
                 result[key] = p.transaction_state(**options).filter(result[key])
         return apply_visibility(self.path, result, visibility)
+
+
+def _jobs(parts: list, workers: int, chained: bool) -> list[tuple]:
+    """``(partition, run of segments, bytes)`` to decode. Segment by segment,
+    or (``chained``) each partition as one run, cut into runs of about
+    1/``workers`` of the bytes when it holds 1.5 such shares or more (its
+    runs are joined afterwards: a join only where the threads need the
+    pieces)."""
+    def size(run):
+        return sum(file_size(s.path) for s in run)
+    if not chained:
+        return [(p, [s], size([s])) for p in parts for s in p.segments]
+    share = sum(size(p.segments) for p in parts) / max(workers, 1)
+    jobs = []
+    for p in parts:
+        whole = size(p.segments)
+        # a partition a little over its share stays whole: a cut costs a join
+        pieces = 1 if share <= 0 else max(1, round(whole / share))
+        jobs += [(p, run, size(run)) for run in split_runs(p.segments, pieces)]
+    return jobs
 
 
 def _waves(parts: list, min_segments: int) -> Iterator[list]:

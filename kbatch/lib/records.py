@@ -137,9 +137,10 @@ class BatchTable:
         self._source = 0
 
     @classmethod
-    def from_rows(cls, rows: np.ndarray, source: int = 0) -> "BatchTable":
+    def from_rows(cls, rows: np.ndarray, source: "int | np.ndarray" = 0) -> "BatchTable":
         """A table over the decoder's row array: each column is copied out
-        of it when first used (most reads touch a few of the 18)."""
+        of it when first used (most reads touch a few of the 18).
+        ``source``: every row's index into ``Records.sources``, or one per row."""
         table = cls({})
         table._rows = rows
         table._source = source
@@ -149,7 +150,8 @@ class BatchTable:
         col = self._columns.get(name)
         if col is None and self._rows is not None:
             if name == "source":
-                col = np.full(len(self._rows), self._source, dtype=np.int32)
+                col = (self._source if isinstance(self._source, np.ndarray)
+                       else np.full(len(self._rows), self._source, dtype=np.int32))
             elif name in self._rows.dtype.names:
                 col = np.ascontiguousarray(self._rows[name])
             else:
@@ -429,13 +431,20 @@ class Records:
 
     @classmethod
     def from_chunk(cls, chunk: dict, end: SegmentEnd | None, path,
-                   skipped: Sequence[SkippedRange] = ()) -> "Records":
-        """Wrap what ``BatchDecoder.take()`` returned (no copies)."""
+                   skipped: Sequence[SkippedRange] = (), *, sources: Sequence[str] | None = None,
+                   batch_source: np.ndarray | None = None) -> "Records":
+        """Wrap what ``BatchDecoder.take()`` returned (no copies). A chunk
+        decoded from several files (``kbatch.lib.chain``) names them in
+        ``sources`` and gives each batch row's index into it in
+        ``batch_source`` (int32); otherwise it is all ``path``."""
         d = chunk["data"]
-        batches = BatchTable.from_rows(chunk["batches"])
+        batches = BatchTable.from_rows(chunk["batches"],
+                                       0 if batch_source is None else batch_source)
         control = ControlRecords.from_chunk(chunk["control"], chunk["control_rows"], batches)
+        if sources is None:
+            sources = [None if path is None else str(path)]
         return cls({c.name: c.wrap(d) for c in RECORD_COLUMNS}, batches, control, end,
-                   [None if path is None else str(path)], None, skipped)
+                   sources, None, skipped)
 
     @classmethod
     def empty(cls, end: SegmentEnd | None = None, path=None) -> "Records":

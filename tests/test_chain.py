@@ -1,0 +1,308 @@
+"""A partition's segments decoded into one set of columns (``kbatch.lib.chain``).
+
+``open_log_dir(...).read()`` hands one decoder a partition's segments one
+after another (``BatchDecoder.continue_with``) instead of decoding each apart
+and joining them. What a correct read gives comes from kafka-python, segment
+by segment (``kafka_ref.read_with_kafka_python``), and, for damage, from the
+segment files' own length fields; the per-segment path
+(``open_log(...).read()``) must agree with it field by field.
+"""
+
+import os
+import struct
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import kbatch
+from kbatch._core import _batch
+from kbatch.errors import CorruptRecordError, DamagedLengthError, LimitExceededError
+from kbatch.lib import chain
+from kbatch.lib.log import Segment, _jobs
+from kbatch.lib.segment import DecodeOptions
+
+from .kafka_ref import build_batch, hypothesis_segments, read_with_kafka_python
+from .test_against_kafka_python import BATCH_FIELDS, assert_matches_kafka
+
+SEGMENT_LISTS = st.lists(st.one_of(hypothesis_segments(big=False),
+                                   st.just((b"", []))),   # an empty segment file
+                         min_size=1, max_size=4)
+
+
+def _write_partition(root: Path, datas, name="t-0") -> list[Path]:
+    part = root / name
+    part.mkdir(parents=True)
+    paths = []
+    for i, data in enumerate(datas):
+        path = part / f"{i * 1000:020d}.log"
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+class _Merged:
+    """kafka-python's reads of several segments as one read: batch indexes
+    run on over the segments; ``source`` says which segment a batch is in."""
+
+    def __init__(self, datas):
+        self.batches, self.records, self.rows, self.control, self.source = [], [], [], [], []
+        for index, data in enumerate(datas):
+            kr = read_with_kafka_python(data, check_crc=True)
+            shift = len(self.batches)
+            self.batches += kr.batches
+            self.source += [index] * len(kr.batches)
+            for name in ("records", "rows", "control"):
+                getattr(self, name).extend(dict(r, batch=r["batch"] + shift)
+                                           for r in getattr(kr, name))
+
+    def batch_column(self, name):
+        return [b[name] for b in self.batches]
+
+
+def _assert_batches(records, merged, paths):
+    assert records.sources == [str(p) for p in paths]
+    assert records.batches.source.tolist() == merged.source
+    for name in BATCH_FIELDS:
+        assert records.batches[name].tolist() == [b[name] for b in merged.batches], name
+
+
+def _assert_same(a, b):
+    """Two reads of the same partition, every column and table equal (each
+    batch from the same file; a file without batches may be listed or not)."""
+    assert ([a.sources[i] for i in a.batches.source]
+            == [b.sources[i] for i in b.batches.source])
+    for name in ("offset", "timestamp", "timestamp_type", "batch"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    for name in ("key", "value", "headers"):
+        assert getattr(a, name).to_pylist() == getattr(b, name).to_pylist(), name
+    assert sorted(a.batches.columns) == sorted(b.batches.columns)
+    for name in a.batches.columns:
+        if name != "source":
+            assert np.array_equal(a.batches[name], b.batches[name]), name
+    assert a.control.offset.tolist() == b.control.offset.tolist()
+    assert a.control.batch.tolist() == b.control.batch.tolist()
+    assert a.end == b.end
+
+
+@settings(max_examples=max(10, settings.default.max_examples // 3), deadline=None)
+@given(SEGMENT_LISTS)
+def test_log_dir_read_equals_kafka_python_segment_by_segment(segments):
+    datas = [data for data, _ in segments]
+    merged = _Merged(datas)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = _write_partition(Path(tmp), datas)
+        logdir = kbatch.open_log_dir(tmp)
+        per_segment = kbatch.open_log(paths[0].parent).read()
+        for threads in (1, 2):    # one run; two runs joined (when there are 2 segments)
+            got = logdir.read(threads=threads)[("t", 0)]
+            assert_matches_kafka(got, merged, batch_source=merged.source)
+            _assert_batches(got, merged, paths)
+            assert got.control.offset.tolist() == [r["offset"] for r in merged.control]
+            assert got.end.reason is None and got.end.valid_bytes == len(datas[-1])
+            _assert_same(got, per_segment)
+        with_control = logdir.read(include_control=True)[("t", 0)]
+        assert_matches_kafka(with_control, merged, include_control=True,
+                             batch_source=merged.source)
+        projected = logdir.read(columns=["offset", "key"])[("t", 0)]
+        assert projected.offset.tolist() == [r["offset"] for r in merged.records]
+        assert projected.key.to_pylist() == [r["key"] for r in merged.records]
+
+
+@settings(max_examples=max(10, settings.default.max_examples // 3), deadline=None)
+@given(SEGMENT_LISTS, st.integers(1, 4000))
+def test_chunks_inside_and_across_segments(segments, chunk_bytes):
+    """A run whose columns fill several chunks (cut inside a segment and
+    across segment boundaries) holds the same as kafka-python's reads."""
+    datas = [data for data, _ in segments]
+    merged = _Merged(datas)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = _write_partition(Path(tmp), datas)
+        got = chain.decode_run([Segment(p) for p in paths], DecodeOptions(),
+                               last_is_active=True, chunk_bytes=chunk_bytes)
+        assert_matches_kafka(got, merged, batch_source=merged.source)
+        _assert_batches(got, merged, paths)
+
+
+# --- written partitions and damage -------------------------------------------------
+
+N, PER_BATCH = 330, 10
+
+
+def V(i):
+    return b"v%05d" % i + b"x" * 40
+
+
+def _written(tmp_path, name="t-0"):
+    part = tmp_path / name
+    kbatch.write_log(part, {"value": [V(i) for i in range(N)],
+                            "timestamp": 1_700_000_000_000 + np.arange(N)},
+                     segment_bytes=4300, batch_records=PER_BATCH)
+    segs = sorted(part.glob("*.log"))
+    assert len(segs) >= 4
+    return part, segs
+
+
+def _batch_starts(path):
+    """Byte position of every batch, from the length fields."""
+    data, out, pos = path.read_bytes(), [], 0
+    while pos + 12 <= len(data):
+        out.append(pos)
+        pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_torn_tail_of_an_inner_segment_raises_where_the_segment_path_does(tmp_path, threads):
+    part, segs = _written(tmp_path)
+    victim = segs[1]
+    cut = _batch_starts(victim)[3]
+    victim.write_bytes(victim.read_bytes()[:cut + 30])
+    with pytest.raises(CorruptRecordError, match="not the last segment") as info:
+        kbatch.open_log_dir(tmp_path).read(threads=threads)
+    assert (info.value.path, info.value.position) == (str(victim), cut)
+
+
+def test_zero_padding_of_an_inner_segment_raises(tmp_path):
+    part, segs = _written(tmp_path)
+    with open(segs[0], "ab") as f:
+        f.write(b"\0" * 512)
+    with pytest.raises(CorruptRecordError, match="zero bytes") as info:
+        kbatch.open_log_dir(tmp_path).read(threads=1)
+    assert info.value.path == str(segs[0])
+
+
+def test_damaged_length_in_an_inner_segment_raises(tmp_path):
+    """A length field made larger than the file while whole batches follow
+    it: a damaged length, not a torn tail."""
+    part, segs = _written(tmp_path)
+    victim = segs[1]
+    at = _batch_starts(victim)[2]
+    data = bytearray(victim.read_bytes())
+    struct.pack_into(">i", data, at + 8, len(data))
+    victim.write_bytes(bytes(data))
+    with pytest.raises(DamagedLengthError) as info:
+        kbatch.open_log_dir(tmp_path).read(threads=1)
+    assert (info.value.path, info.value.batch_position) == (str(victim), at)
+
+
+def test_crc_damage_names_its_segment(tmp_path):
+    part, segs = _written(tmp_path)
+    victim = segs[2]
+    at = _batch_starts(victim)[1]
+    data = bytearray(victim.read_bytes())
+    data[at + 70] ^= 0x01
+    victim.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordError, match="CRC") as info:
+        kbatch.open_log_dir(tmp_path).read(threads=1)
+    assert (info.value.path, info.value.batch_position) == (str(victim), at)
+
+
+def test_torn_tail_of_the_last_segment_is_reported(tmp_path):
+    part, segs = _written(tmp_path)
+    last = segs[-1]
+    starts = _batch_starts(last)
+    last.write_bytes(last.read_bytes()[:starts[-1] + 20])
+    got = kbatch.open_log_dir(tmp_path).read(threads=1)[("t", 0)]
+    kept = sum(len(read_with_kafka_python(s.read_bytes()).records) for s in segs)
+    assert got.value.to_pylist() == [V(i) for i in range(kept)]
+    assert (got.end.reason, got.end.valid_bytes, got.end.trailing_bytes) == (
+        "truncated", starts[-1], 20)
+    _assert_same(got, kbatch.open_log(part).read())
+
+
+def test_max_read_bytes_bounds_the_whole_partition(tmp_path):
+    """The limit holds for the partition's columns together, as in
+    ``open_log(...).read``, not segment by segment."""
+    part, segs = _written(tmp_path)
+    whole = kbatch.open_log(part).read()
+    limit = whole.nbytes - 1
+    assert limit > max(kbatch.read_segment(s).nbytes for s in segs)
+    with pytest.raises(LimitExceededError):
+        kbatch.open_log(part).read(max_read_bytes=limit)
+    with pytest.raises(LimitExceededError):
+        kbatch.open_log_dir(tmp_path).read(max_read_bytes=limit, threads=1)
+    got = kbatch.open_log_dir(tmp_path).read(max_read_bytes=2 * whole.nbytes, threads=1)
+    assert len(got[("t", 0)]) == N
+
+
+def test_codecs_and_legacy_segments_in_one_run(tmp_path):
+    """Segments of every codec, decompressed in the walk, in one run."""
+    datas, offset = [], 0
+    for codec in (0, 1, 2, 3, 4):
+        parts = []
+        for _ in range(3):
+            records = [(1_700_000_000_000 + i, b"k%d" % i, b"value %d" % (offset + i) * 5, [])
+                       for i in range(20)]
+            parts.append(build_batch(records, codec=codec, base_offset=offset))
+            offset += 20
+        datas.append(b"".join(parts))
+    paths = _write_partition(tmp_path, datas)
+    got = kbatch.open_log_dir(tmp_path).read(threads=1)[("t", 0)]
+    merged = _Merged(datas)
+    assert_matches_kafka(got, merged, batch_source=merged.source)
+    _assert_batches(got, merged, paths)
+
+
+# --- how partitions are cut into runs ----------------------------------------------
+
+class _FakeSegment:
+    def __init__(self, path):
+        self.path = path
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 5000), min_size=1, max_size=12), st.integers(1, 8))
+def test_split_runs_cuts_consecutive_runs_of_about_equal_bytes(sizes, pieces):
+    with tempfile.TemporaryDirectory() as tmp:
+        segs = []
+        for i, n in enumerate(sizes):
+            path = Path(tmp) / f"{i:020d}.log"
+            path.write_bytes(b"x" * n)
+            segs.append(_FakeSegment(path))
+        runs = chain.split_runs(segs, pieces)
+        assert [s for run in runs for s in run] == segs      # in order, each once
+        assert all(runs) and len(runs) <= min(pieces, len(segs))
+        share = sum(sizes) / min(pieces, len(segs))
+        for run in runs:   # a run passes its share by less than one segment
+            assert sum(os.path.getsize(s.path) for s in run[:-1]) <= share + 1e-9
+
+
+def test_runs_follow_the_threads(tmp_path):
+    """One run per partition when the partitions are enough for the
+    threads; a partition larger than its share is cut."""
+    for name in ("a-0", "b-0"):
+        _written(tmp_path, name)
+    parts = kbatch.open_log_dir(tmp_path).partitions
+    assert [len(j[1]) for j in _jobs(parts, 1, True)] == [len(p.segments) for p in parts]
+    assert len(_jobs(parts, 2, True)) == 2
+    assert len(_jobs(parts[:1], 2, True)) == 2
+    assert len(_jobs(parts, 2, False)) == sum(len(p.segments) for p in parts)
+    one = kbatch.open_log_dir(tmp_path).read(threads=1)
+    two = kbatch.open_log_dir(tmp_path).read(threads=2)
+    for key in one:
+        _assert_same(one[key], two[key])
+
+
+# --- the decoder's switch to the next source -----------------------------------------
+
+def test_continue_with_needs_a_finished_source():
+    batch = build_batch([(0, b"k", b"v", [])], codec=0)
+    dec = _batch.BatchDecoder(batch)
+    with pytest.raises(RuntimeError, match="decoded to its end"):
+        dec.continue_with(batch)
+    assert dec.run() == _batch.STATUS_END
+    dec.continue_with(batch + batch, start=len(batch))
+    assert dec.run() == _batch.STATUS_END
+    assert dec.batch_rows == 2 and dec.max_last_offset() == 0
+    taken = dec.take()
+    assert taken["batches"]["position"].tolist() == [0, len(batch)]
+    zc = _batch.BatchDecoder(batch, zero_copy=True)
+    zc.run()
+    with pytest.raises(ValueError, match="zero_copy"):
+        zc.continue_with(batch)
+    with pytest.raises(ValueError, match="start"):
+        dec.continue_with(batch, start=len(batch) + 1)

@@ -1,11 +1,13 @@
 """A partition's segments decoded into one set of columns (``kbatch.lib.chain``).
 
-``open_log_dir(...).read()`` hands one decoder a partition's segments one
-after another (``BatchDecoder.continue_with``) instead of decoding each apart
-and joining them. What a correct read gives comes from kafka-python, segment
-by segment (``kafka_ref.read_with_kafka_python``), and, for damage, from the
-segment files' own length fields; the per-segment path
-(``open_log(...).read()``) must agree with it field by field.
+``open_log_dir(...).read()`` and ``open_log(...).read()`` hand one decoder a
+partition's segments one after another (``BatchDecoder.continue_with``)
+instead of decoding each apart and joining them. What a correct read gives
+comes from kafka-python, segment by segment
+(``kafka_ref.read_with_kafka_python``), and, for damage, from the segment
+files' own length fields; the per-segment path (``open_log(...).iter()``)
+must agree with it field by field. read_committed against an independent
+model: ``test_txn.py``.
 """
 
 import os
@@ -96,7 +98,13 @@ def test_log_dir_read_equals_kafka_python_segment_by_segment(segments):
     with tempfile.TemporaryDirectory() as tmp:
         paths = _write_partition(Path(tmp), datas)
         logdir = kbatch.open_log_dir(tmp)
-        per_segment = kbatch.open_log(paths[0].parent).read()
+        log = kbatch.open_log(paths[0].parent)
+        # iter() decodes segment by segment: the path runs replace
+        per_segment = kbatch.Records.concat(list(log.iter()))
+        _assert_same(log.read(), per_segment)
+        committed = log.read(isolation="read_committed")
+        _assert_same(committed, kbatch.Records.concat(list(log.iter(isolation="read_committed"))))
+        assert committed.last_stable_offset == log.transaction_state().last_stable_offset
         for threads in (1, 2):    # one run; two runs joined (when there are 2 segments)
             got = logdir.read(threads=threads)[("t", 0)]
             assert_matches_kafka(got, merged, batch_source=merged.source)
@@ -211,7 +219,7 @@ def test_torn_tail_of_the_last_segment_is_reported(tmp_path):
     assert got.value.to_pylist() == [V(i) for i in range(kept)]
     assert (got.end.reason, got.end.valid_bytes, got.end.trailing_bytes) == (
         "truncated", starts[-1], 20)
-    _assert_same(got, kbatch.open_log(part).read())
+    _assert_same(got, kbatch.Records.concat(list(kbatch.open_log(part).iter())))
 
 
 def test_max_read_bytes_bounds_the_whole_partition(tmp_path):

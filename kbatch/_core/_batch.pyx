@@ -393,14 +393,16 @@ cdef class BatchDecoder:
         self._end = self._pos
 
     def continue_with(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
-                      Py_ssize_t stop=-1, object path=None, Py_ssize_t zeros_from=-1):
+                      Py_ssize_t stop=-1, object path=None, Py_ssize_t zeros_from=-1,
+                      const int64_t[::1] drop_positions=None):
         """Go on decoding ``view[start:stop]`` into the chunk being built,
         as if its batches followed the last source's (a partition's next
         segment: no columns are joined afterwards). Only after ``run()``
         ended the last source cleanly (its end is the caller's to check
         first) and without zero_copy (views name one source's windows).
         Batch rows keep their positions in their own source; ``batch_rows``
-        before the switch says where one source's rows end."""
+        before the switch says where one source's rows end.
+        ``drop_positions``: as in the constructor, for this source."""
         cdef Py_ssize_t size = view.shape[0]
         if self._zero_copy:
             raise ValueError("continue_with is not available with zero_copy")
@@ -418,7 +420,7 @@ cdef class BatchDecoder:
         self.path = path
         self._end_reason = END_NONE
         self.end_error = None
-        self._drop = _NO_DROP
+        self._drop = drop_positions if drop_positions is not None else _NO_DROP
         self._drop_next = 0
         self._done = False
 

@@ -23,7 +23,7 @@ views name windows of one source), decode segment by segment.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ def file_size(path) -> int:
 
 
 def decode_run(segments: Sequence, opts, *, last_is_active: bool,
-               chunk_bytes: int = 1 << 30) -> Records:
+               chunk_bytes: int = 1 << 30, drops: Mapping | None = None) -> Records:
     """The records of ``segments`` (consecutive segments of one partition,
     each with ``.path``), read whole, as one ``Records``.
 
@@ -91,6 +91,9 @@ def decode_run(segments: Sequence, opts, *, last_is_active: bool,
     Keeps in memory the result, one decompressed batch and one segment's
     mapping at a time. ``chunk_bytes``: columns beyond it start a new chunk
     (chunks are joined at the end; at most 1 GiB keeps int32 offsets).
+    ``drops``: per segment path, the sorted positions of the batches whose
+    records are checked and not stored (read_committed, see
+    ``PartitionLog.dropped_batches``).
     """
     if not runs_apply(opts):
         raise ValueError("decode_run reads with on_corrupt='raise' and without zero_copy")
@@ -125,13 +128,16 @@ def decode_run(segments: Sequence, opts, *, last_is_active: bool,
         chunks.append(chunk)
         return cols["batches"]
 
-    for index, path in enumerate(paths):
-        with open_source(path, populate=True) as (view, path):
+    for index, seg in enumerate(segments):
+        drop = None if drops is None else drops.get(seg.path)
+        with open_source(paths[index], populate=True) as (view, path):
             if dec is None:
                 dec = decoder(view, path, opts, 0, None, UNBOUNDED, chunk_bytes,
-                              zeros_from=zeros_from(view), expect_bytes=expect)
+                              zeros_from=zeros_from(view), expect_bytes=expect,
+                              drop_positions=drop)
             else:
-                dec.continue_with(view, path=path, zeros_from=zeros_from(view))
+                dec.continue_with(view, path=path, zeros_from=zeros_from(view),
+                                  drop_positions=drop)
             try:
                 end = _decode_one(dec, view, path, opts, index, marks, take)
             finally:

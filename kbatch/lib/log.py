@@ -546,8 +546,12 @@ class PartitionLog:
         Keeps in memory the result and one decompressed batch.
         """
         check_options("PartitionLog.read", options, ("isolation",))
-        limit = DecodeOptions(**{k: v for k, v in options.items()
-                                 if k != "isolation"}).max_read_bytes
+        opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
+        limit = opts.max_read_bytes
+        if (runs_apply(opts) and self.segments
+                and all(v is None for v in (start_offset, end_offset, start_timestamp,
+                                            end_timestamp))):
+            return self._read_whole(opts, options)
         parts, held = [], 0
         for chunk in self.iter(start_offset, end_offset, start_timestamp=start_timestamp,
                                end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
@@ -559,6 +563,26 @@ class PartitionLog:
                     "log.iter)", path=str(self.path))
             parts.append(chunk)
         return Records.concat(parts)
+
+    def _read_whole(self, opts: DecodeOptions, options: dict) -> Records:
+        """``read()`` of every segment with ``on_corrupt="raise"`` in copy
+        mode: one run (``kbatch.lib.chain``), nothing joined."""
+        isolation = check_isolation(options.get("isolation", "read_uncommitted"))
+        state = drops = None
+        if isolation == "read_committed":
+            plain = {k: v for k, v in options.items() if k != "isolation"}
+            state = self.transaction_state(**plain)
+            drops = self.dropped_batches(state, plain)
+        records = decode_run(self.segments, opts, last_is_active=True, drops=drops)
+        bt = records.batches
+        # a whole read is the range [0, UNBOUNDED): a record offset outside it
+        # (possible in legacy message sets and negative base offsets) is left out
+        if len(bt) and (int(bt.base_offset.min()) < 0 or int(bt.magic.min()) < 2
+                        or int(bt.last_offset.max()) >= UNBOUNDED):
+            records = records.select_offsets(0, UNBOUNDED)
+        # filtered as the chunks of iter() are: exact even if a segment changed
+        # between the transaction pass and the decode
+        return records if state is None else state.filter(records)
 
     def aborted_transactions(self) -> TxnIndex:
         """All ``.txnindex`` entries of the partition, in segment order."""

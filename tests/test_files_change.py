@@ -94,13 +94,13 @@ def test_python_reads_of_a_mapping_go_through_the_guard(tmp_path):
     write_segment(path, {"value": [b"x" * 1000] * 10_000})
     child = run_child(f"""
         import os, kbatch
-        from kbatch._core import _batch
+        from kbatch._core import _mapguard
         from kbatch.lib.segment import open_source
         with open_source({str(path)!r}) as (view, p):
-            assert _batch.read_mapped(view, 8, 4, p) == bytes(view[8:12])
+            assert _mapguard.read_mapped(view, 8, 4, p) == bytes(view[8:12])
             os.truncate({str(path)!r}, 4096)
             try:
-                _batch.read_mapped(view, len(view) - 100, 4, p)
+                _mapguard.read_mapped(view, len(view) - 100, 4, p)
             except kbatch.CorruptRecordError as exc:
                 print("refused:", exc)
     """)

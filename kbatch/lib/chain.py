@@ -31,7 +31,8 @@ from kbatch._core import _batch
 from kbatch.errors import CorruptRecordError, LimitExceededError
 from kbatch.lib.decoder import decoder
 from kbatch.lib.records import Records, SegmentEnd
-from kbatch.lib.segment import _decompress_pending, _end_of, _project, open_source, zeros_from
+from kbatch.lib.segment import (decompress_pending, end_of_data, open_source,
+                                 project_columns, zeros_from)
 from kbatch.wire import UNBOUNDED
 
 
@@ -111,7 +112,7 @@ def decode_run(segments: Sequence, opts, *, last_is_active: bool,
         nonlocal held
         cols = dec.take()
         if opts.columns is not None:
-            _project(cols["data"], opts.columns)
+            project_columns(cols["data"], opts.columns)
         source = np.zeros(len(cols["batches"]), np.int32)
         first = 0
         for index, rows in marks:
@@ -158,7 +159,7 @@ def _decode_one(dec, view, path, opts, index: int, marks: list, take) -> Segment
     while True:
         status = dec.run()
         if status == _batch.STATUS_COMPRESSED:
-            _decompress_pending(dec, path, opts.max_decompressed_bytes)
+            decompress_pending(dec, path, opts.max_decompressed_bytes)
             continue
         if status != _batch.STATUS_CHUNK_FULL:
             break
@@ -169,6 +170,6 @@ def _decode_one(dec, view, path, opts, index: int, marks: list, take) -> Segment
         first_row = 0
     if dec.end_reason is not None:     # where a resync would have to start
         seen = max(seen, dec.max_last_offset(first_row))
-    end, _, _ = _end_of(view, path, opts, dec, seen)
+    end, _, _ = end_of_data(view, path, opts, dec, seen)
     marks.append((index, dec.batch_rows))
     return end

@@ -80,6 +80,12 @@ def _offset_arg(value, name: str) -> int:
     return int(value)
 
 
+def _check_timestamp_mode(mode) -> None:
+    if mode not in TIMESTAMP_MODES:
+        raise ArgumentError(f"timestamp_mode must be one of {', '.join(TIMESTAMP_MODES)}, "
+                            f"not {mode!r}")
+
+
 def _only_transient(path: Path) -> bool:
     """A directory holding transient partition directories (and no live one)."""
     try:
@@ -382,9 +388,7 @@ class PartitionLog:
         """``(lo, hi, window)``: the offsets to read and, for
         ``timestamp_mode="exact"``, the ``[start, end)`` milliseconds each
         record's own timestamp must lie in (None otherwise)."""
-        if timestamp_mode not in TIMESTAMP_MODES:
-            raise ArgumentError(f"timestamp_mode must be one of {', '.join(TIMESTAMP_MODES)}, "
-                                f"not {timestamp_mode!r}")
+        _check_timestamp_mode(timestamp_mode)
         start_ts = to_millis(start_timestamp, "start_timestamp")
         end_ts = to_millis(end_timestamp, "end_timestamp")
         lo = 0 if start_offset is None else _offset_arg(start_offset, "start_offset")
@@ -546,6 +550,7 @@ class PartitionLog:
         Keeps in memory the result and one decompressed batch.
         """
         check_options("PartitionLog.read", options, ("isolation",))
+        _check_timestamp_mode(timestamp_mode)
         opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
         limit = opts.max_read_bytes
         if (runs_apply(opts) and self.segments

@@ -313,7 +313,7 @@ def open_source(source, *, populate: bool = False):
     yield view, None
 
 
-def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
+def decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
     """Decompress the batch the decoder waits on (a guarded copy of its bytes)
     and feed it back; a codec failure becomes the decoder's error."""
     codec, start, stop, position, base_offset, magic = dec.pending()
@@ -327,7 +327,7 @@ def _decompress_pending(dec: _batch.BatchDecoder, path, limit: int) -> None:
     dec.feed(records)
 
 
-def _project(data: dict, columns: tuple) -> None:
+def project_columns(data: dict, columns: tuple) -> None:
     """Leave out of a decoded chunk the columns a projection did not ask
     for (key and value, when only one of them was: the other was decoded
     alongside) and record the projection for the error messages."""
@@ -391,11 +391,11 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
             while True:
                 status = dec.run()
                 if status == _batch.STATUS_COMPRESSED:
-                    _decompress_pending(dec, path, opts.max_decompressed_bytes)
+                    decompress_pending(dec, path, opts.max_decompressed_bytes)
                     continue
                 cols = dec.take()
                 if opts.columns is not None:
-                    _project(cols["data"], opts.columns)
+                    project_columns(cols["data"], opts.columns)
                 if hold is not None:      # zero_copy: what the views point into
                     data = cols["data"]
                     data["buffers"] = hold.windows(view, data["buffers"])
@@ -405,7 +405,7 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                     last_offset = max(last_offset, int(rows["last_offset"].max()))
                 end, gap = None, None
                 if status != _batch.STATUS_CHUNK_FULL:
-                    end, resume, gap = _end_of(view, path, opts, dec, last_offset)
+                    end, resume, gap = end_of_data(view, path, opts, dec, last_offset)
                 chunk = Records.from_chunk(cols, end, path, skipped)
                 skipped = []
                 held = chunk.nbytes if chunk_records < UNBOUNDED else held + chunk.nbytes
@@ -435,7 +435,7 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
         position = resume
 
 
-def _end_of(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
+def end_of_data(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
     """``(end, resume, gap)`` when the decoder stopped: where the data ends
     (None when the decode resumes), and with ``on_corrupt="skip"`` the
     position to resume at (None: the data ends) and the damaged range."""

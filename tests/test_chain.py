@@ -129,8 +129,8 @@ def test_chunks_inside_and_across_segments(segments, chunk_bytes):
     merged = _Merged(datas)
     with tempfile.TemporaryDirectory() as tmp:
         paths = _write_partition(Path(tmp), datas)
-        got = chain.decode_run([Segment(p) for p in paths], DecodeOptions(),
-                               last_is_active=True, chunk_bytes=chunk_bytes)
+        got = chain.decode_run(chain.whole_segments([Segment(p) for p in paths], True),
+                               DecodeOptions(), chunk_bytes=chunk_bytes)
         assert_matches_kafka(got, merged, batch_source=merged.source)
         _assert_batches(got, merged, paths)
 
@@ -138,6 +138,7 @@ def test_chunks_inside_and_across_segments(segments, chunk_bytes):
 # --- written partitions and damage -------------------------------------------------
 
 N, PER_BATCH = 330, 10
+T_0 = 1_700_000_000_000
 
 
 def V(i):
@@ -147,7 +148,7 @@ def V(i):
 def _written(tmp_path, name="t-0"):
     part = tmp_path / name
     kbatch.write_log(part, {"value": [V(i) for i in range(N)],
-                            "timestamp": 1_700_000_000_000 + np.arange(N)},
+                            "timestamp": T_0 + np.arange(N)},
                      segment_bytes=4300, batch_records=PER_BATCH)
     segs = sorted(part.glob("*.log"))
     assert len(segs) >= 4
@@ -161,6 +162,32 @@ def _batch_starts(path):
         out.append(pos)
         pos += 12 + struct.unpack_from(">i", data, pos + 8)[0]
     return out
+
+
+@pytest.fixture(scope="module")
+def written_partition(tmp_path_factory):
+    part, segs = _written(tmp_path_factory.mktemp("ranges"))
+    rows = [r for s in segs for r in read_with_kafka_python(s.read_bytes()).records]
+    return part, rows
+
+
+@settings(max_examples=max(10, settings.default.max_examples // 2), deadline=None)
+@given(st.integers(-5, N + 5), st.integers(-5, N + 5), st.integers(0, N), st.integers(0, N))
+def test_ranges_are_one_run_and_equal_kafka_python(written_partition, a, b, t0, t1):
+    """Offset and exact-timestamp ranges over several segments (cut inside
+    the first and last): the records kafka-python finds there."""
+    part, rows = written_partition
+    log = kbatch.open_log(part)
+    lo, hi = sorted((max(a, 0), max(b, 0)))
+    got = log.read(lo, hi)
+    want = [r for r in rows if lo <= r["offset"] < hi]
+    assert got.offset.tolist() == [r["offset"] for r in want]
+    assert got.value.to_pylist() == [r["value"] for r in want]
+    _assert_same(got, kbatch.Records.concat(list(log.iter(lo, hi))))
+    start, stop = sorted((T_0 + t0, T_0 + t1))
+    exact = log.read(start_timestamp=start, end_timestamp=stop, timestamp_mode="exact")
+    assert exact.offset.tolist() == [r["offset"] for r in rows
+                                     if start <= r["timestamp"] < stop]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

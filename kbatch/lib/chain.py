@@ -23,7 +23,7 @@ views name windows of one source), decode segment by segment.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -80,30 +80,48 @@ def file_size(path) -> int:
         return 0     # the read raises with the path when it opens it
 
 
-def decode_run(segments: Sequence, opts, *, last_is_active: bool,
-               chunk_bytes: int = 1 << 30, drops: Mapping | None = None) -> Records:
-    """The records of ``segments`` (consecutive segments of one partition,
-    each with ``.path``), read whole, as one ``Records``.
+class Piece(NamedTuple):
+    """Bytes ``[start, stop)`` of the segment at ``path`` (stop None: to its
+    end). ``torn_ok``: it may end in a torn tail or zero padding (the
+    partition's last segment, or a range that stops inside the segment);
+    any other piece must end at a batch boundary."""
 
-    ``last_is_active``: the run ends with the partition's last segment, the
-    only one allowed a torn tail (``Records.end`` reports it); any other
-    segment must end at a batch boundary. ``opts``: a ``DecodeOptions`` for
-    which ``runs_apply`` holds. ``max_read_bytes`` bounds the whole run.
-    Keeps in memory the result, one decompressed batch and one segment's
-    mapping at a time. ``chunk_bytes``: columns beyond it start a new chunk
-    (chunks are joined at the end; at most 1 GiB keeps int32 offsets).
-    ``drops``: per segment path, the sorted positions of the batches whose
-    records are checked and not stored (read_committed, see
-    ``PartitionLog.dropped_batches``).
+    path: object
+    start: int = 0
+    stop: int | None = None
+    torn_ok: bool = False
+
+
+def whole_segments(segments: Sequence, last_is_active: bool) -> list[Piece]:
+    """``segments`` (each with ``.path``) read whole; ``last_is_active``: the
+    last of them is the partition's last segment."""
+    n = len(segments)
+    return [Piece(s.path, 0, None, last_is_active and i == n - 1)
+            for i, s in enumerate(segments)]
+
+
+def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
+               drops: Mapping | None = None) -> Records:
+    """The records of ``pieces`` (of consecutive segments of one partition,
+    in order) as one ``Records``; ``Records.end`` is the last piece's.
+
+    ``opts``: a ``DecodeOptions`` for which ``runs_apply`` holds.
+    ``max_read_bytes`` bounds the whole run. Keeps in memory the result, one
+    decompressed batch and one segment's mapping at a time. ``chunk_bytes``:
+    columns beyond it start a new chunk (chunks are joined at the end; at
+    most 1 GiB keeps int32 offsets). ``drops``: per piece path, the sorted
+    positions of the batches whose records are checked and not stored
+    (read_committed, see ``PartitionLog.dropped_batches``).
     """
     if not runs_apply(opts):
         raise ValueError("decode_run reads with on_corrupt='raise' and without zero_copy")
-    paths = [str(s.path) for s in segments]
+    paths = [str(piece.path) for piece in pieces]
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, 1 << 30, max(opts.max_read_bytes // 2, 1))
-    expect = sum(file_size(p) for p in paths)
+    expect = sum(max((file_size(p) if piece.stop is None else piece.stop) - piece.start, 0)
+                 for p, piece in zip(paths, pieces))
     chunks: list[Records] = []
-    marks: list[tuple[int, int]] = []    # (segment, batch rows of the chunk at its end)
+    marks: list[tuple[int, int]] = []    # (piece, batch rows of the chunk at its end)
     held = 0
     dec = None
     end = None
@@ -129,21 +147,22 @@ def decode_run(segments: Sequence, opts, *, last_is_active: bool,
         chunks.append(chunk)
         return cols["batches"]
 
-    for index, seg in enumerate(segments):
-        drop = None if drops is None else drops.get(seg.path)
+    for index, piece in enumerate(pieces):
+        drop = None if drops is None else drops.get(piece.path)
+        stop = -1 if piece.stop is None else piece.stop
         with open_source(paths[index], populate=True) as (view, path):
             if dec is None:
-                dec = decoder(view, path, opts, 0, None, UNBOUNDED, chunk_bytes,
+                dec = decoder(view, path, opts, piece.start, piece.stop, UNBOUNDED, chunk_bytes,
                               zeros_from=zeros_from(view), expect_bytes=expect,
                               drop_positions=drop)
             else:
-                dec.continue_with(view, path=path, zeros_from=zeros_from(view),
-                                  drop_positions=drop)
+                dec.continue_with(view, start=piece.start, stop=stop, path=path,
+                                  zeros_from=zeros_from(view), drop_positions=drop)
             try:
                 end = _decode_one(dec, view, path, opts, index, marks, take)
             finally:
                 dec.release()     # the mapping can close: the decoder holds no view of it
-            if end.reason is not None and not (last_is_active and index == len(paths) - 1):
+            if end.reason is not None and not piece.torn_ok:
                 raise inner_end_error(end, path)
     if dec is None:
         return Records.empty()

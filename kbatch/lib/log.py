@@ -58,7 +58,8 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
-from kbatch.lib.chain import decode_run, file_size, inner_end_error, runs_apply, split_runs
+from kbatch.lib.chain import (Piece, decode_run, file_size, inner_end_error, runs_apply,
+                              split_runs, whole_segments)
 from kbatch.lib.decoder import batch_at, header_walk
 from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.lib.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
@@ -78,6 +79,25 @@ def _offset_arg(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{name} must be an int offset, not {type(value).__name__}")
     return int(value)
+
+
+def _inside(batches: BatchTable, lo: int, hi: int) -> bool:
+    """Every record of ``batches`` has an offset in ``[lo, hi)``: magic 2
+    batches only (the decoder refuses a record outside its batch's offsets)
+    and every batch inside the range."""
+    return not len(batches) or (int(batches.magic.min()) == 2
+                                and int(batches.base_offset.min()) >= lo
+                                and int(batches.last_offset.max()) < hi)
+
+
+def _in_window(records: Records, window) -> Records:
+    """``records`` stamped inside ``window`` (``[start, end)`` ms, records
+    without a timestamp left out); all of them when ``window`` is None."""
+    if window is None:
+        return records
+    ts = records.timestamp
+    inside = (ts >= window[0]) & (ts < window[1]) & (ts != -1)
+    return records if inside.all() else records.take(inside)
 
 
 def _check_timestamp_mode(mode) -> None:
@@ -510,11 +530,7 @@ class PartitionLog:
                         chunk, stopped = self._segment_end(chunk, plan.segment, inner, opts,
                                                            path, seen)
                     chunk = chunk.select_offsets(lo, hi)
-                    if window is not None:
-                        ts = chunk.timestamp
-                        inside = (ts >= window[0]) & (ts < window[1]) & (ts != -1)
-                        if not inside.all():
-                            chunk = chunk.take(inside)
+                    chunk = _in_window(chunk, window)
                     if state is not None:
                         chunk = state.filter(chunk)
                     # every chunk with content or skipped ranges; the final
@@ -553,10 +569,9 @@ class PartitionLog:
         _check_timestamp_mode(timestamp_mode)
         opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
         limit = opts.max_read_bytes
-        if (runs_apply(opts) and self.segments
-                and all(v is None for v in (start_offset, end_offset, start_timestamp,
-                                            end_timestamp))):
-            return self._read_whole(opts, options)
+        if runs_apply(opts):
+            return self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
+                                  timestamp_mode, opts, options)
         parts, held = [], 0
         for chunk in self.iter(start_offset, end_offset, start_timestamp=start_timestamp,
                                end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
@@ -569,22 +584,30 @@ class PartitionLog:
             parts.append(chunk)
         return Records.concat(parts)
 
-    def _read_whole(self, opts: DecodeOptions, options: dict) -> Records:
-        """``read()`` of every segment with ``on_corrupt="raise"`` in copy
-        mode: one run (``kbatch.lib.chain``), nothing joined."""
+    def _read_run(self, start_offset, end_offset, start_timestamp, end_timestamp,
+                  timestamp_mode, opts: DecodeOptions, options: dict) -> Records:
+        """``read()`` with ``on_corrupt="raise"`` in copy mode: the planned
+        ranges of the segments decoded as one run (``kbatch.lib.chain``),
+        nothing joined; trimmed and filtered as ``iter()``'s chunks are."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
+        plain = {k: v for k, v in options.items() if k != "isolation"}
         state = drops = None
         if isolation == "read_committed":
-            plain = {k: v for k, v in options.items() if k != "isolation"}
             state = self.transaction_state(**plain)
             drops = self.dropped_batches(state, plain)
-        records = decode_run(self.segments, opts, last_is_active=True, drops=drops)
-        bt = records.batches
-        # a whole read is the range [0, UNBOUNDED): a record offset outside it
-        # (possible in legacy message sets and negative base offsets) is left out
-        if len(bt) and (int(bt.base_offset.min()) < 0 or int(bt.magic.min()) < 2
-                        or int(bt.last_offset.max()) >= UNBOUNDED):
-            records = records.select_offsets(0, UNBOUNDED)
+        lo, hi, window = self._offset_range(start_offset, end_offset, start_timestamp,
+                                            end_timestamp, opts, timestamp_mode)
+        plans = self.plan(lo, hi) if lo < hi else []
+        if not plans:
+            empty = Records.empty()
+            return empty if state is None else state.filter(empty)
+        active = self.segments[-1]
+        records = decode_run([Piece(pl.segment.path, pl.start, pl.stop,
+                                    pl.segment is active or pl.stop is not None)
+                              for pl in plans], opts, drops=drops)
+        if not _inside(records.batches, lo, hi):
+            records = records.select_offsets(lo, hi)
+        records = _in_window(records, window)
         # filtered as the chunks of iter() are: exact even if a segment changed
         # between the transaction pass and the decode
         return records if state is None else state.filter(records)
@@ -736,7 +759,7 @@ class LogDir:
         def decode(job):
             p, run = job
             if chained:      # the run's segments decoded into one set of columns
-                return decode_run(run, opts, last_is_active=run[-1] is p.segments[-1])
+                return decode_run(whole_segments(run, run[-1] is p.segments[-1]), opts)
             with open_source(run[0].path, populate=True) as (view, path):
                 return Records.concat(list(decode_chunks(view, path, opts)))
 

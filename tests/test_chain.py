@@ -29,6 +29,7 @@ from kbatch.lib.segment import DecodeOptions
 
 from .kafka_ref import build_batch, hypothesis_segments, read_with_kafka_python
 from .test_against_kafka_python import BATCH_FIELDS, assert_matches_kafka
+from .test_zero_copy import _run_child
 
 SEGMENT_LISTS = st.lists(st.one_of(hypothesis_segments(big=False),
                                    st.just((b"", []))),   # an empty segment file
@@ -112,6 +113,9 @@ def test_log_dir_read_equals_kafka_python_segment_by_segment(segments):
             assert got.control.offset.tolist() == [r["offset"] for r in merged.control]
             assert got.end.reason is None and got.end.valid_bytes == len(datas[-1])
             _assert_same(got, per_segment)
+            views = logdir.read(threads=threads, zero_copy=True)[("t", 0)]
+            assert_matches_kafka(views, merged, batch_source=merged.source)
+            _assert_batches(views, merged, paths)
         with_control = logdir.read(include_control=True)[("t", 0)]
         assert_matches_kafka(with_control, merged, include_control=True,
                              batch_source=merged.source)
@@ -282,6 +286,56 @@ def test_codecs_and_legacy_segments_in_one_run(tmp_path):
     _assert_batches(got, merged, paths)
 
 
+def test_zero_copy_run_survives_an_inner_segment_truncated_after_the_read(tmp_path):
+    """One zero_copy result points into every segment's mapping: cutting an
+    inner segment short afterwards makes the next access raise (naming that
+    file), not kill the process. In a child, so a SIGBUS fails the test."""
+    part = tmp_path / "t-0"
+    values = [bytes([65 + i % 26]) * 5000 for i in range(120)]
+    kbatch.write_log(part, {"value": values}, segment_bytes=150_000, batch_records=5)
+    segs = sorted(part.glob("*.log"))
+    assert len(segs) >= 3
+    child = _run_child(f"""
+        import os
+        import kbatch
+        from kbatch.errors import MappingInvalidatedError
+        records = kbatch.open_log({str(part)!r}).read(zero_copy=True)
+        assert len(records.sources) == {len(segs)} and len(records.value.buffers) >= {len(segs)}
+        assert records.value.to_pylist() == [bytes([65 + i % 26]) * 5000 for i in range(120)]
+        os.truncate({str(segs[1])!r}, 4096)
+        try:
+            records.value.to_pylist()
+        except MappingInvalidatedError as exc:
+            assert {str(segs[1])!r} in str(exc), exc
+            print("raised")
+        try:
+            records.to_arrow()
+        except MappingInvalidatedError:
+            print("raised-arrow")
+    """)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.split() == ["raised", "raised-arrow"], child.stdout
+
+
+def test_zero_copy_run_copies_when_the_guard_table_is_full(tmp_path, monkeypatch):
+    """A mapping the SIGBUS guard cannot register (its table is full) turns
+    the whole run into copies, as read_segment turns a segment."""
+    part, segs = _written(tmp_path)
+    seen = []
+
+    class Full(chain.SourceHold):
+        def __init__(self, view, path=None):
+            super().__init__(view, path)
+            seen.append(path)
+            if len(seen) == 2:
+                self.guard, self.guarded = None, False
+
+    monkeypatch.setattr(chain, "SourceHold", Full)
+    got = kbatch.open_log(part).read(zero_copy=True)
+    assert len(seen) == 2 and not hasattr(got.value, "views")
+    assert got.value.to_pylist() == [V(i) for i in range(N)]
+
+
 # --- how partitions are cut into runs ----------------------------------------------
 
 class _FakeSegment:
@@ -337,7 +391,17 @@ def test_continue_with_needs_a_finished_source():
     assert taken["batches"]["position"].tolist() == [0, len(batch)]
     zc = _batch.BatchDecoder(batch, zero_copy=True)
     zc.run()
-    with pytest.raises(ValueError, match="zero_copy"):
+    with pytest.raises(RuntimeError, match="replace_source_windows"):
         zc.continue_with(batch)
+    [(start, stop)] = zc.source_windows()
+    with pytest.raises(ValueError, match="size"):
+        zc.replace_source_windows([b"x"])
+    own = bytes(batch[start:stop])     # the window's bytes, a buffer of their own
+    zc.replace_source_windows([own])
+    assert zc.source_windows() == []
+    zc.continue_with(batch)
+    assert zc.run() == _batch.STATUS_END
+    buffers = zc.take()["data"]["buffers"]
+    assert buffers[0] is own and isinstance(buffers[1], tuple)
     with pytest.raises(ValueError, match="start"):
         dec.continue_with(batch, start=len(batch) + 1)

@@ -56,7 +56,7 @@ from kbatch._core._mapguard cimport KB_FAULTED, kb_guarded_call, kb_guarded_copy
 from kbatch._core._outbuf cimport CODEC_OK
 from kbatch._core._records cimport MIN_RECORD_SIZE, decode_records, parse_control
 from kbatch._core._types cimport *
-from kbatch._core._viewbufs cimport (BUF_ARENA, BUF_SOURCE, BufDesc, viewbufs_arena,
+from kbatch._core._viewbufs cimport (BUF_ARENA, BUF_FED, BUF_SOURCE, BufDesc, viewbufs_arena,
                                      viewbufs_at, viewbufs_fed, viewbufs_free, viewbufs_init,
                                      viewbufs_use, viewbufs_window)
 from kbatch._core._wire cimport *
@@ -376,6 +376,39 @@ cdef class BatchDecoder:
         """Batch rows in the chunk being built."""
         return self._batches.len // sizeof(BatchRow)
 
+    def source_windows(self):
+        """zero_copy: ``(start, stop)`` of each window of the current source
+        that the chunk's views point into, in buffer order."""
+        cdef Py_ssize_t i, n = self._vbufs.desc.len // <Py_ssize_t>sizeof(BufDesc)
+        cdef BufDesc *d
+        out = []
+        for i in range(n):
+            d = viewbufs_at(&self._vbufs, i)
+            if d.kind == BUF_SOURCE:
+                out.append((d.start, d.stop))
+        return out
+
+    def replace_source_windows(self, list buffers not None):
+        """zero_copy, before ``continue_with``: the windows ``source_windows()``
+        listed become the buffer objects ``buffers`` (same order; each one
+        exactly those bytes, kept alive here until ``take()``)."""
+        cdef Py_ssize_t i, k = 0, n = self._vbufs.desc.len // <Py_ssize_t>sizeof(BufDesc)
+        cdef BufDesc *d
+        if len(buffers) != len(self.source_windows()):
+            raise ValueError("one buffer per source window")
+        for i in range(n):
+            d = viewbufs_at(&self._vbufs, i)
+            if d.kind == BUF_SOURCE:
+                if len(memoryview(buffers[k])) != d.stop - d.start:
+                    raise ValueError("a buffer differs in size from its window")
+                d.kind = BUF_FED
+                d.index = <int32_t>self._vbufs.fed
+                d.start = d.stop = 0
+                self._vbufs.fed += 1
+                self._fed.append(buffers[k])
+                k += 1
+        self._vbufs.window = -1
+
     def max_last_offset(self, Py_ssize_t first_row=0):
         """The largest last offset of the chunk's batch rows from
         ``first_row`` on (-1 when there are none)."""
@@ -399,13 +432,15 @@ cdef class BatchDecoder:
         as if its batches followed the last source's (a partition's next
         segment: no columns are joined afterwards). Only after ``run()``
         ended the last source cleanly (its end is the caller's to check
-        first) and without zero_copy (views name one source's windows).
+        first); with zero_copy, once ``replace_source_windows`` has given
+        the last source's windows their own buffer objects.
         Batch rows keep their positions in their own source; ``batch_rows``
         before the switch says where one source's rows end.
         ``drop_positions``: as in the constructor, for this source."""
         cdef Py_ssize_t size = view.shape[0]
-        if self._zero_copy:
-            raise ValueError("continue_with is not available with zero_copy")
+        if self._zero_copy and self._vbufs.window >= 0:
+            raise RuntimeError("zero_copy: the chunk's views still name windows of the last "
+                               "source (replace_source_windows first)")
         if not self._done or self._has_pending or self._err.code != E_NONE:
             raise RuntimeError("continue_with needs the last source decoded to its end")
         if stop < 0 or stop > size:

@@ -15,24 +15,28 @@ them with ``mremap``: no byte moves) and nothing is joined.
 Each segment's end is checked as the per-segment path checks it: a torn
 tail or zero padding is damage unless the segment is the partition's last
 (the active one), and a truncated batch followed by valid batches is a
-damaged length. Used for reads with ``on_corrupt="raise"`` in copy mode
-(``runs_apply``): a read that stops or skips at damage, and zero_copy (whose
-views name windows of one source), decode segment by segment.
+damaged length. With zero_copy, a segment's windows become buffer objects
+of their own before the decoder moves on (``replace_source_windows``), so
+the views of one chunk can point into several mappings. Used for reads with
+``on_corrupt="raise"`` (``runs_apply``); a read that stops at or skips
+damage decodes segment by segment.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from kbatch._core import _batch
 from kbatch.errors import CorruptRecordError, LimitExceededError
-from kbatch.lib.decoder import decoder
+from kbatch.lib.decoder import decoder, skips_payload
 from kbatch.lib.records import Records, SegmentEnd
 from kbatch.lib.segment import (decompress_pending, end_of_data, open_source,
                                  project_columns, zeros_from)
+from kbatch.lib.views import SourceHold
 from kbatch.wire import UNBOUNDED
 
 
@@ -51,8 +55,8 @@ def inner_end_error(end: SegmentEnd, path) -> CorruptRecordError:
 
 def runs_apply(opts) -> bool:
     """Whether ``decode_run`` can read with ``opts``: damage raises (nothing
-    to stop at or skip) and keys and values are copied."""
-    return opts.on_corrupt == "raise" and not opts.zero_copy
+    to stop at or skip)."""
+    return opts.on_corrupt == "raise"
 
 
 def split_runs(segments: Sequence, pieces: int) -> list[list]:
@@ -107,14 +111,28 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
 
     ``opts``: a ``DecodeOptions`` for which ``runs_apply`` holds.
     ``max_read_bytes`` bounds the whole run. Keeps in memory the result, one
-    decompressed batch and one segment's mapping at a time. ``chunk_bytes``:
-    columns beyond it start a new chunk (chunks are joined at the end; at
-    most 1 GiB keeps int32 offsets). ``drops``: per piece path, the sorted
-    positions of the batches whose records are checked and not stored
-    (read_committed, see ``PartitionLog.dropped_batches``).
+    decompressed batch and one segment's mapping at a time (with zero_copy,
+    every mapping the result points into). ``chunk_bytes``: columns beyond
+    it start a new chunk (chunks are joined at the end; at most 1 GiB keeps
+    int32 offsets). ``drops``: per piece path, the sorted positions of the
+    batches whose records are checked and not stored (read_committed, see
+    ``PartitionLog.dropped_batches``). zero_copy falls back to copies when
+    kbatch's table of guarded mappings is full, as ``read_segment`` does.
     """
     if not runs_apply(opts):
-        raise ValueError("decode_run reads with on_corrupt='raise' and without zero_copy")
+        raise ValueError("decode_run reads with on_corrupt='raise'")
+    try:
+        return _run(pieces, opts, chunk_bytes, drops)
+    except _Unguarded:
+        return _run(pieces, replace(opts, zero_copy=False), chunk_bytes, drops)
+
+
+class _Unguarded(Exception):
+    """A zero_copy run met a mapping the SIGBUS guard's table has no room for."""
+
+
+def _run(pieces, opts, chunk_bytes, drops) -> Records:
+    views = opts.zero_copy and not skips_payload(opts)
     paths = [str(piece.path) for piece in pieces]
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, 1 << 30, max(opts.max_read_bytes // 2, 1))
@@ -122,15 +140,20 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
                  for p, piece in zip(paths, pieces))
     chunks: list[Records] = []
     marks: list[tuple[int, int]] = []    # (piece, batch rows of the chunk at its end)
+    holds: list[SourceHold] = []         # zero_copy: the mappings views point into
     held = 0
-    dec = None
+    dec = view = None
     end = None
 
     def take(end_here):
         nonlocal held
         cols = dec.take()
+        data = cols["data"]
         if opts.columns is not None:
-            project_columns(cols["data"], opts.columns)
+            project_columns(data, opts.columns)
+        if views:     # windows of the open source (earlier ones were replaced)
+            data["buffers"] = SourceHold.windows(view, data["buffers"])
+            data["holds"] = tuple(holds)
         source = np.zeros(len(cols["batches"]), np.int32)
         first = 0
         for index, rows in marks:
@@ -151,6 +174,11 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
         drop = None if drops is None else drops.get(piece.path)
         stop = -1 if piece.stop is None else piece.stop
         with open_source(paths[index], populate=True) as (view, path):
+            if views:
+                hold = SourceHold(view, path)
+                if not hold.guarded:
+                    raise _Unguarded()
+                holds.append(hold)
             if dec is None:
                 dec = decoder(view, path, opts, piece.start, piece.stop, UNBOUNDED, chunk_bytes,
                               zeros_from=zeros_from(view), expect_bytes=expect,
@@ -160,8 +188,11 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
                                   zeros_from=zeros_from(view), drop_positions=drop)
             try:
                 end = _decode_one(dec, view, path, opts, index, marks, take)
+                if views:   # the views into this mapping keep it through their windows
+                    dec.replace_source_windows(SourceHold.windows(view, dec.source_windows()))
             finally:
                 dec.release()     # the mapping can close: the decoder holds no view of it
+            view = None
             if end.reason is not None and not piece.torn_ok:
                 raise inner_end_error(end, path)
     if dec is None:

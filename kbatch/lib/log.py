@@ -586,7 +586,7 @@ class PartitionLog:
 
     def _read_run(self, start_offset, end_offset, start_timestamp, end_timestamp,
                   timestamp_mode, opts: DecodeOptions, options: dict) -> Records:
-        """``read()`` with ``on_corrupt="raise"`` in copy mode: the planned
+        """``read()`` with ``on_corrupt="raise"``: the planned
         ranges of the segments decoded as one run (``kbatch.lib.chain``),
         nothing joined; trimmed and filtered as ``iter()``'s chunks are."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
@@ -725,9 +725,8 @@ class LogDir:
         of each partition, from the checkpoint files
         (``kbatch.lib.visibility``); "all" (default): everything.
 
-        With ``on_corrupt="raise"`` (the default) and without zero_copy, each
-        partition's segments are decoded one after another into one set of
-        columns (``kbatch.lib.chain``): nothing is joined, except a partition
+        With ``on_corrupt="raise"`` (the default), each partition's segments
+        are decoded one after another into one set of columns (``kbatch.lib.chain``): nothing is joined, except a partition
         holding 1.5 or more threads' shares of the bytes, which is cut into
         that many runs decoded in parallel and then joined. Keeps in memory
         the result (and, while a cut partition is joined, its runs).

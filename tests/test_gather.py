@@ -1,7 +1,8 @@
 """Records.concat(parts, pool=...): the copies cut into pieces and run on a
 thread pool give exactly what the plain join gives (nulls, empty parts,
 projections, sliced parts whose offsets do not start at 0), and
-open_log_dir(...).read(threads=2), which uses it, equals threads=1."""
+open_log_dir(...).read(threads=2), which uses it to join the runs of a
+partition cut for the threads, equals threads=1."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -98,18 +99,24 @@ def test_projected_parts_join_on_a_pool():
 
 
 def test_log_dir_read_with_threads_equals_one_thread(tmp_path, monkeypatch):
-    for p in range(3):
+    """t-0 holds most of the bytes: two threads cut it into runs joined on
+    the pool (the other partitions are one run each, nothing joined)."""
+    sizes = [30_000, 3000, 3000]
+    for p, n in enumerate(sizes):
         kbatch.write_log(tmp_path / f"t-{p}", [(b"k%d" % i, None if i % 7 == 0 else
                                                 b"v%d" % i * (i % 50), i, [])
-                                               for i in range(3000)],
-                         segment_bytes=20_000, codec="lz4" if p == 1 else "none")
+                                               for i in range(n)],
+                         segment_bytes=20_000 * (10 if p == 0 else 1),
+                         codec="lz4" if p == 1 else "none")
     monkeypatch.setattr(gather, "PIECE", 1000)
     d = kbatch.open_log_dir(tmp_path)
+    from kbatch.lib.log import _jobs
+    assert [j[0].partition for j in _jobs(d.partitions, 2)] == [0, 0, 1, 2]
     one, two = d.read(threads=1), d.read(threads=2)
     assert sorted(one) == sorted(two)
-    for key in one:
+    for key, n in zip(sorted(one), sizes):
         _same(two[key], one[key])
-        assert len(np.unique(two[key].offset)) == 3000
+        assert len(np.unique(two[key].offset)) == n
 
 
 def test_shifted_offsets_past_int32():
@@ -134,30 +141,3 @@ def test_headers_join_into_int32_offsets():
         assert got.headers.to_pylist() == [h for p in parts for h in p.headers.to_pylist()]
         if pool is not None:
             pool.shutdown()
-
-
-def test_waves_cut_whole_partitions_in_order():
-    from types import SimpleNamespace
-
-    from kbatch.lib.log import _waves
-    parts = [SimpleNamespace(name=i, segments=[0] * n) for i, n in enumerate([1, 3, 0, 2, 5, 1])]
-    waves = [[p.name for p in w] for w in _waves(parts, 4)]
-    assert waves == [[0, 1], [2, 3, 4], [5]]
-    assert [p.name for w in _waves(parts, 1) for p in w] == list(range(6))
-    assert list(_waves([], 4)) == []
-
-
-def test_log_dir_read_in_waves_equals_one_wave(tmp_path, monkeypatch):
-    """Many small partitions read in waves (each released before the next
-    decodes) give what one wave of all of them gives."""
-    for p in range(7):
-        kbatch.write_log(tmp_path / f"t-{p}", [(b"k", b"v%d" % i, i, []) for i in range(500)],
-                         segment_bytes=6_000, codec="none" if p % 3 else "lz4")
-    d = kbatch.open_log_dir(tmp_path)
-    waved = d.read(threads=2)
-    from kbatch.lib import log as log_module
-    monkeypatch.setattr(log_module, "_waves", lambda parts, n: iter([list(parts)]))
-    whole = d.read(threads=2)
-    assert list(waved) == list(whole)
-    for key in whole:
-        _same(waved[key], whole[key])

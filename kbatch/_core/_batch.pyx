@@ -411,10 +411,14 @@ cdef class BatchDecoder:
 
     def max_last_offset(self, Py_ssize_t first_row=0):
         """The largest last offset of the chunk's batch rows from
-        ``first_row`` on (-1 when there are none)."""
+        ``first_row`` on (None when there are none)."""
         cdef Py_ssize_t i, n = self._batches.len // sizeof(BatchRow)
-        cdef int64_t top = -1
-        for i in range(max(first_row, 0), n):
+        cdef int64_t top
+        first_row = max(first_row, 0)
+        if first_row >= n:
+            return None
+        top = self._row(first_row).last_offset
+        for i in range(first_row + 1, n):
             if self._row(i).last_offset > top:
                 top = self._row(i).last_offset
         return top
@@ -430,9 +434,9 @@ cdef class BatchDecoder:
                       const int64_t[::1] drop_positions=None):
         """Go on decoding ``view[start:stop]`` into the chunk being built,
         as if its batches followed the last source's (a partition's next
-        segment: no columns are joined afterwards). Only after ``run()``
-        ended the last source cleanly (its end is the caller's to check
-        first); with zero_copy, once ``replace_source_windows`` has given
+        segment, or the same source after a damaged range: no columns are
+        joined afterwards). Only after ``run()`` ended the last source (its
+        end is the caller's to check first); with zero_copy, once ``replace_source_windows`` has given
         the last source's windows their own buffer objects.
         Batch rows keep their positions in their own source; ``batch_rows``
         before the switch says where one source's rows end.
@@ -441,7 +445,7 @@ cdef class BatchDecoder:
         if self._zero_copy and self._vbufs.window >= 0:
             raise RuntimeError("zero_copy: the chunk's views still name windows of the last "
                                "source (replace_source_windows first)")
-        if not self._done or self._has_pending or self._err.code != E_NONE:
+        if not self._done or self._has_pending:
             raise RuntimeError("continue_with needs the last source decoded to its end")
         if stop < 0 or stop > size:
             stop = size
@@ -455,6 +459,7 @@ cdef class BatchDecoder:
         self.path = path
         self._end_reason = END_NONE
         self.end_error = None
+        self._err.code = E_NONE    # a corrupt batch it stopped at (stop_on_corrupt) is passed
         self._drop = drop_positions if drop_positions is not None else _NO_DROP
         self._drop_next = 0
         self._done = False

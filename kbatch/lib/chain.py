@@ -12,14 +12,15 @@ scales worse over cores. ``decode_run`` hands one decoder the segments one
 after another instead, so the columns grow in place (the memory pool grows
 them with ``mremap``: no byte moves) and nothing is joined.
 
-Each segment's end is checked as the per-segment path checks it: a torn
-tail or zero padding is damage unless the segment is the partition's last
-(the active one), and a truncated batch followed by valid batches is a
-damaged length. With zero_copy, a segment's windows become buffer objects
-of their own before the decoder moves on (``replace_source_windows``), so
-the views of one chunk can point into several mappings. Used for reads with
-``on_corrupt="raise"`` (``runs_apply``); a read that stops at or skips
-damage decodes segment by segment.
+Each segment's end is checked as ``iter()`` checks it, segment by segment:
+a torn tail or zero padding is damage unless the segment is the
+partition's last (the active one), and a truncated batch followed by valid
+batches is a damaged length. Damage raises, ends the run there
+(``on_corrupt="stop"``) or is passed over (``"skip"``: the decoder goes on
+in the same source after the damaged range, which ``Records.skipped``
+lists). With zero_copy, a segment's windows become buffer objects of their
+own before the decoder moves on (``replace_source_windows``), so the views
+of one chunk can point into several mappings.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from kbatch._core import _batch
 from kbatch.errors import CorruptRecordError, LimitExceededError
 from kbatch.lib.decoder import decoder, skips_payload
-from kbatch.lib.records import Records, SegmentEnd
+from kbatch.lib.records import Records, SegmentEnd, SkippedRange
 from kbatch.lib.segment import (decompress_pending, end_of_data, open_source,
                                  project_columns, zeros_from)
 from kbatch.lib.views import SourceHold
@@ -53,10 +54,30 @@ def inner_end_error(end: SegmentEnd, path) -> CorruptRecordError:
         base_offset=None)
 
 
-def runs_apply(opts) -> bool:
-    """Whether ``decode_run`` can read with ``opts``: damage raises (nothing
-    to stop at or skip)."""
-    return opts.on_corrupt == "raise"
+def settle_segment_end(end: SegmentEnd, path, inner: bool, next_base: int | None, opts,
+                       seen: int | None) -> tuple[SegmentEnd, SkippedRange | None, bool]:
+    """``(end, gap, stopped)``: a segment's ``end`` as the read reports it.
+
+    A segment that is not the last of its partition (``inner``; the next
+    one starts at ``next_base``) must end at a batch boundary (Kafka trims a
+    segment when it rolls): a truncated batch or zero padding there is
+    damage, raised, stopped at (``end`` becomes "corrupt") or skipped (the
+    ``gap`` a ``SkippedRange``; ``seen``: the last offset read from the
+    segment). ``stopped``: the read ends here (``on_corrupt="stop"`` met
+    damage). ``end`` comes back unchanged (the same object) when nothing
+    is wrong."""
+    if end.reason == "corrupt":
+        return end, None, True
+    if not inner or end.reason is None:
+        return end, None, False
+    error = inner_end_error(end, path)
+    if opts.on_corrupt == "raise":
+        raise error
+    if opts.on_corrupt == "stop":
+        return SegmentEnd(end.valid_bytes, end.trailing_bytes, "corrupt", error), None, True
+    gap = SkippedRange(path, end.valid_bytes, end.valid_bytes + end.trailing_bytes,
+                       end.reason, seen, next_base, str(error))
+    return SegmentEnd(end.valid_bytes + end.trailing_bytes, 0, None, None), gap, False
 
 
 def split_runs(segments: Sequence, pieces: int) -> list[list]:
@@ -88,19 +109,22 @@ class Piece(NamedTuple):
     """Bytes ``[start, stop)`` of the segment at ``path`` (stop None: to its
     end). ``torn_ok``: it may end in a torn tail or zero padding (the
     partition's last segment, or a range that stops inside the segment);
-    any other piece must end at a batch boundary."""
+    any other piece must end at a batch boundary. ``next_base``: the base
+    offset of the partition's next segment (what a skipped tail names)."""
 
     path: object
     start: int = 0
     stop: int | None = None
     torn_ok: bool = False
+    next_base: int | None = None
 
 
 def whole_segments(segments: Sequence, last_is_active: bool) -> list[Piece]:
-    """``segments`` (each with ``.path``) read whole; ``last_is_active``: the
-    last of them is the partition's last segment."""
+    """``segments`` (each with ``.path`` and ``.base_offset``) read whole;
+    ``last_is_active``: the last of them is the partition's last segment."""
     n = len(segments)
-    return [Piece(s.path, 0, None, last_is_active and i == n - 1)
+    return [Piece(s.path, 0, None, last_is_active and i == n - 1,
+                  segments[i + 1].base_offset if i + 1 < n else None)
             for i, s in enumerate(segments)]
 
 
@@ -109,7 +133,9 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
     """The records of ``pieces`` (of consecutive segments of one partition,
     in order) as one ``Records``; ``Records.end`` is the last piece's.
 
-    ``opts``: a ``DecodeOptions`` for which ``runs_apply`` holds.
+    ``opts``: the read's ``DecodeOptions``; damage raises, stops the run
+    (nothing after it) or is skipped (``Records.skipped``), as in
+    ``decode_chunks``.
     ``max_read_bytes`` bounds the whole run. Keeps in memory the result, one
     decompressed batch and one segment's mapping at a time (with zero_copy,
     every mapping the result points into). ``chunk_bytes``: columns beyond
@@ -119,8 +145,6 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
     ``PartitionLog.dropped_batches``). zero_copy falls back to copies when
     kbatch's table of guarded mappings is full, as ``read_segment`` does.
     """
-    if not runs_apply(opts):
-        raise ValueError("decode_run reads with on_corrupt='raise'")
     try:
         return _run(pieces, opts, chunk_bytes, drops)
     except _Unguarded:
@@ -141,6 +165,7 @@ def _run(pieces, opts, chunk_bytes, drops) -> Records:
     chunks: list[Records] = []
     marks: list[tuple[int, int]] = []    # (piece, batch rows of the chunk at its end)
     holds: list[SourceHold] = []         # zero_copy: the mappings views point into
+    skipped: list[SkippedRange] = []     # on_corrupt="skip": ranges not yet in a chunk
     held = 0
     dec = view = None
     end = None
@@ -160,7 +185,9 @@ def _run(pieces, opts, chunk_bytes, drops) -> Records:
             source[first:rows] = index
             first = rows
         marks.clear()
-        chunk = Records.from_chunk(cols, end_here, None, sources=paths, batch_source=source)
+        chunk = Records.from_chunk(cols, end_here, None, tuple(skipped), sources=paths,
+                                   batch_source=source)
+        skipped.clear()
         held += chunk.nbytes
         if held > opts.max_read_bytes:
             raise LimitExceededError(
@@ -168,7 +195,6 @@ def _run(pieces, opts, chunk_bytes, drops) -> Records:
                 "(read in chunks with log.iter)", path=dec.path, position=dec.position)
         dec.set_read_budget(opts.max_read_bytes - held)
         chunks.append(chunk)
-        return cols["batches"]
 
     for index, piece in enumerate(pieces):
         drop = None if drops is None else drops.get(piece.path)
@@ -187,39 +213,58 @@ def _run(pieces, opts, chunk_bytes, drops) -> Records:
                 dec.continue_with(view, start=piece.start, stop=stop, path=path,
                                   zeros_from=zeros_from(view), drop_positions=drop)
             try:
-                end = _decode_one(dec, view, path, opts, index, marks, take)
+                end, seen = _decode_piece(dec, view, path, opts, index, stop, drop, marks,
+                                          skipped, take)
                 if views:   # the views into this mapping keep it through their windows
                     dec.replace_source_windows(SourceHold.windows(view, dec.source_windows()))
             finally:
                 dec.release()     # the mapping can close: the decoder holds no view of it
             view = None
-            if end.reason is not None and not piece.torn_ok:
-                raise inner_end_error(end, path)
+        end, gap, stopped = settle_segment_end(end, path, not piece.torn_ok, piece.next_base,
+                                               opts, seen)
+        if gap is not None:
+            skipped.append(gap)
+        if stopped:
+            break    # on_corrupt="stop": nothing after the first damage
     if dec is None:
         return Records.empty()
     take(end)
     return Records.concat(chunks)
 
 
-def _decode_one(dec, view, path, opts, index: int, marks: list, take) -> SegmentEnd:
-    """Decode the segment ``dec`` now reads (``index`` in the run) to its
-    end, taking a chunk whenever the columns fill one; its ``SegmentEnd``
-    (a damaged length raises)."""
-    first_row, seen = dec.batch_rows, -1
+def _decode_piece(dec, view, path, opts, index: int, stop: int, drop, marks: list,
+                  skipped: list, take) -> tuple[SegmentEnd, int | None]:
+    """Decode the piece ``dec`` now reads (``index`` in the run) to its end,
+    taking a chunk whenever the columns fill one and, with
+    ``on_corrupt="skip"``, resuming after each damaged range (listed in
+    ``skipped``). ``(end, seen)``: its ``SegmentEnd`` (a damaged length
+    raises unless skipped or stopped at) and the last offset read from it
+    (None: none)."""
+    first_row, seen = dec.batch_rows, None
     while True:
         status = dec.run()
         if status == _batch.STATUS_COMPRESSED:
             decompress_pending(dec, path, opts.max_decompressed_bytes)
             continue
-        if status != _batch.STATUS_CHUNK_FULL:
-            break
-        marks.append((index, dec.batch_rows))
-        rows = take(None)[first_row:]
-        if len(rows):
-            seen = max(seen, int(rows["last_offset"].max()))
-        first_row = 0
-    if dec.end_reason is not None:     # where a resync would have to start
-        seen = max(seen, dec.max_last_offset(first_row))
-    end, _, _ = end_of_data(view, path, opts, dec, seen)
-    marks.append((index, dec.batch_rows))
-    return end
+        if status == _batch.STATUS_CHUNK_FULL:
+            marks.append((index, dec.batch_rows))
+            seen = _top(seen, dec.max_last_offset(first_row))
+            take(None)
+            first_row = 0
+            continue
+        seen = _top(seen, dec.max_last_offset(first_row))
+        # a resync only accepts batches after what was read (as decode_chunks)
+        end, resume, gap = end_of_data(view, path, opts, dec, _top(-1, seen))
+        if gap is not None:
+            skipped.append(gap)
+        if resume is None:
+            marks.append((index, dec.batch_rows))
+            return end, seen
+        if dec.source_windows():    # zero_copy: the same source, a window after the gap
+            dec.replace_source_windows(SourceHold.windows(view, dec.source_windows()))
+        dec.continue_with(view, start=resume, stop=stop, path=path, zeros_from=zeros_from(view),
+                          drop_positions=drop)
+
+
+def _top(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)

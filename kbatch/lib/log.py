@@ -57,14 +57,13 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
-from kbatch.lib.chain import (Piece, decode_run, file_size, inner_end_error, runs_apply,
-                              split_runs, whole_segments)
+from kbatch.errors import ArgumentError
+from kbatch.lib.chain import Piece, decode_run, file_size, settle_segment_end, split_runs
 from kbatch.lib.decoder import batch_at, header_walk
 from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
 from kbatch.lib.paths import (INT64_MAX, SEGMENT_NAME, TRANSIENT_DIR_SUFFIXES,  # noqa: F401
                           parse_partition_dir, partition_dirs, segment_base)
-from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.lib.records import BatchTable, ControlRecords, Records
 from kbatch.lib.paths import PathError, PathKind, expect
 from kbatch.lib.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     check_options, decode_chunks, decode_options, open_source, transaction_state, zeros_from
@@ -79,6 +78,11 @@ def _offset_arg(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ArgumentError(f"{name} must be an int offset, not {type(value).__name__}")
     return int(value)
+
+
+def _ranged(*bounds) -> bool:
+    """Whether a read was given any offset or timestamp bound."""
+    return any(b is not None for b in bounds)
 
 
 def _inside(batches: BatchTable, lo: int, hi: int) -> bool:
@@ -138,21 +142,10 @@ def check_segment_end(chunk: Records, path, inner: bool, next_base: int | None,
     damage, raised, stopped at or skipped like a corrupt batch (``seen``:
     the last offset read from the segment). ``stopped``: the read must end
     here (``on_corrupt="stop"`` met damage)."""
-    end = chunk.end
-    if end.reason == "corrupt":
-        return chunk, True
-    if not inner or end.reason is None:
-        return chunk, False
-    error = inner_end_error(end, path)
-    if opts.on_corrupt == "raise":
-        raise error
-    if opts.on_corrupt == "stop":
-        return chunk.replace(end=SegmentEnd(end.valid_bytes, end.trailing_bytes,
-                                            "corrupt", error)), True
-    gap = SkippedRange(path, end.valid_bytes, end.valid_bytes + end.trailing_bytes,
-                       end.reason, seen, next_base, str(error))
-    return chunk.replace(end=SegmentEnd(end.valid_bytes + end.trailing_bytes, 0, None, None),
-                         skipped=chunk.skipped + (gap,)), False
+    end, gap, stopped = settle_segment_end(chunk.end, path, inner, next_base, opts, seen)
+    if end is not chunk.end:
+        chunk = chunk.replace(end=end, skipped=chunk.skipped + ((gap,) if gap else ()))
+    return chunk, stopped
 
 
 class Segment:
@@ -494,7 +487,9 @@ class PartitionLog:
             drops = self.dropped_batches(state, options)
         lo, hi, window = self._offset_range(start_offset, end_offset, start_timestamp,
                                             end_timestamp, opts, timestamp_mode)
-        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, window)
+        ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp)
+        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, window,
+                          ranged)
 
     def dropped_batches(self, state: TxnState, options) -> dict[Path, np.ndarray]:
         """Per segment, the positions of the batches a read_committed read
@@ -511,7 +506,7 @@ class PartitionLog:
         return out
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None,
-              window=None):
+              window=None, ranged=True):
         plans = self.plan(lo, hi) if lo < hi else []
         active = self.segments[-1] if self.segments else None
         for k, plan in enumerate(plans):
@@ -529,7 +524,8 @@ class PartitionLog:
                     if chunk.end is not None:
                         chunk, stopped = self._segment_end(chunk, plan.segment, inner, opts,
                                                            path, seen)
-                    chunk = chunk.select_offsets(lo, hi)
+                    if ranged:     # a whole read keeps every record the files hold
+                        chunk = chunk.select_offsets(lo, hi)
                     chunk = _in_window(chunk, window)
                     if state is not None:
                         chunk = state.filter(chunk)
@@ -547,9 +543,17 @@ class PartitionLog:
 
     def _segment_end(self, chunk: Records, seg: Segment, inner: bool, opts: DecodeOptions,
                      path, seen: int | None) -> tuple[Records, bool]:
+        return check_segment_end(chunk, path, inner, self._next_base(seg), opts, seen)
+
+    def _next_base(self, seg: Segment) -> int | None:
+        """The base offset of the segment after ``seg`` (None: it is the last)."""
         following = [s.base_offset for s in self.segments if s.base_offset > seg.base_offset]
-        return check_segment_end(chunk, path, inner, min(following) if following else None,
-                                 opts, seen)
+        return min(following) if following else None
+
+    def _pieces(self, segments: Sequence[Segment]) -> list[Piece]:
+        """Consecutive ``segments`` of this partition, read whole."""
+        active = self.segments[-1]
+        return [Piece(s.path, 0, None, s is active, self._next_base(s)) for s in segments]
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
@@ -568,27 +572,14 @@ class PartitionLog:
         check_options("PartitionLog.read", options, ("isolation",))
         _check_timestamp_mode(timestamp_mode)
         opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
-        limit = opts.max_read_bytes
-        if runs_apply(opts):
-            return self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
-                                  timestamp_mode, opts, options)
-        parts, held = [], 0
-        for chunk in self.iter(start_offset, end_offset, start_timestamp=start_timestamp,
-                               end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
-                               chunk_records=UNBOUNDED, chunk_bytes=1 << 30, **options):
-            held += chunk.nbytes
-            if held > limit:
-                raise LimitExceededError(
-                    f"decoded data exceeds max_read_bytes={limit} (read in chunks with "
-                    "log.iter)", path=str(self.path))
-            parts.append(chunk)
-        return Records.concat(parts)
+        return self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
+                              timestamp_mode, opts, options)
 
     def _read_run(self, start_offset, end_offset, start_timestamp, end_timestamp,
                   timestamp_mode, opts: DecodeOptions, options: dict) -> Records:
-        """``read()`` with ``on_corrupt="raise"``: the planned
-        ranges of the segments decoded as one run (``kbatch.lib.chain``),
-        nothing joined; trimmed and filtered as ``iter()``'s chunks are."""
+        """``read()``: the planned ranges of the segments decoded as one run
+        (``kbatch.lib.chain``), nothing joined; trimmed and filtered as
+        ``iter()``'s chunks are."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state = drops = None
@@ -603,9 +594,12 @@ class PartitionLog:
             return empty if state is None else state.filter(empty)
         active = self.segments[-1]
         records = decode_run([Piece(pl.segment.path, pl.start, pl.stop,
-                                    pl.segment is active or pl.stop is not None)
+                                    pl.segment is active or pl.stop is not None,
+                                    self._next_base(pl.segment))
                               for pl in plans], opts, drops=drops)
-        if not _inside(records.batches, lo, hi):
+        # a whole read keeps every record the files hold (whatever its offset)
+        if (_ranged(start_offset, end_offset, start_timestamp, end_timestamp)
+                and not _inside(records.batches, lo, hi)):
             records = records.select_offsets(lo, hi)
         records = _in_window(records, window)
         # filtered as the chunks of iter() are: exact even if a segment changed
@@ -725,16 +719,12 @@ class LogDir:
         of each partition, from the checkpoint files
         (``kbatch.lib.visibility``); "all" (default): everything.
 
-        With ``on_corrupt="raise"`` (the default), each partition's segments
-        are decoded one after another into one set of columns (``kbatch.lib.chain``): nothing is joined, except a partition
-        holding 1.5 or more threads' shares of the bytes, which is cut into
-        that many runs decoded in parallel and then joined. Keeps in memory
-        the result (and, while a cut partition is joined, its runs).
-        Otherwise segments are decoded one by one and joined per partition,
-        in waves of consecutive partitions holding at least 2 x ``threads``
-        segments: a wave's segments are released as soon as its partitions
-        are joined, so the next wave decodes into their pages (kbatch's
-        memory pool) instead of fresh ones.
+        Each partition's segments are decoded one after another into one
+        set of columns (``kbatch.lib.chain``): nothing is joined, except a
+        partition holding 1.5 or more threads' shares of the bytes, which is
+        cut into that many runs decoded in parallel and then joined. Keeps
+        in memory the result (and, while a cut partition is joined, its
+        runs) and one decompressed batch per thread.
         """
         from kbatch.lib.visibility import apply_visibility, check_visibility
         check_visibility(visibility)
@@ -742,9 +732,7 @@ class LogDir:
         opts = decode_options("LogDir.read", options)
         parts = self.select(topics)
         workers = threads or os.cpu_count() or 1
-        ranged = any(v is not None for v in (start_offset, end_offset, start_timestamp,
-                                             end_timestamp))
-        if ranged:
+        if _ranged(start_offset, end_offset, start_timestamp, end_timestamp):
             def read_part(p):
                 return p.read(start_offset, end_offset, start_timestamp=start_timestamp,
                               end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
@@ -753,55 +741,38 @@ class LogDir:
                 return {(p.topic, p.partition): rec
                         for p, rec in zip(parts, pool.map(read_part, parts))}
 
-        chained = runs_apply(opts)
-
-        def decode(job):
+        def decode(job):     # a run of a partition's segments into one set of columns
             p, run = job
-            if chained:      # the run's segments decoded into one set of columns
-                return decode_run(whole_segments(run, run[-1] is p.segments[-1]), opts)
-            with open_source(run[0].path, populate=True) as (view, path):
-                return Records.concat(list(decode_chunks(view, path, opts)))
+            return decode_run(p._pieces(run), opts)
 
         pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
         try:
-            result: dict = {}
-            # runs hold no segment apart: every partition is cut into runs at once
-            waves = [parts] if chained else _waves(parts, 2 * workers)
-            for wave in waves:
-                jobs = _jobs(wave, workers, chained)
-                # the largest first, so the threads finish together
-                order = sorted(range(len(jobs)), key=lambda i: -jobs[i][2])
-                done = (pool.map(decode, [jobs[i][:2] for i in order]) if pool is not None
-                        else (decode(jobs[i][:2]) for i in order))
-                results = [None] * len(jobs)
-                for i, rec in zip(order, done):
-                    results[i] = rec
-                result |= self._joined(wave, jobs, results, opts, options, isolation,
-                                       visibility, pool, chained)
-            return result
+            jobs = _jobs(parts, workers)
+            # the largest first, so the threads finish together
+            order = sorted(range(len(jobs)), key=lambda i: -jobs[i][2])
+            done = (pool.map(decode, [jobs[i][:2] for i in order]) if pool is not None
+                    else (decode(jobs[i][:2]) for i in order))
+            results: list = [None] * len(jobs)
+            for i, rec in zip(order, done):
+                results[i] = rec
+            return self._joined(parts, jobs, results, options, isolation, visibility, pool)
         finally:
             if pool is not None:
                 pool.shutdown()
 
-    def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool,
-                checked):
+    def _joined(self, parts, jobs, results, options, isolation, visibility, pool):
         """Each partition's runs joined into one ``Records`` (the copies on
-        ``pool``), damage and transactions applied (``checked``: the runs'
-        ends were checked as they were decoded)."""
+        ``pool``), transactions and visibility applied. A run that stopped
+        at damage (``on_corrupt="stop"``) is the last one of its partition."""
         from kbatch.lib.visibility import apply_visibility
         out: dict[tuple[str, int], list[Records]] = {}
         stopped: set = set()
-        for (p, run, _), rec in zip(jobs, results):
+        for (p, _, _), rec in zip(jobs, results):
             key = (p.topic, p.partition)
             if key in stopped:
                 continue   # on_corrupt="stop": nothing after the first damage
-            if not checked:
-                seg = run[0]
-                seen = int(rec.batches.last_offset.max()) if len(rec.batches) else None
-                rec, stop_here = p._segment_end(rec, seg, seg is not p.segments[-1], opts,
-                                                str(seg.path), seen)
-                if stop_here:
-                    stopped.add(key)
+            if rec.end is not None and rec.end.reason == "corrupt":
+                stopped.add(key)
             out.setdefault(key, []).append(rec)
         rec = None
         results.clear()        # the caller's list: each run is now held by ``out`` only
@@ -816,16 +787,13 @@ class LogDir:
         return apply_visibility(self.path, result, visibility)
 
 
-def _jobs(parts: list, workers: int, chained: bool) -> list[tuple]:
-    """``(partition, run of segments, bytes)`` to decode. Segment by segment,
-    or (``chained``) each partition as one run, cut into runs of about
-    1/``workers`` of the bytes when it holds 1.5 such shares or more (its
-    runs are joined afterwards: a join only where the threads need the
-    pieces)."""
+def _jobs(parts: list, workers: int) -> list[tuple]:
+    """``(partition, run of segments, bytes)`` to decode: each partition as
+    one run, cut into runs of about 1/``workers`` of the bytes when it holds
+    1.5 such shares or more (its runs are joined afterwards: a join only
+    where the threads need the pieces)."""
     def size(run):
         return sum(file_size(s.path) for s in run)
-    if not chained:
-        return [(p, [s], size([s])) for p in parts for s in p.segments]
     share = sum(size(p.segments) for p in parts) / max(workers, 1)
     jobs = []
     for p in parts:
@@ -834,21 +802,6 @@ def _jobs(parts: list, workers: int, chained: bool) -> list[tuple]:
         pieces = 1 if share <= 0 else max(1, round(whole / share))
         jobs += [(p, run, size(run)) for run in split_runs(p.segments, pieces)]
     return jobs
-
-
-def _waves(parts: list, min_segments: int) -> Iterator[list]:
-    """``parts`` in order, cut into runs of whole partitions that hold at
-    least ``min_segments`` segments (the last run may hold fewer)."""
-    wave: list = []
-    held = 0
-    for p in parts:
-        wave.append(p)
-        held += len(p.segments)
-        if held >= min_segments:
-            yield wave
-            wave, held = [], 0
-    if wave:
-        yield wave
 
 
 def open_log_dir(path, *, use_index: bool | None = None, **remote) -> LogDir:

@@ -24,7 +24,7 @@ import kbatch
 from kbatch._core import _batch
 from kbatch.errors import CorruptRecordError, DamagedLengthError, LimitExceededError
 from kbatch.lib import chain
-from kbatch.lib.log import Segment, _jobs
+from kbatch.lib.log import _jobs
 from kbatch.lib.segment import DecodeOptions
 
 from .kafka_ref import build_batch, hypothesis_segments, read_with_kafka_python
@@ -139,8 +139,8 @@ def test_chunks_inside_and_across_segments(segments, chunk_bytes):
     merged = _Merged(datas)
     with tempfile.TemporaryDirectory() as tmp:
         paths = _write_partition(Path(tmp), datas)
-        got = chain.decode_run(chain.whole_segments([Segment(p) for p in paths], True),
-                               DecodeOptions(), chunk_bytes=chunk_bytes)
+        pieces = [chain.Piece(p, torn_ok=p == paths[-1]) for p in paths]
+        got = chain.decode_run(pieces, DecodeOptions(), chunk_bytes=chunk_bytes)
         assert_matches_kafka(got, merged, batch_source=merged.source)
         _assert_batches(got, merged, paths)
 

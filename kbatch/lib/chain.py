@@ -119,15 +119,6 @@ class Piece(NamedTuple):
     next_base: int | None = None
 
 
-def whole_segments(segments: Sequence, last_is_active: bool) -> list[Piece]:
-    """``segments`` (each with ``.path`` and ``.base_offset``) read whole;
-    ``last_is_active``: the last of them is the partition's last segment."""
-    n = len(segments)
-    return [Piece(s.path, 0, None, last_is_active and i == n - 1,
-                  segments[i + 1].base_offset if i + 1 < n else None)
-            for i, s in enumerate(segments)]
-
-
 def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
                drops: Mapping | None = None) -> Records:
     """The records of ``pieces`` (of consecutive segments of one partition,

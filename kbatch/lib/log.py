@@ -567,7 +567,9 @@ class PartitionLog:
         Damage in a segment that is not the last one (a torn tail can only
         be in the last) raises; ``on_corrupt="stop"`` ends the whole read
         there, ``"skip"`` lists it in ``Records.skipped``.
-        Keeps in memory the result and one decompressed batch.
+        The segments (the byte ranges the range needs) are decoded as one
+        run into one set of columns (``kbatch.lib.chain``): nothing is
+        joined. Keeps in memory the result and one decompressed batch.
         """
         check_options("PartitionLog.read", options, ("isolation",))
         _check_timestamp_mode(timestamp_mode)

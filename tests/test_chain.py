@@ -403,6 +403,7 @@ def test_split_runs_cuts_consecutive_runs_of_about_equal_bytes(sizes, pieces):
             path.write_bytes(b"x" * n)
             segs.append(_FakeSegment(path))
         runs = chain.split_runs(segs, pieces)
+        assert chain.split_runs(segs, pieces, sizes) == runs     # sizes given, not stat'ed
         assert [s for run in runs for s in run] == segs      # in order, each once
         assert all(runs) and len(runs) <= min(pieces, len(segs))
         share = sum(sizes) / min(pieces, len(segs))

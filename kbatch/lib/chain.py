@@ -80,14 +80,18 @@ def settle_segment_end(end: SegmentEnd, path, inner: bool, next_base: int | None
     return SegmentEnd(end.valid_bytes + end.trailing_bytes, 0, None, None), gap, False
 
 
-def split_runs(segments: Sequence, pieces: int) -> list[list]:
+def split_runs(segments: Sequence, pieces: int, sizes: Sequence[int] | None = None
+               ) -> list[list]:
     """``segments`` cut into at most ``pieces`` runs of consecutive segments
-    holding about the same number of bytes (a run is never empty)."""
+    holding about the same number of bytes (a run is never empty).
+    ``sizes``: their sizes in bytes (None: from the files)."""
     segments = list(segments)
     pieces = max(1, min(pieces, len(segments)))
     if pieces == 1:
         return [segments] if segments else []
-    sizes = np.array([file_size(s.path) for s in segments], dtype=np.float64)
+    if sizes is None:
+        sizes = [file_size(s.path) for s in segments]
+    sizes = np.asarray(sizes, dtype=np.float64)
     # cut where the running total crosses each k/pieces of the whole
     ends = np.cumsum(sizes)
     marks = ends[-1] * np.arange(1, pieces) / pieces

@@ -794,15 +794,18 @@ def _jobs(parts: list, workers: int) -> list[tuple]:
     one run, cut into runs of about 1/``workers`` of the bytes when it holds
     1.5 such shares or more (its runs are joined afterwards: a join only
     where the threads need the pieces)."""
+    sizes = {s.path: file_size(s.path) for p in parts for s in p.segments}
+
     def size(run):
-        return sum(file_size(s.path) for s in run)
-    share = sum(size(p.segments) for p in parts) / max(workers, 1)
+        return sum(sizes[s.path] for s in run)
+    share = sum(sizes.values()) / max(workers, 1)
     jobs = []
     for p in parts:
         whole = size(p.segments)
         # a partition a little over its share stays whole: a cut costs a join
         pieces = 1 if share <= 0 else max(1, round(whole / share))
-        jobs += [(p, run, size(run)) for run in split_runs(p.segments, pieces)]
+        runs = split_runs(p.segments, pieces, [sizes[s.path] for s in p.segments])
+        jobs += [(p, run, size(run)) for run in runs]
     return jobs
 
 

@@ -39,7 +39,7 @@ from libc.string cimport memcpy
 import numpy as np
 
 from kbatch._core._checksums cimport crc32c
-from kbatch._core._columns cimport (ROW_FIXED_BYTES, BinaryBuilder, ColumnsMark, GrowBuf,
+from kbatch._core._columns cimport (BinaryBuilder, ColumnsMark, GrowBuf,
                               RecordColumns, binary_append_unchecked, binary_reserve, columns_free,
                               columns_held_bytes, columns_init, columns_mark,
                               columns_payload_bytes,
@@ -54,7 +54,8 @@ from kbatch._core._codecs cimport (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY, NATIV
 from kbatch._core._legacy cimport legacy_inner, legacy_top
 from kbatch._core._mapguard cimport KB_FAULTED, kb_guarded_call, kb_guarded_copy, kb_guarded_fn
 from kbatch._core._outbuf cimport CODEC_OK
-from kbatch._core._records cimport MIN_RECORD_SIZE, decode_records, parse_control
+from kbatch._core._presize cimport presize_estimate
+from kbatch._core._records cimport decode_records, parse_control
 from kbatch._core._types cimport *
 from kbatch._core._viewbufs cimport (BUF_ARENA, BUF_FED, BUF_SOURCE, BufDesc, viewbufs_arena,
                                      viewbufs_at, viewbufs_fed, viewbufs_free, viewbufs_init,
@@ -65,8 +66,6 @@ from kbatch.errors import CorruptRecordError, FileChangedError, LimitExceededErr
 
 
 cdef enum:
-    PRESIZE_MIN_ROWS = 4096    # below this, growing as the walk goes costs nothing
-    PRESIZE_SAMPLE_BYTES = 4 << 20
     HEADER_UP_TO_MAGIC = H_MAGIC + 1   # enough to tell the format apart
     MIN_LENGTH_V2 = HEADER_V2 - LOG_OVERHEAD
     MIN_LENGTH_ANY = 14        # smallest legacy message (magic 0)
@@ -436,13 +435,14 @@ cdef class BatchDecoder:
         as if its batches followed the last source's (a partition's next
         segment, or the same source after a damaged range: no columns are
         joined afterwards). Only after ``run()`` ended the last source (its
-        end is the caller's to check first); with zero_copy, once ``replace_source_windows`` has given
-        the last source's windows their own buffer objects.
+        end is the caller's to check first); with zero_copy, once
+        ``replace_source_windows`` has given the last source's windows
+        their own buffer objects.
         Batch rows keep their positions in their own source; ``batch_rows``
         before the switch says where one source's rows end.
         ``drop_positions``: as in the constructor, for this source."""
         cdef Py_ssize_t size = view.shape[0]
-        if self._zero_copy and self._vbufs.window >= 0:
+        if self._zero_copy and self.source_windows():
             raise RuntimeError("zero_copy: the chunk's views still name windows of the last "
                                "source (replace_source_windows first)")
         if not self._done or self._has_pending:
@@ -626,67 +626,19 @@ cdef class BatchDecoder:
         return 0
 
     cdef void _presize(self) noexcept nogil:
-        """Reserve a new chunk's record columns (and value bytes) up front,
-        so they are sized once instead of growing as the walk goes (each
-        growth moves a buffer and maps fresh pages). A hint only: nothing is
-        checked or kept, and the walk still reserves batch by batch.
-
-        The headers of the uncompressed v2 batches in the next
-        PRESIZE_SAMPLE_BYTES give records and bytes per byte of data; the
-        reservation scales them to the rest of the data (at most one record
-        per MIN_RECORD_SIZE bytes and values within the batches, so never
-        more than the bytes that remain can hold), within the chunk's limits
-        and the read budget. Reading every header of a large file first
-        would cost a cache miss per batch."""
-        cdef const uint8_t *buf = self._buf
-        cdef Py_ssize_t pos = self._pos, rows = 0, region, data = 0, walked, held, limit
-        cdef Py_ssize_t stop = min(self._end, self._zeros_from), span
-        cdef int64_t length
-        cdef int32_t count
-        cdef bint sampled = False
-        cdef double scale
+        """Reserve a new chunk's record columns (and value bytes) up front
+        from the estimate of ``_presize.pxd``: sized once instead of growing
+        as the walk goes. A hint only: failures are ignored, and the walk
+        still reserves (and reports) batch by batch."""
+        cdef Py_ssize_t rows, data
         if (self._headers_only or self._control_only or self._data.n != 0
-                or self._batches.len != 0 or buf == NULL):
+                or self._batches.len != 0 or self._buf == NULL):
             return
-        while stop - pos >= HEADER_V2:
-            if pos - self._pos >= PRESIZE_SAMPLE_BYTES:
-                sampled = True
-                break
-            length = <int32_t>load_be32(buf + pos + H_LENGTH)
-            if (<int8_t>buf[pos + H_MAGIC] != 2 or length < MIN_LENGTH_V2
-                    or length > stop - pos - LOG_OVERHEAD
-                    or (load_be16(buf + pos + H_ATTRIBUTES) & 7) != CODEC_NONE):
-                break
-            region = LOG_OVERHEAD + <Py_ssize_t>length - HEADER_V2
-            count = <int32_t>load_be32(buf + pos + H_RECORDS_COUNT)
-            if count < 0 or count > region // MIN_RECORD_SIZE:
-                break
-            rows += count
-            data += region
-            pos += LOG_OVERHEAD + <Py_ssize_t>length
-            if rows >= self._chunk_records or data >= self._chunk_bytes:
-                break    # a small chunk: the walk reached its end
-        walked = pos - self._pos
-        if walked == 0:
+        rows = presize_estimate(self._buf, self._pos, min(self._end, self._zeros_from),
+                                self._expect_bytes, self._chunk_records, self._chunk_bytes,
+                                self._limits.read_budget, &data)
+        if rows == 0:
             return
-        if sampled:    # the rest of the data (and what follows), at the sample's density
-            span = max(stop - self._pos, self._expect_bytes)
-            scale = <double>span / <double>walked
-            rows = <Py_ssize_t>(rows * scale)
-            data = <Py_ssize_t>(data * scale)
-        if rows > self._chunk_records:    # the chunk holds only so many records
-            data = <Py_ssize_t>(data * (<double>self._chunk_records / <double>rows))
-            rows = self._chunk_records
-        # the chunk's byte limit and the read budget bound what is reserved
-        held = data + rows * <Py_ssize_t>ROW_FIXED_BYTES
-        limit = min(self._chunk_bytes, self._limits.read_budget)
-        if held > limit:
-            scale = <double>limit / <double>held
-            rows = <Py_ssize_t>(rows * scale)
-            data = <Py_ssize_t>(data * scale)
-        if rows < PRESIZE_MIN_ROWS:
-            return
-        # failures are ignored: the walk reserves (and reports) as it goes
         if columns_reserve_rows(&self._data, rows) == 0 and not self._data.skip_value:
             if not self._data.value.view_mode:
                 growbuf_reserve(&self._data.value.data, data)

@@ -29,6 +29,7 @@ from kbatch.lib.segment import DecodeOptions
 
 from .kafka_ref import build_batch, hypothesis_segments, read_with_kafka_python
 from .test_against_kafka_python import BATCH_FIELDS, assert_matches_kafka
+from .test_reliability_reads import N, T0, V, _write
 from .test_zero_copy import _run_child
 
 SEGMENT_LISTS = st.lists(st.one_of(hypothesis_segments(big=False),
@@ -147,23 +148,8 @@ def test_chunks_inside_and_across_segments(segments, chunk_bytes):
 
 # --- written partitions and damage -------------------------------------------------
 
-N, PER_BATCH = 330, 10
-T_0 = 1_700_000_000_000
-
-
-def V(i):
-    return b"v%05d" % i + b"x" * 40
-
-
-def _written(tmp_path, name="t-0"):
-    part = tmp_path / name
-    kbatch.write_log(part, {"value": [V(i) for i in range(N)],
-                            "timestamp": T_0 + np.arange(N)},
-                     segment_bytes=4300, batch_records=PER_BATCH)
-    segs = sorted(part.glob("*.log"))
-    assert len(segs) >= 4
-    return part, segs
-
+# partitions: test_reliability_reads._write (N records, value V(i) at offset i,
+# stamped T0 + 1000 * i, in 4 segments of 70 records and an active one of 50)
 
 def _batch_starts(path):
     """Byte position of every batch, from the length fields."""
@@ -176,7 +162,7 @@ def _batch_starts(path):
 
 @pytest.fixture(scope="module")
 def written_partition(tmp_path_factory):
-    part, segs = _written(tmp_path_factory.mktemp("ranges"))
+    part, segs = _write(tmp_path_factory.mktemp("ranges"))
     rows = [r for s in segs for r in read_with_kafka_python(s.read_bytes()).records]
     return part, rows
 
@@ -194,7 +180,7 @@ def test_ranges_are_one_run_and_equal_kafka_python(written_partition, a, b, t0, 
     assert got.offset.tolist() == [r["offset"] for r in want]
     assert got.value.to_pylist() == [r["value"] for r in want]
     _assert_same(got, kbatch.Records.concat(list(log.iter(lo, hi))))
-    start, stop = sorted((T_0 + t0, T_0 + t1))
+    start, stop = sorted((T0 + 1000 * t0, T0 + 1000 * t1))
     exact = log.read(start_timestamp=start, end_timestamp=stop, timestamp_mode="exact")
     assert exact.offset.tolist() == [r["offset"] for r in rows
                                      if start <= r["timestamp"] < stop]
@@ -214,7 +200,7 @@ def test_damage_gives_what_the_segment_by_segment_path_gives(tmp_path_factory, d
     segment: read() (one run) raises, stops or skips exactly where iter()
     (segment by segment) does, whether the log dir cuts the partition or not."""
     root = tmp_path_factory.mktemp("damage")
-    part, segs = _written(root)
+    part, segs = _write(root)
     for _ in range(data.draw(st.integers(1, 3), label="damages")):
         victim = data.draw(st.sampled_from(segs), label="segment")
         raw = bytearray(victim.read_bytes())
@@ -246,7 +232,7 @@ def test_damage_gives_what_the_segment_by_segment_path_gives(tmp_path_factory, d
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_torn_tail_of_an_inner_segment_raises_where_the_segment_path_does(tmp_path, threads):
-    part, segs = _written(tmp_path)
+    part, segs = _write(tmp_path)
     victim = segs[1]
     cut = _batch_starts(victim)[3]
     victim.write_bytes(victim.read_bytes()[:cut + 30])
@@ -256,7 +242,7 @@ def test_torn_tail_of_an_inner_segment_raises_where_the_segment_path_does(tmp_pa
 
 
 def test_zero_padding_of_an_inner_segment_raises(tmp_path):
-    part, segs = _written(tmp_path)
+    part, segs = _write(tmp_path)
     with open(segs[0], "ab") as f:
         f.write(b"\0" * 512)
     with pytest.raises(CorruptRecordError, match="zero bytes") as info:
@@ -267,7 +253,7 @@ def test_zero_padding_of_an_inner_segment_raises(tmp_path):
 def test_damaged_length_in_an_inner_segment_raises(tmp_path):
     """A length field made larger than the file while whole batches follow
     it: a damaged length, not a torn tail."""
-    part, segs = _written(tmp_path)
+    part, segs = _write(tmp_path)
     victim = segs[1]
     at = _batch_starts(victim)[2]
     data = bytearray(victim.read_bytes())
@@ -279,7 +265,7 @@ def test_damaged_length_in_an_inner_segment_raises(tmp_path):
 
 
 def test_crc_damage_names_its_segment(tmp_path):
-    part, segs = _written(tmp_path)
+    part, segs = _write(tmp_path)
     victim = segs[2]
     at = _batch_starts(victim)[1]
     data = bytearray(victim.read_bytes())
@@ -291,7 +277,7 @@ def test_crc_damage_names_its_segment(tmp_path):
 
 
 def test_torn_tail_of_the_last_segment_is_reported(tmp_path):
-    part, segs = _written(tmp_path)
+    part, segs = _write(tmp_path)
     last = segs[-1]
     starts = _batch_starts(last)
     last.write_bytes(last.read_bytes()[:starts[-1] + 20])
@@ -306,14 +292,16 @@ def test_torn_tail_of_the_last_segment_is_reported(tmp_path):
 def test_max_read_bytes_bounds_the_whole_partition(tmp_path):
     """The limit holds for the partition's columns together, as in
     ``open_log(...).read``, not segment by segment."""
-    part, segs = _written(tmp_path)
+    part, segs = _write(tmp_path)
     whole = kbatch.open_log(part).read()
     limit = whole.nbytes - 1
     assert limit > max(kbatch.read_segment(s).nbytes for s in segs)
     with pytest.raises(LimitExceededError):
         kbatch.open_log(part).read(max_read_bytes=limit)
-    with pytest.raises(LimitExceededError):
-        kbatch.open_log_dir(tmp_path).read(max_read_bytes=limit, threads=1)
+    for threads in (1, 2):    # 2: the partition is cut into runs, each under the limit
+        with pytest.raises(LimitExceededError) as info:
+            kbatch.open_log_dir(tmp_path).read(max_read_bytes=limit, threads=threads)
+        assert str(part) in str(info.value)
     got = kbatch.open_log_dir(tmp_path).read(max_read_bytes=2 * whole.nbytes, threads=1)
     assert len(got[("t", 0)]) == N
 
@@ -370,7 +358,7 @@ def test_zero_copy_run_survives_an_inner_segment_truncated_after_the_read(tmp_pa
 def test_zero_copy_run_copies_when_the_guard_table_is_full(tmp_path, monkeypatch):
     """A mapping the SIGBUS guard cannot register (its table is full) turns
     the whole run into copies, as read_segment turns a segment."""
-    part, segs = _written(tmp_path)
+    part, segs = _write(tmp_path)
     seen = []
 
     class Full(chain.SourceHold):
@@ -415,7 +403,7 @@ def test_runs_follow_the_threads(tmp_path):
     """One run per partition when the partitions are enough for the
     threads; a partition larger than its share is cut."""
     for name in ("a-0", "b-0"):
-        _written(tmp_path, name)
+        _write(tmp_path, name)
     parts = kbatch.open_log_dir(tmp_path).partitions
     assert [len(j[1]) for j in _jobs(parts, 1)] == [len(p.segments) for p in parts]
     assert len(_jobs(parts, 2)) == 2

@@ -210,8 +210,7 @@ def _run(pieces, opts, chunk_bytes, drops) -> Records:
             try:
                 end, seen = _decode_piece(dec, view, path, opts, index, stop, drop, marks,
                                           skipped, take)
-                if views:   # the views into this mapping keep it through their windows
-                    dec.replace_source_windows(SourceHold.windows(view, dec.source_windows()))
+                _hand_over_windows(dec, view)
             finally:
                 dec.release()     # the mapping can close: the decoder holds no view of it
             view = None
@@ -255,10 +254,18 @@ def _decode_piece(dec, view, path, opts, index: int, stop: int, drop, marks: lis
         if resume is None:
             marks.append((index, dec.batch_rows))
             return end, seen
-        if dec.source_windows():    # zero_copy: the same source, a window after the gap
-            dec.replace_source_windows(SourceHold.windows(view, dec.source_windows()))
+        _hand_over_windows(dec, view)    # the same source: a new window after the gap
         dec.continue_with(view, start=resume, stop=stop, path=path, zeros_from=zeros_from(view),
                           drop_positions=drop)
+
+
+def _hand_over_windows(dec, view) -> None:
+    """zero_copy: the chunk's windows of ``view`` become buffer objects of
+    their own (views of those bytes, which keep the mapping alive), so the
+    decoder can move on (nothing to do without views)."""
+    windows = dec.source_windows()
+    if windows:
+        dec.replace_source_windows(SourceHold.windows(view, windows))
 
 
 def _top(a: int | None, b: int | None) -> int | None:

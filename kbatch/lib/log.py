@@ -57,7 +57,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from kbatch.errors import ArgumentError
+from kbatch.errors import ArgumentError, LimitExceededError
 from kbatch.lib.chain import Piece, decode_run, file_size, settle_segment_end, split_runs
 from kbatch.lib.decoder import batch_at, header_walk
 from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
@@ -481,15 +481,25 @@ class PartitionLog:
         opts = decode_options("PartitionLog.iter", options)
         if chunk_records < 1 or chunk_bytes < 1:
             raise ArgumentError("chunk_records and chunk_bytes must be positive")
+        state, drops, lo, hi, window = self._read_setup(
+            isolation, options, opts, start_offset, end_offset, start_timestamp,
+            end_timestamp, timestamp_mode)
+        ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp)
+        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, window,
+                          ranged)
+
+    def _read_setup(self, isolation, options, opts, start_offset, end_offset,
+                    start_timestamp, end_timestamp, timestamp_mode) -> tuple:
+        """``(state, drops, lo, hi, window)`` of a read or iter: the
+        transactions and dropped batches (read_committed; else None) and
+        the range (see ``_offset_range``). ``options``: without isolation."""
         state = drops = None
         if isolation == "read_committed":
             state = self.transaction_state(**options)
             drops = self.dropped_batches(state, options)
         lo, hi, window = self._offset_range(start_offset, end_offset, start_timestamp,
                                             end_timestamp, opts, timestamp_mode)
-        ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp)
-        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, window,
-                          ranged)
+        return state, drops, lo, hi, window
 
     def dropped_batches(self, state: TxnState, options) -> dict[Path, np.ndarray]:
         """Per segment, the positions of the batches a read_committed read
@@ -584,12 +594,9 @@ class PartitionLog:
         ``iter()``'s chunks are."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
         plain = {k: v for k, v in options.items() if k != "isolation"}
-        state = drops = None
-        if isolation == "read_committed":
-            state = self.transaction_state(**plain)
-            drops = self.dropped_batches(state, plain)
-        lo, hi, window = self._offset_range(start_offset, end_offset, start_timestamp,
-                                            end_timestamp, opts, timestamp_mode)
+        state, drops, lo, hi, window = self._read_setup(
+            isolation, plain, opts, start_offset, end_offset, start_timestamp,
+            end_timestamp, timestamp_mode)
         plans = self.plan(lo, hi) if lo < hi else []
         if not plans:
             empty = Records.empty()
@@ -757,12 +764,13 @@ class LogDir:
             results: list = [None] * len(jobs)
             for i, rec in zip(order, done):
                 results[i] = rec
-            return self._joined(parts, jobs, results, options, isolation, visibility, pool)
+            return self._joined(parts, jobs, results, opts, options, isolation, visibility,
+                                pool)
         finally:
             if pool is not None:
                 pool.shutdown()
 
-    def _joined(self, parts, jobs, results, options, isolation, visibility, pool):
+    def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool):
         """Each partition's runs joined into one ``Records`` (the copies on
         ``pool``), transactions and visibility applied. A run that stopped
         at damage (``on_corrupt="stop"``) is the last one of its partition."""
@@ -779,8 +787,16 @@ class LogDir:
         rec = None
         results.clear()        # the caller's list: each run is now held by ``out`` only
         result = {}
+        homes = {(p.topic, p.partition): p.path for p in parts}
         for key in list(out):  # a partition's runs are released once it is joined
-            result[key] = Records.concat(out.pop(key), pool=pool)
+            runs = out.pop(key)
+            held = sum(r.nbytes for r in runs)
+            if held > opts.max_read_bytes:   # each run was bounded alone
+                raise LimitExceededError(
+                    f"decoded data exceeds max_read_bytes={opts.max_read_bytes} (read in "
+                    "chunks with log.iter)", path=str(homes[key]))
+            result[key] = Records.concat(runs, pool=pool)
+            del runs
         result |= {(p.topic, p.partition): Records.empty() for p in parts if not p.segments}
         if check_isolation(isolation) == "read_committed":
             for p in parts:

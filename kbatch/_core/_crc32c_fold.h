@@ -30,6 +30,17 @@
     __attribute__((target("avx512f,avx512vl,avx512bw,vpclmulqdq,pclmul,sse4.2")))
 
 /* (k for the first 8 bytes, k for the second 8 bytes) of a fold D bytes on */
+/* Bytes ahead of the block being folded that the loop asks the cache for:
+ * the hardware prefetcher stops at each 4 KiB page, and a mapped segment is
+ * read at most once, so its lines come from memory. Measured on a 614 MB
+ * segment of 10 KB values, from its mapping: one pass 0.054 -> 0.048 s, a
+ * zero_copy read 0.060 -> 0.054 s (1,024 to 8,192 bytes ahead measure alike).
+ * A prefetch past the end of the data never faults. */
+#define KB_CRC_PREFETCH_AHEAD 2048
+/* integer arithmetic: the address may lie past the end of the data */
+#define KB_CRC_PREFETCH(p, ahead) \
+    _mm_prefetch((const char *)((uintptr_t)(p) + (uintptr_t)(ahead)), _MM_HINT_T0)
+
 #define KB_K(lo, hi) _mm_set_epi64x((long long)(hi), (long long)(lo))
 #define KB_K512(lo, hi) _mm512_broadcast_i32x4(KB_K(lo, hi))
 
@@ -56,6 +67,10 @@ KB_FOLD_TARGET static uint32_t kb_crc32c_fold(uint32_t crc, const uint8_t *p, si
     p += 256;
     n -= 256;
     while (n >= 256) {
+        KB_CRC_PREFETCH(p, KB_CRC_PREFETCH_AHEAD);
+        KB_CRC_PREFETCH(p, KB_CRC_PREFETCH_AHEAD + 64);
+        KB_CRC_PREFETCH(p, KB_CRC_PREFETCH_AHEAD + 128);
+        KB_CRC_PREFETCH(p, KB_CRC_PREFETCH_AHEAD + 192);
         x0 = kb_fold512(x0, k256, _mm512_loadu_si512((const void *)p));
         x1 = kb_fold512(x1, k256, _mm512_loadu_si512((const void *)(p + 64)));
         x2 = kb_fold512(x2, k256, _mm512_loadu_si512((const void *)(p + 128)));

@@ -1,8 +1,9 @@
 """kbatch's memory pool (``_core/_memory.h``): released column mappings are
 kept up to the limit; the smallest block of the same column ("role") that
 fits is reused, else a block of another role that is not much larger, else
-the same role's largest, grown; a larger block evicts smaller ones (never
-the reverse); pooled memory handed out for joins is writable. Decoding
+the same role's largest, grown; to make room, a block that many takes have
+passed over leaves first, then a larger block evicts smaller ones (never the
+reverse); pooled memory handed out for joins is writable. Decoding
 sizes its columns once from the batch headers, and a repeated read maps no
 fresh memory and gives none back (``memory_stats``)."""
 
@@ -57,6 +58,35 @@ def test_a_larger_block_evicts_smaller_ones_never_the_reverse(pool):
     taken = pooled_empty(5 * MIB, 9)         # the 6 MiB block: the only one that fits
     assert kbatch.memory_pool_bytes() == 2 * MIB
     del taken
+
+
+def test_a_block_no_read_takes_any_more_makes_room_even_for_a_smaller_one(pool):
+    """A block that more takes than twice the pool's blocks have passed over
+    is stale: it leaves to make room whatever its size."""
+    pool(6 * MIB)
+    _release((6 * MIB, 8))          # take 1 (every allocation asks the pool first)
+    _release((2 * MIB, 4))          # take 2: one take since, and larger: stays
+    assert kbatch.memory_pool_bytes() == 6 * MIB          # (the 2 MiB block was not kept)
+    miss = pooled_empty(8 * MIB, 5)                       # take 3: nothing fits
+    _release((2 * MIB, 4))          # take 4: three takes since, more than 2 x 1 block
+    assert kbatch.memory_pool_bytes() == 2 * MIB
+    del miss
+
+
+def test_an_earlier_reads_blocks_give_way_to_the_current_ones(pool):
+    """Larger blocks of another kind of read (a segment decoded in halves on
+    two threads) must not turn the current read's smaller blocks away for
+    good: a round of the same read soon maps nothing fresh (under the size
+    rule alone the stale blocks stayed, and every round mapped 16 MiB)."""
+    pool(64 * MIB)
+    _release((24 * MIB, 1), (24 * MIB, 1))
+    fresh = []
+    for _ in range(4):
+        before = memory_stats()["fresh_bytes"]
+        _release(*[(4 * MIB, role) for role in range(2, 10)])
+        fresh.append(memory_stats()["fresh_bytes"] - before)
+    assert fresh[0] == 32 * MIB and fresh[-2:] == [0, 0], fresh
+    assert kbatch.memory_pool_bytes() == 24 * MIB + 32 * MIB
 
 
 def test_the_same_role_first_else_the_smallest_that_fits(pool):

@@ -7,8 +7,9 @@
  * several times for the hundreds of MB one segment decodes into.
  *
  * Released mappings go to a small pool (at most kb_pool_limit bytes, 1 GiB by
- * default, 0 disables it, and KB_POOL_SLOTS blocks; a larger block evicts
- * smaller ones) instead of back to the kernel, remembered with the
+ * default, 0 disables it, and KB_POOL_SLOTS blocks; a block no decode takes
+ * any more leaves first, then a larger block evicts smaller ones) instead
+ * of back to the kernel, remembered with the
  * column ("role") they served, so the next decode of similar data writes into
  * pages that are already mapped instead of paying the kernel to zero new
  * ones. A buffer takes the smallest pooled block of its role that fits, so
@@ -64,9 +65,11 @@ static void *kb_map(size_t n) {
 /* enough for the columns of a wave of a log directory's segments (about
  * eight mappings per segment) besides the joins they go into */
 #define KB_POOL_SLOTS 256
-typedef struct { void *p; size_t cap; int role; } kb_block;
+/* ``since``: the number of takes (kb_pool_takes) when the block came back */
+typedef struct { void *p; size_t cap; int role; uint64_t since; } kb_block;
 static kb_block kb_pool[KB_POOL_SLOTS];
 static int kb_pool_n = 0;
+static uint64_t kb_pool_takes = 0;      /* calls of kb_pool_take, found or not */
 static size_t kb_pool_bytes = 0;
 static size_t kb_pool_limit = (size_t)1 << 30;
 static pthread_mutex_t kb_pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -81,6 +84,7 @@ static pthread_mutex_t kb_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static void *kb_pool_take(size_t need, int role, size_t *cap) {
     int fit = -1, other = -1, grow = -1;
     pthread_mutex_lock(&kb_pool_lock);
+    kb_pool_takes++;
     for (int i = 0; i < kb_pool_n; i++) {
         size_t c = kb_pool[i].cap;
         if (kb_pool[i].role == role) {
@@ -95,7 +99,7 @@ static void *kb_pool_take(size_t need, int role, size_t *cap) {
         }
     }
     int pick = fit >= 0 ? fit : other >= 0 ? other : grow;
-    kb_block block = {NULL, 0, 0};
+    kb_block block = {NULL, 0, 0, 0};
     if (pick >= 0) {
         block = kb_pool[pick];
         kb_pool_bytes -= block.cap;
@@ -121,10 +125,34 @@ static void *kb_pool_take(size_t need, int role, size_t *cap) {
     return block.p;
 }
 
-/* Keep a released mapping in the pool when it fits (slots and bytes); to
- * make room it evicts smaller blocks, smallest first: a larger block saves
- * more zeroing per slot, and a pool full of small blocks (a log directory's
- * segment buffers) must not turn away the next large column. */
+/* The block to evict so that one of ``cap`` bytes fits (kb_pool_lock held,
+ * the pool not empty), -1 for none.
+ *
+ * First a stale block: one that more takes than twice the blocks in the
+ * pool have passed over since it came back (a read that reuses the pool
+ * takes about as many blocks as it holds, so no read of the current kind
+ * wants it: the blocks of an earlier kind of read, say a segment decoded
+ * in halves on two threads). Without this, larger stale blocks stayed for
+ * good and turned the current reads' smaller ones away: every later read of
+ * the segment mapped 90 MB afresh.
+ *
+ * Else the smallest block, if smaller than ``cap``: a larger block saves
+ * more zeroing per slot; a pool full of small blocks (a log directory's
+ * segment buffers) must not turn away the next large column; and when a
+ * read needs more than the pool holds, its large columns stay (evicting the
+ * oldest instead would evict what the same read takes next). */
+static int kb_pool_victim(size_t cap) {
+    int old = 0, small = 0;
+    for (int i = 1; i < kb_pool_n; i++) {
+        if (kb_pool[i].since < kb_pool[old].since) old = i;
+        if (kb_pool[i].cap < kb_pool[small].cap) small = i;
+    }
+    if (kb_pool_takes - kb_pool[old].since > 2 * (uint64_t)kb_pool_n) return old;
+    return kb_pool[small].cap < cap ? small : -1;
+}
+
+/* Keep a released mapping in the pool when it fits (slots and bytes),
+ * evicting blocks as kb_pool_victim picks them to make room. */
 static void kb_release(void *p, size_t cap, int role) {
     if (p == NULL) return;
     if (cap < KB_BIG) {
@@ -137,19 +165,18 @@ static void kb_release(void *p, size_t cap, int role) {
     if (cap <= kb_pool_limit) {
         while (kb_pool_n > 0 && (kb_pool_n == KB_POOL_SLOTS
                                  || kb_pool_bytes + cap > kb_pool_limit)) {
-            int small = 0;
-            for (int i = 1; i < kb_pool_n; i++)
-                if (kb_pool[i].cap < kb_pool[small].cap) small = i;
-            if (kb_pool[small].cap >= cap) break;
-            drop[n_drop++] = kb_pool[small];
-            kb_pool_bytes -= kb_pool[small].cap;
-            kb_pool[small] = kb_pool[--kb_pool_n];
+            int victim = kb_pool_victim(cap);
+            if (victim < 0) break;
+            drop[n_drop++] = kb_pool[victim];
+            kb_pool_bytes -= kb_pool[victim].cap;
+            kb_pool[victim] = kb_pool[--kb_pool_n];
         }
     }
     if (kb_pool_n < KB_POOL_SLOTS && kb_pool_bytes + cap <= kb_pool_limit) {
         kb_pool[kb_pool_n].p = p;
         kb_pool[kb_pool_n].cap = cap;
         kb_pool[kb_pool_n].role = role;
+        kb_pool[kb_pool_n].since = kb_pool_takes;
         kb_pool_n++;
         kb_pool_bytes += cap;
         p = NULL;

@@ -29,7 +29,6 @@
 #define KB_FOLD_TARGET \
     __attribute__((target("avx512f,avx512vl,avx512bw,vpclmulqdq,pclmul,sse4.2")))
 
-/* (k for the first 8 bytes, k for the second 8 bytes) of a fold D bytes on */
 /* Bytes ahead of the block being folded that the loop asks the cache for:
  * the hardware prefetcher stops at each 4 KiB page, and a mapped segment is
  * read at most once, so its lines come from memory. Measured on a 614 MB
@@ -41,6 +40,7 @@
 #define KB_CRC_PREFETCH(p, ahead) \
     _mm_prefetch((const char *)((uintptr_t)(p) + (uintptr_t)(ahead)), _MM_HINT_T0)
 
+/* (k for the first 8 bytes, k for the second 8 bytes) of a fold D bytes on */
 #define KB_K(lo, hi) _mm_set_epi64x((long long)(hi), (long long)(lo))
 #define KB_K512(lo, hi) _mm512_broadcast_i32x4(KB_K(lo, hi))
 

@@ -7,6 +7,8 @@ reverse); pooled memory handed out for joins is writable. Decoding
 sizes its columns once from the batch headers, and a repeated read maps no
 fresh memory and gives none back (``memory_stats``)."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -185,3 +187,36 @@ def test_a_repeated_log_dir_read_maps_no_fresh_memory(tmp_path, pool, threads):
     assert after["fresh_bytes"] == before["fresh_bytes"]
     assert after["unmapped_bytes"] == before["unmapped_bytes"]
     assert after["reused_blocks"] > before["reused_blocks"]
+
+
+def test_reads_after_a_segment_read_in_halves_on_two_threads_map_nothing_fresh(tmp_path, pool):
+    """What make bench ran into: a segment decoded in two halves on two
+    threads leaves the pool full of half-sized blocks; the whole reads that
+    follow (copy and zero_copy in turn) must soon find every block they need
+    there. Under the size rule alone, the larger stale blocks stayed and each
+    read mapped MBs afresh, for good."""
+    records = 300_000
+    kbatch.write_log(tmp_path / "t-0", {"key": [b"k%d" % i for i in range(records)],
+                                        "value": [b"v%07d" % i + b"x" * 90
+                                                  for i in range(records)]},
+                     segment_bytes=1 << 30)
+    seg = sorted((tmp_path / "t-0").glob("*.log"))[0]
+    data = seg.read_bytes()
+    whole = kbatch.read_segment(seg)
+    positions = whole.batches.position
+    cut = int(positions[len(positions) // 2])
+    pool(int(whole.nbytes * 1.8))            # both kinds of whole read fit, not more
+    del whole
+    halves = [(0, cut), (cut, len(data))]
+    with ThreadPoolExecutor(2) as threads:
+        for _ in range(4):
+            parts = list(threads.map(lambda r: kbatch.read_segment(data, start=r[0], stop=r[1]),
+                                     halves))
+            assert sum(len(p) for p in parts) == records
+            del parts
+    fresh = []
+    for i in range(6):
+        before = memory_stats()["fresh_bytes"]
+        assert len(kbatch.read_segment(seg, zero_copy=i % 2 == 1)) == records
+        fresh.append(memory_stats()["fresh_bytes"] - before)
+    assert fresh[-2:] == [0, 0], fresh

@@ -124,7 +124,7 @@ class Piece(NamedTuple):
 
 
 def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
-               drops: Mapping | None = None) -> Records:
+               drops: Mapping | None = None, expect_bytes: int | None = None) -> Records:
     """The records of ``pieces`` (of consecutive segments of one partition,
     in order) as one ``Records``; ``Records.end`` is the last piece's.
 
@@ -139,24 +139,27 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
     batches whose records are checked and not stored (read_committed, see
     ``PartitionLog.dropped_batches``). zero_copy falls back to copies when
     kbatch's table of guarded mappings is full, as ``read_segment`` does.
+    ``expect_bytes``: the bytes the pieces hold, when the caller knows them
+    (None: each file is sized here), to size the columns once.
     """
     try:
-        return _run(pieces, opts, chunk_bytes, drops)
+        return _run(pieces, opts, chunk_bytes, drops, expect_bytes)
     except _Unguarded:
-        return _run(pieces, replace(opts, zero_copy=False), chunk_bytes, drops)
+        return _run(pieces, replace(opts, zero_copy=False), chunk_bytes, drops, expect_bytes)
 
 
 class _Unguarded(Exception):
     """A zero_copy run met a mapping the SIGBUS guard's table has no room for."""
 
 
-def _run(pieces, opts, chunk_bytes, drops) -> Records:
+def _run(pieces, opts, chunk_bytes, drops, expect) -> Records:
     views = opts.zero_copy and not skips_payload(opts)
     paths = [str(piece.path) for piece in pieces]
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, 1 << 30, max(opts.max_read_bytes // 2, 1))
-    expect = sum(max((file_size(p) if piece.stop is None else piece.stop) - piece.start, 0)
-                 for p, piece in zip(paths, pieces))
+    if expect is None:
+        expect = sum(max((file_size(p) if piece.stop is None else piece.stop) - piece.start, 0)
+                     for p, piece in zip(paths, pieces))
     chunks: list[Records] = []
     marks: list[tuple[int, int]] = []    # (piece, batch rows of the chunk at its end)
     holds: list[SourceHold] = []         # zero_copy: the mappings views point into

@@ -751,16 +751,16 @@ class LogDir:
                         for p, rec in zip(parts, pool.map(read_part, parts))}
 
         def decode(job):     # a run of a partition's segments into one set of columns
-            p, run = job
-            return decode_run(p._pieces(run), opts)
+            p, run, nbytes = job       # (sized once, by _jobs)
+            return decode_run(p._pieces(run), opts, expect_bytes=nbytes)
 
         pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
         try:
             jobs = _jobs(parts, workers)
             # the largest first, so the threads finish together
             order = sorted(range(len(jobs)), key=lambda i: -jobs[i][2])
-            done = (pool.map(decode, [jobs[i][:2] for i in order]) if pool is not None
-                    else (decode(jobs[i][:2]) for i in order))
+            done = (pool.map(decode, [jobs[i] for i in order]) if pool is not None
+                    else (decode(jobs[i]) for i in order))
             results: list = [None] * len(jobs)
             for i, rec in zip(order, done):
                 results[i] = rec

@@ -4,7 +4,7 @@
     iter_segment(source, ...)   the same, chunk by chunk (bounded memory)
     open_log(path)              a partition directory: offset/time range reads
     open_log_dir(path)          a broker data directory, read on several threads
-    resolve(path)               what a path names: segment / partition / data directory
+    resolve(path)               what a path or URL names: segment / partition / data directory
     verify(path)                CRCs, offsets, indexes, where valid data ends
     transactions(path)          committed / aborted / open transactions, LSO
     consumer_lag(data_dir)      committed offsets vs log end offsets over time
@@ -20,9 +20,12 @@ from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError
 from kbatch.internal.lag import consumer_lag
 from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
 from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
-from kbatch.lib.paths import PathError, PathKind, resolve
+from kbatch.lib.objects import MissingObjectError, RemoteError
+from kbatch.lib.open import resolve
+from kbatch.lib.paths import PathError, PathKind
+from kbatch.lib.storage import Storage
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.lib.remote.entry import iter_segment, read_segment   # local paths, URLs, buffers
+from kbatch.lib.entry import iter_segment, read_segment   # paths, URLs, buffers
 from kbatch.lib.views import ViewColumn
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
 from kbatch.tools.transactions import transactions
@@ -33,8 +36,8 @@ __all__ = [
     "CorruptRecordError", "DamagedLengthError", "DecompressionLimitError", "FileChangedError",
     "HeadersColumn",
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
-    "MissingColumn", "PartitionLog", "PathError", "PathKind", "Records", "SegmentEnd",
-    "SegmentWriter", "SkippedRange", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
+    "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "Records",
+    "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
     "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "resolve",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

@@ -26,6 +26,7 @@ from kbatch.errors import CorruptRecordError, DamagedLengthError, LimitExceededE
 from kbatch.lib import chain
 from kbatch.lib.log import _jobs
 from kbatch.lib.segment import DecodeOptions
+from kbatch.lib.sources import MappedFile
 
 from .kafka_ref import build_batch, hypothesis_segments, read_with_kafka_python
 from .test_against_kafka_python import BATCH_FIELDS, assert_matches_kafka
@@ -140,7 +141,7 @@ def test_chunks_inside_and_across_segments(segments, chunk_bytes):
     merged = _Merged(datas)
     with tempfile.TemporaryDirectory() as tmp:
         paths = _write_partition(Path(tmp), datas)
-        pieces = [chain.Piece(p, torn_ok=p == paths[-1]) for p in paths]
+        pieces = [chain.Piece(MappedFile(p), torn_ok=p == paths[-1]) for p in paths]
         got = chain.decode_run(pieces, DecodeOptions(), chunk_bytes=chunk_bytes)
         assert_matches_kafka(got, merged, batch_source=merged.source)
         _assert_batches(got, merged, paths)
@@ -379,6 +380,7 @@ def test_zero_copy_run_copies_when_the_guard_table_is_full(tmp_path, monkeypatch
 class _FakeSegment:
     def __init__(self, path):
         self.path = path
+        self.source = MappedFile(path)
 
 
 @settings(max_examples=50, deadline=None)

@@ -272,7 +272,10 @@ def test_real_partitions_with_preallocated_active_indexes_verify_clean(corpus, t
 def test_direct_read_of_a_directory_index_raises_the_library_error(tmp_path):
     d = tmp_path / (STEM + ".index")
     d.mkdir()
+    (tmp_path / (STEM + ".timeindex")).mkdir()
+    seg = tmp_path / (STEM + ".log")
+    seg.write_bytes(b"")
     with pytest.raises(NotRegularFileError, match="directory"):
-        kbatch.lib.index.OffsetIndex.read(d, 0)
+        Segment(seg).offset_index
     with pytest.raises(kbatch.KbatchError):
-        kbatch.lib.index.TimeIndex.read(d, 0)
+        Segment(seg).time_index

@@ -19,32 +19,40 @@ one entry per live producer); a bad CRC, an unknown version or damage raise
 
 from __future__ import annotations
 
-import os
 import struct
-from pathlib import Path
 
 import crc32c
 
 from kbatch.errors import CorruptRecordError
 from kbatch.internal import protocol as wire
+from kbatch.lib.open import resolve, tree_of
+from kbatch.lib.paths import PathKind, parse_partition_dir
+from kbatch.lib.storage import Storage
+from kbatch.lib.tree import Location
 
 MAX_SNAPSHOT_BYTES = 1 << 30
 
 
-def _read(path: Path) -> bytes:
-    size = path.stat().st_size
+def _read(loc: Location) -> bytes:
+    size = loc.stat().size
     if size > MAX_SNAPSHOT_BYTES:
         raise CorruptRecordError(f"snapshot of {size} bytes exceeds {MAX_SNAPSHOT_BYTES}",
-                                 path=path)
-    return path.read_bytes()
+                                 path=str(loc))
+    data = loc.tree.read_small(loc.path, MAX_SNAPSHOT_BYTES)
+    if data is None:
+        raise FileNotFoundError(f"{loc}: no such file")
+    return data
 
 
-def read_producer_snapshot(path, *, validate_crc: bool = True) -> dict:
+def read_producer_snapshot(path, *, validate_crc: bool = True, **storage) -> dict:
     """``{version, crc, crc_ok, entries: [dict per producer]}`` (snake_case
     field names: producer_id, epoch, last_sequence, last_offset,
-    offset_delta, timestamp, coordinator_epoch, current_txn_first_offset)."""
-    path = Path(os.fspath(path))
-    buf = _read(path)
+    offset_delta, timestamp, coordinator_epoch, current_txn_first_offset).
+    ``path``: a file, a URL (storage keywords as ``kbatch.open_log``) or a
+    door ``Location``."""
+    loc = path if isinstance(path, Location) else Location(*tree_of(path, Storage.of(**storage)))
+    buf = _read(loc)
+    path = str(loc)
     if len(buf) < 6:
         raise CorruptRecordError(f"{len(buf)} bytes: no snapshot header", path=path, position=0)
     version = struct.unpack_from(">h", buf, 0)[0]
@@ -69,21 +77,19 @@ def producer_snapshot(path, **options):
     producer with ``file``, ``snapshot_offset`` (from the file name) and
     the entry's fields."""
     import pyarrow as pa
-    from kbatch.lib.paths import PathKind, parse_partition_dir, partition_dirs, resolve
-    found = resolve(path)
+    storage, options = Storage.split(options)
+    found = resolve(path, storage)
     if found.kind is PathKind.SEGMENT:
-        files = [found.path]
-    elif found.kind is PathKind.PARTITION:
-        files = sorted(found.path.glob("*.snapshot"))
+        files = [found.location]
     else:
-        files = sorted(f for data_dir in found.paths for _, _, d in partition_dirs(data_dir)
-                       for f in d.glob("*.snapshot"))
+        files = [p.location.child(e.name) for p in found.partitions()
+                 for e in p.location.list() if e.name.endswith(".snapshot") and e.is_file]
     rows = []
     for f in files:
         snap = read_producer_snapshot(f, **options)
         parsed = parse_partition_dir(f.parent.name) or (None, None)
         try:
-            at = int(f.stem)
+            at = int(f.name[:-len(".snapshot")] if f.name.endswith(".snapshot") else f.name)
         except ValueError:
             at = None
         for e in snap["entries"]:

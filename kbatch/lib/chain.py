@@ -25,7 +25,6 @@ of one chunk can point into several mappings.
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import Mapping, NamedTuple, Sequence
 
@@ -35,8 +34,7 @@ from kbatch._core import _batch
 from kbatch.errors import CorruptRecordError, LimitExceededError
 from kbatch.lib.decoder import decoder, skips_payload
 from kbatch.lib.records import Records, SegmentEnd, SkippedRange
-from kbatch.lib.segment import (decompress_pending, end_of_data, open_source,
-                                 project_columns, zeros_from)
+from kbatch.lib.segment import decompress_pending, end_of_data, project_columns, zeros_from
 from kbatch.lib.views import SourceHold
 from kbatch.wire import UNBOUNDED
 
@@ -84,13 +82,13 @@ def split_runs(segments: Sequence, pieces: int, sizes: Sequence[int] | None = No
                ) -> list[list]:
     """``segments`` cut into at most ``pieces`` runs of consecutive segments
     holding about the same number of bytes (a run is never empty).
-    ``sizes``: their sizes in bytes (None: from the files)."""
+    ``sizes``: their sizes in bytes (None: from their sources)."""
     segments = list(segments)
     pieces = max(1, min(pieces, len(segments)))
     if pieces == 1:
         return [segments] if segments else []
     if sizes is None:
-        sizes = [file_size(s.path) for s in segments]
+        sizes = [source_size(s.source) for s in segments]
     sizes = np.asarray(sizes, dtype=np.float64)
     # cut where the running total crosses each k/pieces of the whole
     ends = np.cumsum(sizes)
@@ -101,22 +99,24 @@ def split_runs(segments: Sequence, pieces: int, sizes: Sequence[int] | None = No
     return [segments[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-def file_size(path) -> int:
-    """Bytes of the file at ``path`` (0 when it cannot be read)."""
+def source_size(source) -> int:
+    """Bytes of a segment's source (0 when it cannot be read: the read
+    raises with its name when it opens it)."""
     try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0     # the read raises with the path when it opens it
+        return source.size
+    except (OSError, ValueError):
+        return 0
 
 
 class Piece(NamedTuple):
-    """Bytes ``[start, stop)`` of the segment at ``path`` (stop None: to its
-    end). ``torn_ok``: it may end in a torn tail or zero padding (the
-    partition's last segment, or a range that stops inside the segment);
-    any other piece must end at a batch boundary. ``next_base``: the base
-    offset of the partition's next segment (what a skipped tail names)."""
+    """Bytes ``[start, stop)`` of a segment's ``source``
+    (``kbatch.lib.sources``; stop None: to its end). ``torn_ok``: it may end
+    in a torn tail or zero padding (the partition's last segment, or a
+    range that stops inside the segment); any other piece must end at a
+    batch boundary. ``next_base``: the base offset of the partition's next
+    segment (what a skipped tail names)."""
 
-    path: object
+    source: object
     start: int = 0
     stop: int | None = None
     torn_ok: bool = False
@@ -140,7 +140,10 @@ def decode_run(pieces: Sequence[Piece], opts, *, chunk_bytes: int = 1 << 30,
     ``PartitionLog.dropped_batches``). zero_copy falls back to copies when
     kbatch's table of guarded mappings is full, as ``read_segment`` does.
     ``expect_bytes``: the bytes the pieces hold, when the caller knows them
-    (None: each file is sized here), to size the columns once.
+    (None: each source is sized here), to size the columns once. A remote
+    source's piece is fetched (the next one in the background while this
+    one decodes) and then decoded as a file's mapping is: keeps in memory
+    also one or two pieces' bytes.
     """
     try:
         return _run(pieces, opts, chunk_bytes, drops, expect_bytes)
@@ -154,12 +157,12 @@ class _Unguarded(Exception):
 
 def _run(pieces, opts, chunk_bytes, drops, expect) -> Records:
     views = opts.zero_copy and not skips_payload(opts)
-    paths = [str(piece.path) for piece in pieces]
+    paths = [piece.source.name for piece in pieces]
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, 1 << 30, max(opts.max_read_bytes // 2, 1))
     if expect is None:
-        expect = sum(max((file_size(p) if piece.stop is None else piece.stop) - piece.start, 0)
-                     for p, piece in zip(paths, pieces))
+        expect = sum(max((source_size(piece.source) if piece.stop is None else piece.stop)
+                         - piece.start, 0) for piece in pieces)
     chunks: list[Records] = []
     marks: list[tuple[int, int]] = []    # (piece, batch rows of the chunk at its end)
     holds: list[SourceHold] = []         # zero_copy: the mappings views point into
@@ -195,9 +198,13 @@ def _run(pieces, opts, chunk_bytes, drops, expect) -> Records:
         chunks.append(chunk)
 
     for index, piece in enumerate(pieces):
-        drop = None if drops is None else drops.get(piece.path)
+        drop = None if drops is None else drops.get(paths[index])
         stop = -1 if piece.stop is None else piece.stop
-        with open_source(paths[index], populate=True) as (view, path):
+        if index + 1 < len(pieces):     # an object's next piece comes while this one decodes
+            after = pieces[index + 1]
+            after.source.prefetch(after.start, after.stop)
+        path = paths[index]
+        with piece.source.window(piece.start, piece.stop, populate=True) as view:
             if views:
                 hold = SourceHold(view, path)
                 if not hold.guarded:

@@ -11,15 +11,18 @@
 
 Parsed strictly: a wrong version, count, or line raises
 ``CorruptRecordError`` naming the file and line. Files are read whole (they
-hold one line per partition); at most ``MAX_CHECKPOINT_BYTES``.
+hold one line per partition); at most ``MAX_CHECKPOINT_BYTES``. A data
+directory may be local or in object storage (``storage``: see
+``kbatch.lib.storage``): the door (``kbatch.lib.open``) says where.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from kbatch.errors import CorruptRecordError
+from kbatch.lib.open import tree_of
+from kbatch.lib.paths import parse_partition_dir
+from kbatch.lib.storage import Storage
+from kbatch.lib.tree import Location
 
 OFFSET_FILES = {"replication-offset-checkpoint": "high_watermark",
                 "recovery-point-offset-checkpoint": "recovery_point",
@@ -29,13 +32,18 @@ EPOCH_FILE = "leader-epoch-checkpoint"
 MAX_CHECKPOINT_BYTES = 256 << 20
 
 
-def _lines(path: Path) -> list[str]:
-    if path.stat().st_size > MAX_CHECKPOINT_BYTES:
-        raise CorruptRecordError(f"checkpoint file over {MAX_CHECKPOINT_BYTES} bytes", path=path)
+def location_of(target, storage: Storage | None = None) -> Location:
+    """Where ``target`` (a path, a URL or a ``Location``) is."""
+    if isinstance(target, Location):
+        return target
+    return Location(*tree_of(target, Storage.of(storage)))
+
+
+def _lines(data: bytes, where: str) -> list[str]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise CorruptRecordError("checkpoint file is not UTF-8 text", path=path,
+        raise CorruptRecordError("checkpoint file is not UTF-8 text", path=where,
                                  position=exc.start) from None
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -43,16 +51,34 @@ def _lines(path: Path) -> list[str]:
     return lines
 
 
-def read_checkpoint(path) -> tuple[str, list[tuple]]:
+def _read(loc: Location) -> bytes | None:
+    try:
+        return loc.tree.read_small(loc.path, MAX_CHECKPOINT_BYTES)
+    except OSError as exc:
+        if "more than" in str(exc):
+            raise CorruptRecordError(f"checkpoint file over {MAX_CHECKPOINT_BYTES} bytes",
+                                     path=str(loc)) from None
+        raise
+
+
+def read_checkpoint(path, storage: Storage | None = None) -> tuple[str, list[tuple]]:
     """``(kind, entries)``: ``kind`` is "high_watermark", "recovery_point",
     "log_start_offset", "cleaner_offset" (entries ``(topic, partition,
     offset)``) or "leader_epoch" (entries ``(epoch, start_offset)``). An
     empty file (a broker that crashed while writing it) has no entries."""
-    path = Path(os.fspath(path))
-    kind = OFFSET_FILES.get(path.name, "leader_epoch" if path.name == EPOCH_FILE else None)
+    loc = location_of(path, storage)
+    kind = OFFSET_FILES.get(loc.name, "leader_epoch" if loc.name == EPOCH_FILE else None)
     if kind is None:
-        raise ValueError(f"not a checkpoint file name: {path.name}")
-    lines = _lines(path)
+        raise ValueError(f"not a checkpoint file name: {loc.name}")
+    data = _read(loc)
+    if data is None:
+        raise FileNotFoundError(f"{loc}: no such file")
+    return parse_checkpoint(kind, data, str(loc))
+
+
+def parse_checkpoint(kind: str, data: bytes, path: str) -> tuple[str, list[tuple]]:
+    """``read_checkpoint`` of a file's bytes (``path`` names it in errors)."""
+    lines = _lines(data, path)
     if not lines:
         return kind, []
 
@@ -86,18 +112,22 @@ def read_checkpoint(path) -> tuple[str, list[tuple]]:
     return kind, entries
 
 
-def checkpoints(data_dir):
+def checkpoints(data_dir, storage: Storage | None = None):
     """Every checkpoint file of a broker data directory (or one checkpoint
     file) as a ``pyarrow.Table``: ``file, kind, topic, partition,
     leader_epoch`` (leader-epoch files only) ``, offset``."""
     import pyarrow as pa
-    from kbatch.lib.paths import parse_partition_dir
-    path = Path(os.fspath(data_dir))
-    if path.is_file():
-        files = [path]
+    loc = location_of(data_dir, storage)
+    if loc.stat().kind == "file":
+        files = [loc]
     else:
-        files = sorted(p for p in path.iterdir() if p.name in OFFSET_FILES)
-        files += sorted(path.glob(f"*/{EPOCH_FILE}"))
+        entries = loc.list()
+        files = [loc.child(e.name) for e in entries if e.name in OFFSET_FILES and e.is_file]
+        for e in entries:
+            if e.is_dir and parse_partition_dir(e.name) is not None:
+                child = loc.child(e.name)
+                if any(f.name == EPOCH_FILE and f.is_file for f in child.list()):
+                    files.append(child.child(EPOCH_FILE))
     rows = []
     for f in files:
         kind, entries = read_checkpoint(f)
@@ -114,11 +144,12 @@ def checkpoints(data_dir):
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def offsets_of(data_dir, kind: str) -> dict[tuple[str, int], int]:
+def offsets_of(data_dir, kind: str, storage: Storage | None = None) -> dict[tuple[str, int], int]:
     """``{(topic, partition): offset}`` from one offset checkpoint file of the
     data directory ({} when the file is absent)."""
     name = {v: k for k, v in OFFSET_FILES.items()}[kind]
-    path = Path(os.fspath(data_dir)) / name
-    if not path.is_file():
+    loc = location_of(data_dir, storage).child(name)
+    data = _read(loc)
+    if data is None:
         return {}
-    return {(t, p): o for t, p, o in read_checkpoint(path)[1]}
+    return {(t, p): o for t, p, o in parse_checkpoint(kind, data, str(loc))[1]}

@@ -7,7 +7,8 @@ Every other module decodes through these functions:
                                      batch, or None (index checks, seeks,
                                      resynchronisation after damage)
     header_walk(view, path, ...)     header rows up to the first damage
-                                     (seeks, split points)
+                                     (seeks, split points; header_walk_ends:
+                                     also where and why the walk ended)
     header_rows(view, path, ...)     header rows of a range, damage raises
                                      (counts from batch headers)
     chains_to_end(view, pos, stop)   valid batches follow each other exactly
@@ -120,11 +121,21 @@ def header_walk(view, path, start: int = 0, *, zeros_from: int = -1) -> np.ndarr
     decoded, CRCs not checked), ending at the first corrupt header: seeks
     use it only to find where to start decoding, and the decode then meets
     the damage and raises, stops or skips as the read's ``on_corrupt`` says."""
-    dec = _batch.BatchDecoder(view, start=start, validate_crc=False, headers_only=True,
-                              path=path, stop_on_corrupt=True, zeros_from=zeros_from)
+    return header_walk_ends(view, path, start, None, zeros_from=zeros_from)[0]
+
+
+def header_walk_ends(view, path, start: int = 0, stop: int | None = None, *,
+                     zeros_from: int = -1) -> tuple[np.ndarray, int, str | None]:
+    """``header_walk`` of ``view[start:stop]``, with where and why it
+    ended: ``(rows, valid_end, end_reason)`` (None: at ``stop``;
+    "truncated": a batch runs past ``stop``, which a walk in windows reads
+    on from ``valid_end``)."""
+    dec = _batch.BatchDecoder(view, start=start, stop=-1 if stop is None else stop,
+                              validate_crc=False, headers_only=True, path=path,
+                              stop_on_corrupt=True, zeros_from=zeros_from)
     try:
         dec.run()
-        return dec.take()["batches"]
+        return dec.take()["batches"], dec.valid_end, dec.end_reason
     finally:
         dec.release()
 

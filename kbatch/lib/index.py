@@ -25,12 +25,10 @@ many batches its log can hold: more entries than that cannot be live).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from kbatch.lib.files import NotRegularFileError, data_end, open_regular, pread_exact  # noqa: F401
 
 OFFSET_ENTRY = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
 TIME_ENTRY = np.dtype([("timestamp", ">i8"), ("relative_offset", ">i4")])
@@ -48,53 +46,48 @@ def _first_zero_entry(chunk: np.ndarray) -> int | None:
     return int(zero[0]) if len(zero) else None
 
 
-def _read_entries(path, dtype: np.dtype, max_entries: int | None = None, *,
-                  zero_ends: bool = True) -> tuple[np.ndarray, int]:
-    """``(live entries, entries the file's size holds)`` of an index file.
+def live_entries(read, size: int, data_end: int, dtype: np.dtype,
+                 max_entries: int | None = None,
+                 zero_ends: bool = True) -> tuple[np.ndarray, int]:
+    """``(live entries, entries the file's size holds)`` of an index file of
+    ``size`` bytes whose data ends at ``data_end`` (a local file's trailing
+    hole; the size for an object), read by ``read(start, stop) -> bytes``.
 
-    Keeps in memory the live entries (at most ``max_entries``) and one
-    ``CHUNK_BYTES`` piece; entries in the file's trailing hole are not read.
-    ``zero_ends``: the first all-zero entry ends the live entries
-    (preallocated offset and time indexes).
+    The one rule for every index, wherever it is stored: entries wholly in
+    the trailing hole are never read, at most ``max_entries`` are read, a
+    trailing partial entry is ignored, and (``zero_ends``: preallocated
+    offset and time indexes) the first all-zero entry ends the live ones.
+    Keeps in memory the live entries and one ``CHUNK_BYTES`` piece.
     """
-    fd = open_regular(path) if path is not None else None
-    if fd is None:
-        return np.empty(0, dtype), 0
     item = dtype.itemsize
-    try:
-        size = os.fstat(fd).st_size
-        in_file = size // item
-        # entries wholly inside the trailing hole are zeros, never data
-        wanted = min(in_file, -(-data_end(fd, size) // item))
-        if max_entries is not None:
-            wanted = min(wanted, max(int(max_entries), 0))
-        step = max(CHUNK_BYTES // item, 1)
-        parts, got = [], 0
-        while got < wanted:
-            raw = pread_exact(fd, min(step, wanted - got) * item, got * item)
-            n = len(raw) // item
-            if n == 0:
-                break   # the file shrank while being read
-            chunk = np.frombuffer(raw, dtype, count=n)
-            zero = _first_zero_entry(chunk) if zero_ends else None
-            if zero is not None:
-                parts.append(chunk[:zero])
-                break
-            parts.append(chunk)
-            got += n
-    finally:
-        os.close(fd)
+    in_file = size // item
+    wanted = min(in_file, -(-data_end // item))
+    if max_entries is not None:
+        wanted = min(wanted, max(int(max_entries), 0))
+    step = max(CHUNK_BYTES // item, 1)
+    parts, got = [], 0
+    while got < wanted:
+        raw = read(got * item, (got + min(step, wanted - got)) * item)
+        n = len(raw) // item
+        if n == 0:
+            break   # the file shrank while being read
+        chunk = np.frombuffer(raw, dtype, count=n)
+        zero = _first_zero_entry(chunk) if zero_ends else None
+        if zero is not None:
+            parts.append(chunk[:zero])
+            break
+        parts.append(chunk)
+        got += n
     entries = np.concatenate(parts) if parts else np.empty(0, dtype)
     return entries, in_file
 
 
-def entries_of(raw: bytes, dtype: np.dtype, *, zero_ends: bool = True) -> tuple[np.ndarray, int]:
+def entries_of(raw: bytes, dtype: np.dtype, *, zero_ends: bool = True,
+               max_entries: int | None = None) -> tuple[np.ndarray, int]:
     """``(live entries, entries the bytes hold)`` of an index already in
-    memory (an object read from storage), by the rule of ``_read_entries``."""
-    n = len(raw) // dtype.itemsize
-    entries = np.frombuffer(raw, dtype, count=n)
-    zero = _first_zero_entry(entries) if zero_ends and n else None
-    return (entries if zero is None else entries[:zero]), n
+    memory (a tiered segment's ``.indexes``), by the rule of ``live_entries``."""
+    return live_entries(lambda a, b: raw[a:b], len(raw), len(raw), dtype, max_entries,
+                        zero_ends)
 
 
 @dataclass(frozen=True)
@@ -107,16 +100,16 @@ class OffsetIndex:
     file_entries: int   # entries the file's size holds, live or not
 
     @classmethod
-    def read(cls, path, base_offset: int, max_entries: int | None = None) -> "OffsetIndex":
-        raw, in_file = _read_entries(path, OFFSET_ENTRY, max_entries)
+    def of(cls, entries: tuple[np.ndarray, int], base_offset: int) -> "OffsetIndex":
+        """From ``(live entries, entries in the file)`` (``live_entries``)."""
+        raw, in_file = entries
         return cls(base_offset, raw["relative_offset"].astype(np.int64) + base_offset,
                    raw["position"].astype(np.int64), in_file)
 
     @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int) -> "OffsetIndex":
-        raw, n = entries_of(data, OFFSET_ENTRY)
-        return cls(base_offset, raw["relative_offset"].astype(np.int64) + base_offset,
-                   raw["position"].astype(np.int64), n)
+    def from_bytes(cls, data: bytes, base_offset: int,
+                   max_entries: int | None = None) -> "OffsetIndex":
+        return cls.of(entries_of(data, OFFSET_ENTRY, max_entries=max_entries), base_offset)
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -147,16 +140,15 @@ class TimeIndex:
     file_entries: int
 
     @classmethod
-    def read(cls, path, base_offset: int, max_entries: int | None = None) -> "TimeIndex":
-        raw, in_file = _read_entries(path, TIME_ENTRY, max_entries)
+    def of(cls, entries: tuple[np.ndarray, int], base_offset: int) -> "TimeIndex":
+        raw, in_file = entries
         return cls(base_offset, raw["timestamp"].astype(np.int64),
                    raw["relative_offset"].astype(np.int64) + base_offset, in_file)
 
     @classmethod
-    def from_bytes(cls, data: bytes, base_offset: int) -> "TimeIndex":
-        raw, n = entries_of(data, TIME_ENTRY)
-        return cls(base_offset, raw["timestamp"].astype(np.int64),
-                   raw["relative_offset"].astype(np.int64) + base_offset, n)
+    def from_bytes(cls, data: bytes, base_offset: int,
+                   max_entries: int | None = None) -> "TimeIndex":
+        return cls.of(entries_of(data, TIME_ENTRY, max_entries=max_entries), base_offset)
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -183,15 +175,14 @@ class TxnIndex:
     version: np.ndarray
 
     @classmethod
-    def read(cls, path, max_entries: int | None = None) -> "TxnIndex":
+    def of(cls, entries: tuple[np.ndarray, int]) -> "TxnIndex":
         """The entries of a ``.txnindex`` (not preallocated: an all-zero
-        entry is read as written), at most ``max_entries``."""
-        raw, _ = _read_entries(path, TXN_ENTRY, max_entries, zero_ends=False)
-        return cls._of(raw)
+        entry is read as written; ``live_entries`` with ``zero_ends=False``)."""
+        return cls._of(entries[0])
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "TxnIndex":
-        return cls._of(entries_of(data, TXN_ENTRY, zero_ends=False)[0])
+    def from_bytes(cls, data: bytes, max_entries: int | None = None) -> "TxnIndex":
+        return cls._of(entries_of(data, TXN_ENTRY, zero_ends=False, max_entries=max_entries)[0])
 
     @classmethod
     def concat(cls, parts) -> "TxnIndex":

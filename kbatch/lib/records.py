@@ -525,20 +525,24 @@ class Records:
     def select_offsets(self, lo: int, hi: int) -> "Records":
         """Records (and control records) with offsets in ``[lo, hi)``; the
         batch table keeps the batches that overlap the range."""
-        keep = (self.offset >= lo) & (self.offset < hi)
-        ctrl_keep = (self.control.offset >= lo) & (self.control.offset < hi)
         bt = self.batches
-        batch_keep = (bt.last_offset >= lo) & (bt.base_offset < hi)
-        if keep.all() and ctrl_keep.all() and batch_keep.all():
+        return self.select((self.offset >= lo) & (self.offset < hi),
+                           (self.control.offset >= lo) & (self.control.offset < hi),
+                           (bt.last_offset >= lo) & (bt.base_offset < hi))
+
+    def select(self, keep, control_keep, batch_keep) -> "Records":
+        """The records, control records and batch rows the three masks keep
+        (a kept record or control record must lie in a kept batch)."""
+        if keep.all() and control_keep.all() and batch_keep.all():
             return self
         # rows of kept batches get new batch numbers; kept records lie in kept batches
         new_index = np.cumsum(batch_keep, dtype=np.int64) - 1
         part = self.take(keep)
-        control = self.control.take(ctrl_keep)
+        control = self.control.take(control_keep)
         control.batch = new_index[control.batch].astype(np.int32)
         part.control = control
         part.batch = new_index[part.batch].astype(np.int32)
-        part.batches = bt.take(batch_keep)
+        part.batches = self.batches.take(batch_keep)
         return part
 
     def filter(self, mask) -> "Records":

@@ -37,6 +37,7 @@ from kbatch.wire import UNBOUNDED
 
 DEFAULT_CHUNK_RECORDS = 1 << 18
 DEFAULT_CHUNK_BYTES = 32 << 20
+DEFAULT_MAX_BATCH_BYTES = 1 << 30
 MAX_DECOMPRESSED_CAP = (1 << 30) - 1   # keeps a chunk addressable by int32 offsets
 ON_CORRUPT = ("raise", "stop", "skip")
 
@@ -96,7 +97,7 @@ class DecodeOptions:
     include_control: bool = False
     on_corrupt: str = "raise"
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES
-    max_batch_bytes: int = 1 << 30
+    max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES
     max_records_per_batch: int = 1 << 24
     max_headers_per_record: int = 1 << 16
     max_read_bytes: int = DEFAULT_MAX_READ_BYTES
@@ -508,15 +509,31 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
     keeps (a file stays mapped while it lives; see ``kbatch.lib.views``).
     Raises ``CorruptRecordError`` on corrupt data (see ``DecodeOptions``).
     """
-    check_isolation(isolation)
-    check_options("read_segment", limits, ("isolation", "start", "stop"))
-    opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
-                         include_control=include_control, on_corrupt=on_corrupt,
-                         max_decompressed_bytes=max_decompressed_bytes, **limits)
+    opts = read_options("read_segment", validate_crc=validate_crc, strict=strict,
+                        include_control=include_control, on_corrupt=on_corrupt,
+                        max_decompressed_bytes=max_decompressed_bytes, isolation=isolation,
+                        **limits)
     with open_source(source, populate=True) as (view, path):
-        if isolation == "read_committed":
-            return _read_committed(view, path, opts, start, stop)
-        return Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
+        return read_view(view, path, opts, isolation, start, stop)
+
+
+def read_options(where: str, *, isolation: str = "read_uncommitted", extra: tuple = (),
+                 **options) -> DecodeOptions:
+    """The ``DecodeOptions`` of a one-segment read (``isolation`` checked;
+    ``extra``: other accepted names, not decode options)."""
+    check_isolation(isolation)
+    check_options(where, options, extra)
+    return DecodeOptions(**{k: v for k, v in options.items() if k not in extra})
+
+
+def read_view(view, path, opts: DecodeOptions, isolation: str, start: int = 0,
+              stop: int | None = None) -> Records:
+    """``read_segment`` of a buffer (``path``: what errors name): the one
+    whole-segment decode, whether the bytes are a file's mapping or an
+    object's fetched range."""
+    if isolation == "read_committed":
+        return _read_committed(view, path, opts, start, stop)
+    return Records.concat(list(decode_chunks(view, path, opts, start=start, stop=stop)))
 
 
 def _dropped_positions(state: TxnState, batches: BatchTable) -> np.ndarray:
@@ -579,24 +596,22 @@ def iter_segment(source, *, chunk_records: int = DEFAULT_CHUNK_RECORDS,
     (it costs a second decode), so the chunks stop or skip exactly where
     ``read_segment`` does.
     """
-    check_isolation(isolation)
-    check_options("iter_segment", limits,
-                  ("isolation", "start", "stop", "chunk_records", "chunk_bytes"))
-    opts = DecodeOptions(validate_crc=validate_crc, strict=strict,
-                         include_control=include_control, on_corrupt=on_corrupt,
-                         max_decompressed_bytes=max_decompressed_bytes, **limits)
+    opts = read_options("iter_segment", validate_crc=validate_crc, strict=strict,
+                        include_control=include_control, on_corrupt=on_corrupt,
+                        max_decompressed_bytes=max_decompressed_bytes, isolation=isolation,
+                        **limits)
     if chunk_records < 1 or chunk_bytes < 1:
         raise ValueError("chunk_records and chunk_bytes must be positive")
     return _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation)
 
 
-def _exact_transaction_state(view, path, opts, start, stop, chunk_records, chunk_bytes):
-    """The transactions of ``view[start:stop]`` from a full decode that keeps
+def _exact_transaction_state(decode, opts, start, stop, chunk_records, chunk_bytes):
+    """The transactions of ``[start, stop)`` from a full decode that keeps
     only the batch and control tables: it stops (or raises) exactly where
     the chunks will, so they match ``read_segment`` even on corrupt data."""
     tables, controls, shift = [], [], 0
-    for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
-                               chunk_records=chunk_records, chunk_bytes=chunk_bytes):
+    for chunk in decode(opts, start=start, stop=stop, chunk_records=chunk_records,
+                        chunk_bytes=chunk_bytes):
         tables.append(chunk.batches)
         controls.append(chunk.control.shifted(shift))
         shift += len(chunk.batches)
@@ -605,7 +620,7 @@ def _exact_transaction_state(view, path, opts, start, stop, chunk_records, chunk
     return TxnState.build(batches, ControlRecords.concat(controls)), batches
 
 
-def _committed_chunks(view, path, opts, start, stop, chunk_records, chunk_bytes):
+def _committed_chunks(decode, path, opts, start, stop, chunk_records, chunk_bytes):
     """iter_segment's read_committed with ``on_corrupt="raise"``: the
     transactions resolved from the batch headers and control records (a
     pass that reads 61 bytes a batch and decodes only control batches,
@@ -617,23 +632,24 @@ def _committed_chunks(view, path, opts, start, stop, chunk_records, chunk_bytes)
     read_segment does (chunks before it may already have been yielded, as
     with every iter read)."""
     try:
-        batches, control = transaction_state(view, path, replace(opts, validate_crc=False),
-                                             start=start, stop=stop,
-                                             control_crc=bool(opts.validate_crc))
+        whole = Records.concat(list(decode(replace(opts, validate_crc=False), start=start,
+                                           stop=stop, control_only=True,
+                                           control_crc=bool(opts.validate_crc))))
     except CorruptRecordError:
         return None
+    batches, control = whole.batches, whole.control
     state = TxnState.build(batches, control)
-    return _checked_committed(view, path, opts, start, stop, chunk_records, chunk_bytes,
+    return _checked_committed(decode, path, opts, start, stop, chunk_records, chunk_bytes,
                               state, batches)
 
 
-def _checked_committed(view, path, opts, start, stop, chunk_records, chunk_bytes, state,
+def _checked_committed(decode, path, opts, start, stop, chunk_records, chunk_bytes, state,
                        batches):
     expected = batches.position
     seen = 0
-    for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
-                               chunk_records=chunk_records, chunk_bytes=chunk_bytes,
-                               drop_positions=_dropped_positions(state, batches)):
+    for chunk in decode(opts, start=start, stop=stop, chunk_records=chunk_records,
+                        chunk_bytes=chunk_bytes,
+                        drop_positions=_dropped_positions(state, batches)):
         got = chunk.batches.position
         if not np.array_equal(got, expected[seen:seen + len(got)]):
             raise FileChangedError("the segment changed between the transaction pass and "
@@ -649,21 +665,31 @@ def _checked_committed(view, path, opts, start, stop, chunk_records, chunk_bytes
 
 def _iter_chunks(source, opts, start, stop, chunk_records, chunk_bytes, isolation):
     with open_source(source) as (view, path):
-        state = drop = None
-        if isolation == "read_committed" and opts.on_corrupt == "raise":
-            chunks = _committed_chunks(view, path, opts, start, stop, chunk_records,
-                                       chunk_bytes)
-            if chunks is not None:
-                yield from chunks
-                return
-        if isolation == "read_committed":
-            # the second decode walks the same batches as the first, so the
-            # records of aborted/open batches are left out as it goes
-            state, batches = _exact_transaction_state(view, path, opts, start, stop,
-                                                      chunk_records, chunk_bytes)
-            drop = _dropped_positions(state, batches)
-        for chunk in decode_chunks(view, path, opts, start=start, stop=stop,
-                                   chunk_records=chunk_records, chunk_bytes=chunk_bytes,
-                                   drop_positions=drop):
-            yield chunk if state is None else state.filter(chunk, verdicts_applied=True)
-            del chunk
+        def decode(o, **kw):
+            return decode_chunks(view, path, o, **kw)
+        yield from iter_decoded(decode, path, opts, start, stop, chunk_records, chunk_bytes,
+                                isolation)
+
+
+def iter_decoded(decode, path, opts, start, stop, chunk_records, chunk_bytes, isolation):
+    """``iter_segment``'s chunks from ``decode(opts, start=, stop=, ...)``,
+    a streaming decode of one segment with ``decode_chunks``' keywords (a
+    file's mapping, or an object read in ranges): the one chunked read,
+    whichever source feeds it."""
+    state = drop = None
+    if isolation == "read_committed" and opts.on_corrupt == "raise":
+        chunks = _committed_chunks(decode, path, opts, start, stop, chunk_records,
+                                   chunk_bytes)
+        if chunks is not None:
+            yield from chunks
+            return
+    if isolation == "read_committed":
+        # the second decode walks the same batches as the first, so the
+        # records of aborted/open batches are left out as it goes
+        state, batches = _exact_transaction_state(decode, opts, start, stop,
+                                                   chunk_records, chunk_bytes)
+        drop = _dropped_positions(state, batches)
+    for chunk in decode(opts, start=start, stop=stop, chunk_records=chunk_records,
+                        chunk_bytes=chunk_bytes, drop_positions=drop):
+        yield chunk if state is None else state.filter(chunk, verdicts_applied=True)
+        del chunk

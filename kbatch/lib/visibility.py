@@ -14,6 +14,7 @@ the last checkpoint, which is what a backup of the directory holds.
 from __future__ import annotations
 
 from kbatch.lib.checkpoints import offsets_of
+from kbatch.wire import UNBOUNDED
 
 VISIBILITY = ("all", "consumer")
 
@@ -24,11 +25,13 @@ def check_visibility(visibility: str) -> str:
     return visibility
 
 
-def visible_ranges(data_dir) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+def visible_ranges(data_dir, storage=None) -> dict[tuple[str, int],
+                                                    tuple[int | None, int | None]]:
     """``{(topic, partition): (log_start_offset, high_watermark)}`` for
-    every partition named in either checkpoint file."""
-    start = offsets_of(data_dir, "log_start_offset")
-    hw = offsets_of(data_dir, "high_watermark")
+    every partition named in either checkpoint file (``data_dir``: a
+    path, a URL with ``storage``, or a door ``Location``)."""
+    start = offsets_of(data_dir, "log_start_offset", storage)
+    hw = offsets_of(data_dir, "high_watermark", storage)
     return {key: (start.get(key), hw.get(key)) for key in sorted(start.keys() | hw.keys())}
 
 
@@ -38,7 +41,7 @@ def visible(records, bounds: tuple[int | None, int | None]):
     if lo is None and hi is None:
         return records
     lo = -(1 << 63) if lo is None else lo
-    hi = (1 << 63) - 1 if hi is None else hi
+    hi = UNBOUNDED if hi is None else hi
     return records.select_offsets(lo, hi)
 
 

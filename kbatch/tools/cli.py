@@ -8,9 +8,9 @@
     kbatch sample DIR       write a realistic broker data directory
     kbatch main             the main job (make run): sample + Spark pipeline
 
-dump, stats, verify and txn also take URLs (s3://, gs://, any fsspec URL)
-with --storage-option KEY=VALUE (and, but for dump, --layout plain|tiered
-and --private-key PEM).
+dump, stats, verify and txn also take URLs (s3://, gs://, file://, any fsspec
+URL) with --storage-option KEY=VALUE, and --layout plain|tiered and
+--private-key PEM for tiered-storage buckets.
 
 Exit status: 0 ok, 1 problems found (or corrupt data), 2 usage errors.
 """
@@ -73,47 +73,70 @@ def seed_value(text: str) -> int:
 
 # --- paths -----------------------------------------------------------------
 
-def _resolve(name: str, *kinds, what: str = "", check: bool = True):
-    """``kbatch.lib.paths.resolve`` of a command-line path, its errors mapped to
-    exit codes: a missing path or one of the wrong kind (a device, a FIFO, a
-    directory where a file is needed) is a usage error (2); a directory with
-    nothing Kafka in it is "nothing to read" (1)."""
-    from kbatch.lib.paths import PathError, PathKind, resolve
+def _storage(args, names=None):
+    """The one ``Storage`` of a command (``--storage-option``, ``--layout``,
+    ``--private-key``), built once for all its paths. The storage options
+    are for URLs: given with local paths only, they are a usage error."""
+    from kbatch.lib.objects import is_url
+    from kbatch.lib.storage import Storage
+    names = [getattr(args, "path", None)] if names is None else names
+    options = dict(getattr(args, "storage_option", None) or ())
+    remote = [is_url(n) and not n.lower().startswith("file://") for n in names if n]
+    if options and not any(remote):
+        raise UsageError("--storage-option is for URLs (s3://..., gs://...), not the local "
+                         f"path {names[0]}")
+    try:
+        return Storage.of(storage_options=options, layout=getattr(args, "layout", "plain"),
+                          private_key=getattr(args, "private_key", None))
+    except KbatchError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _resolve(name: str, *kinds, what: str = "", check: bool = True, storage=None):
+    """The door's answer for a command-line path or URL
+    (``kbatch.lib.open.resolve``), its errors mapped to exit codes: a
+    missing path or one of the wrong kind (a device, a FIFO, a directory
+    where a file is needed) is a usage error (2); a directory with nothing
+    Kafka in it is "nothing to read" (1)."""
+    from kbatch.lib.open import resolve, tree_of
+    from kbatch.lib.paths import PathError, PathKind
+    from kbatch.lib.tree import Location
     if not name:
         raise UsageError("an empty path")
-    from kbatch.lib.remote.fs import is_url
-    if is_url(name) and not name.startswith("file://"):
-        raise UsageError(f"{name}: a URL where a local path is needed")
-    path = Path(name)
     try:
-        found = resolve(path)
+        found = resolve(name, storage)
     except PathError as exc:
-        if os.path.isdir(path):          # (False on any OSError, ENAMETOOLONG too)
+        try:
+            here = Location(*tree_of(name, storage)).stat().kind
+        except KbatchError:
+            here = "missing"
+        if here == "directory":
             raise NothingToRead(str(exc)) from exc
         raise UsageError(str(exc)) from exc
     if kinds and found.kind not in kinds:
-        raise UsageError(f"{path}: is a {found.kind.value}; {what}")
+        raise UsageError(f"{found.name}: is a {found.kind.value}; {what}")
     if check and found.kind is PathKind.SEGMENT:
-        _check_segment(found.path)
+        _check_segment(found)
     return found
 
 
-def _check_segment(path: Path) -> None:
-    """A regular file given as a segment must start with a whole batch (or be
+def _check_segment(found) -> None:
+    """A file given as a segment must start with a whole batch (or be
     empty, or zero padding as a preallocated segment is): a text file, an
     archive or a truncated copy cut inside its first batch has nothing to read."""
-    from kbatch.lib.segment import iter_segment
+    from kbatch.lib.entry import iter_segment
     try:
-        size = path.stat().st_size
+        size = found.segment().size
         if size == 0:
             return
-        first = next(iter(iter_segment(path, chunk_records=1, validate_crc=False)), None)
+        first = next(iter(iter_segment(found.location, storage=found.storage, chunk_records=1,
+                                       validate_crc=False)), None)
     except KbatchError:
         return          # a damaged batch: the command itself reports it in full
     if first is not None and len(first.batches) == 0 and first.end is not None \
             and first.end.valid_bytes == 0 and first.end.reason == "truncated":
-        raise NothingToRead(f"{path}: not a Kafka log segment (or one cut inside its first "
-                            f"batch): no whole record batch in its "
+        raise NothingToRead(f"{found.name}: not a Kafka log segment (or one cut inside its "
+                            f"first batch): no whole record batch in its "
                             f"{size} bytes (expected a .log/.records/.checkpoint file, a "
                             f"<topic>-<partition> directory or a broker data directory)")
 
@@ -128,56 +151,17 @@ def _when(ms: int | None) -> str:
         return f"{ms} ms"
 
 
-# --- URLs (stats, verify, txn) ---------------------------------------------
+# --- storage flags (every command that reads paths) ------------------------
 
 def storage_option(text: str) -> tuple[str, object]:
     """``KEY=VALUE`` (a JSON value is decoded: numbers, true/false, objects)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+        raise argparse.ArgumentTypeError("not KEY=VALUE (the value is not shown)")
     try:
         return key, json.loads(value)
     except ValueError:
         return key, value
-
-
-def _remote_args(args, paths=None) -> dict | None:
-    """``open_log``'s keyword arguments for URL paths; None for local paths
-    (where the URL flags are refused). Local paths and URLs are not mixed."""
-    from kbatch.lib.remote.fs import is_url
-    paths = [args.path] if paths is None else paths
-    urls = [is_url(p) and not p.startswith("file://") for p in paths]
-    given = (args.storage_option or getattr(args, "layout", "plain") != "plain"
-             or getattr(args, "private_key", None))
-    if any(urls) and not all(urls):
-        raise UsageError("give either URLs or local paths, not both")
-    if not any(urls):
-        if given:
-            raise UsageError("--storage-option, --layout and --private-key are for URLs "
-                             f"(s3://..., gs://...), not the local path {paths[0]}")
-        return None
-    remote = {"storage_options": dict(args.storage_option or ())}
-    if hasattr(args, "layout"):
-        remote["layout"] = args.layout
-    if getattr(args, "private_key", None):
-        remote["private_key"] = str(args.private_key)
-    return remote
-
-
-def _remote_segments(found) -> list:
-    """``(topic, partition, RemoteSegment, last of its partition)`` of what
-    ``remote_target`` found (listings only)."""
-    kind, target = found
-    if kind == "segment":
-        log, seg = target
-        return [(log.topic, log.partition, seg, seg is log.segments[-1])]
-    logs = [target] if kind == "partition" else target.partitions
-    return [(log.topic, log.partition, seg, seg is log.segments[-1])
-            for log in logs for seg in log.segments]
-
-
-def _name_of(item) -> str:
-    return str(getattr(item, "url", item)).rsplit("/", 1)[-1]
 
 
 def _url_flags(p: argparse.ArgumentParser) -> None:
@@ -185,7 +169,7 @@ def _url_flags(p: argparse.ArgumentParser) -> None:
                    help="an fsspec storage option for a URL path (repeat; JSON values are "
                         "decoded), e.g. endpoint_url=http://127.0.0.1:9000")
     p.add_argument("--layout", choices=["plain", "tiered"], default="plain",
-                   help="a URL's layout: a copied broker directory (plain) or a "
+                   help="the layout: a broker directory or a copy of one (plain) or a "
                         "tiered-storage bucket (tiered)")
     p.add_argument("--private-key", metavar="PEM",
                    help="the RSA private key (PEM file) of an encrypted tiered bucket")
@@ -197,27 +181,18 @@ INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 def cmd_dump(args) -> int:
-    from kbatch.tools.dump import dump_file
     from kbatch.lib.paths import PathKind
+    from kbatch.tools.dump import INDEX_SUFFIXES, dump_file
     status = EXIT_OK
-    remote = _remote_args(args, args.files)
+    storage = _storage(args, args.files)
     for name in args.files:
         try:
-            if remote is not None:
-                dump_file(name, sys.stdout, fmt=args.format, decode=args.decode,
-                          max_bytes=args.max_bytes, print_data=not args.no_data,
-                          validate_crc=not args.no_crc,
-                          storage_options=remote["storage_options"])
-                continue
-            if Path(name).suffix in INDEX_SUFFIXES:
-                path = _resolve(name, PathKind.SEGMENT, check=False,
-                                what="dump takes segment or index files").path
-            else:
-                path = _resolve(name, PathKind.SEGMENT,
-                                what="dump takes segment or index files").path
-            dump_file(path, sys.stdout, fmt=args.format, decode=args.decode,
+            index = name.rstrip("/").endswith(INDEX_SUFFIXES)
+            found = _resolve(name, PathKind.SEGMENT, check=not index, storage=storage,
+                             what="dump takes segment or index files")
+            dump_file(found.location, sys.stdout, fmt=args.format, decode=args.decode,
                       max_bytes=args.max_bytes, print_data=not args.no_data,
-                      validate_crc=not args.no_crc)
+                      validate_crc=not args.no_crc, storage=storage)
         except (KbatchError, NothingToRead) as exc:
             sys.stdout.flush()
             print(f"kbatch dump: {exc}", file=sys.stderr)
@@ -243,30 +218,21 @@ def cmd_stats(args) -> int:
     from kbatch.tools.progress import Progress
     from kbatch.tools.stats import segment_files, segment_stats, summarize
 
-    remote = _remote_args(args)
-    if remote is not None:
-        from kbatch.lib.remote.log import remote_target
-        from kbatch.tools.stats import remote_segment_stats
-        files = _remote_segments(remote_target(args.path, **remote))
-        measure = remote_segment_stats
-    else:
-        files = segment_files(_resolve(args.path).path)
-        measure = segment_stats
+    found = _resolve(args.path, storage=_storage(args))
+    files = segment_files(found)
     rows = []
     status = EXIT_OK
     with Progress(len(files), "stats") as bar:
-        for topic, partition, path, *last in files:
-            # a remote segment says whether it is its partition's last one;
-            # a local file's position is found from the file names
-            where = {"last_segment": last[0]} if last else {}
+        for topic, partition, seg, last in files:
             try:
-                rows.append((topic, partition, measure(path, validate_crc=not args.no_crc,
-                                                       on_corrupt=args.on_corrupt, **where)))
+                rows.append((topic, partition, segment_stats(
+                    seg, last_segment=last, validate_crc=not args.no_crc,
+                    on_corrupt=args.on_corrupt)))
             except KbatchError as exc:
                 bar.close()
                 print(f"kbatch stats: {exc}", file=sys.stderr)
                 status = EXIT_PROBLEMS
-            bar.update(1, _name_of(path))
+            bar.update(1, seg.location.name)
     by_partition: dict = {}
     for topic, partition, st in rows:
         by_partition.setdefault((topic, partition), []).append(st)
@@ -307,18 +273,9 @@ def cmd_verify(args) -> int:
     from kbatch.tools.stats import segment_files
     from kbatch.tools.verify import verify
 
-    remote = _remote_args(args)
-    if remote is not None:
-        from kbatch.lib.remote.log import remote_target
-        from kbatch.tools.remote_checks import verify_remote
-        found = remote_target(args.path, **remote)      # listed once, for both
-        with Progress(len(_remote_segments(found)), "verify") as bar:
-            report = verify_remote(args.path, remote, {},
-                                   lambda seg: bar.update(1, _name_of(seg)), found)
-    else:
-        path = _resolve(args.path).path
-        with Progress(len(segment_files(path)), "verify") as bar:
-            report = verify(path, on_segment=lambda seg: bar.update(1, Path(seg).name))
+    found = _resolve(args.path, storage=_storage(args))
+    with Progress(len(segment_files(found)), "verify") as bar:
+        report = verify(found, on_segment=lambda name: bar.update(1, name.rsplit("/", 1)[-1]))
     if args.format == "json":
         for s in report.segments:
             print(json.dumps({**s.__dict__, "ok": s.ok, "problems": s.problems()}))
@@ -345,11 +302,8 @@ def cmd_verify(args) -> int:
 def cmd_txn(args) -> int:
     from kbatch.tools.transactions import transactions
 
-    remote = _remote_args(args)
-    if remote is not None:
-        reports = transactions(args.path, validate_crc=not args.no_crc, **remote)
-    else:
-        reports = transactions(_resolve(args.path).path, validate_crc=not args.no_crc)
+    found = _resolve(args.path, storage=_storage(args))
+    reports = transactions(found, validate_crc=not args.no_crc)
     hanging = 0
     for rep in reports:
         if args.format == "json":
@@ -459,8 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read at most this many bytes of each file")
     p.add_argument("--no-data", action="store_true", help="omit keys and payloads")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
-    p.add_argument("--storage-option", type=storage_option, action="append", metavar="KEY=VALUE",
-                   help="an fsspec storage option for URL files (repeat; JSON values decoded)")
+    _url_flags(p)
     p.set_defaults(func=cmd_dump)
     internal_cli.extend_dump(p, cmd_dump, _resolve)
 

@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Iterator, TextIO
 
 import numpy as np
 
-from kbatch.lib.index import OffsetIndex, TimeIndex, TxnIndex
-from kbatch.lib.log import SEGMENT_NAME
+from kbatch.lib.entry import iter_segment
+from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, OffsetIndex, TimeIndex, \
+    TxnIndex
+from kbatch.lib.open import tree_of
+from kbatch.lib.paths import SEGMENT_NAME
 from kbatch.lib.records import Records
+from kbatch.lib.storage import Storage
+from kbatch.lib.tree import Location
 from kbatch.wire import CODEC_NAMES, CONTROL_TYPE_NAMES as CONTROL_TYPES
-from kbatch.lib.segment import iter_segment
 
 TIMESTAMP_TYPES = {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}
 
@@ -106,7 +110,7 @@ def dump_text(records_iter: Iterator[Records], out: TextIO, *, print_data: bool 
                 out.write(_control_line(chunk, j, tt) + "\n")
         if report_trailing and chunk.end is not None and chunk.end.trailing_bytes:
             out.write(f"Found {chunk.end.trailing_bytes} invalid bytes at the end of "
-                      f"{Path(chunk.path or '<buffer>').name}\n")
+                      f"{(chunk.path or '<buffer>').rsplit('/', 1)[-1]}\n")
 
 
 def _control_line(chunk: Records, j: int, tt: str) -> str:
@@ -189,59 +193,55 @@ def dump_json(records_iter: Iterator[Records], out: TextIO, *, decode: str | Non
                                   "reason": chunk.end.reason}) + "\n")
 
 
-def dump_index(path: Path, out: TextIO, fmt: str = "text", data: bytes | None = None) -> None:
-    """One index file (``data``: its bytes, for an object read from storage)."""
-    match = SEGMENT_NAME.match(path.with_suffix(".log").name)
+def dump_index(loc: Location, out: TextIO, fmt: str = "text") -> None:
+    """One index file, wherever it is stored (its live entries, by the rule
+    of ``kbatch.lib.index``)."""
+    name = PurePosixPath(loc.name)
+    match = SEGMENT_NAME.match(name.with_suffix(".log").name)
     base = int(match.group(1)) if match else 0
-    if path.suffix == ".index":
-        idx = OffsetIndex.read(path, base) if data is None else OffsetIndex.from_bytes(data, base)
+    dtype, zero_ends = {".index": (OFFSET_ENTRY, True), ".timeindex": (TIME_ENTRY, True),
+                        ".txnindex": (TXN_ENTRY, False)}[name.suffix]
+    entries = loc.tree.read_entries(loc.path, dtype, None, zero_ends)
+    if name.suffix == ".index":
+        idx = OffsetIndex.of(entries, base)
         rows = [{"offset": int(o), "position": int(p)} for o, p in zip(idx.offsets, idx.positions)]
-    elif path.suffix == ".timeindex":
-        ti = TimeIndex.read(path, base) if data is None else TimeIndex.from_bytes(data, base)
+    elif name.suffix == ".timeindex":
+        ti = TimeIndex.of(entries, base)
         rows = [{"timestamp": int(t), "offset": int(o)} for t, o in zip(ti.timestamps, ti.offsets)]
     else:
-        tx = TxnIndex.read(path) if data is None else TxnIndex.from_bytes(data)
+        tx = TxnIndex.of(entries)
         rows = [{"version": int(tx.version[i]), "producerId": int(tx.producer_id[i]),
                  "firstOffset": int(tx.first_offset[i]), "lastOffset": int(tx.last_offset[i]),
                  "lastStableOffset": int(tx.last_stable_offset[i])} for i in range(len(tx))]
     if not rows and fmt == "text":
-        out.write(f"{path} is empty.\n")
+        out.write(f"{loc} is empty.\n")
     for row in rows:
         if fmt == "json":
-            out.write(json.dumps({"type": path.suffix[1:], **row}) + "\n")
+            out.write(json.dumps({"type": name.suffix[1:], **row}) + "\n")
         else:
             out.write(" ".join(f"{k}: {v}" for k, v in row.items()) + "\n")
 
 
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
 def dump_file(path, out: TextIO, *, fmt: str = "text", decode: str | None = None,
-              max_bytes: int | None = None, print_data: bool = True,
-              storage_options: dict | None = None, **options) -> None:
-    """Dump one ``.log``/``.records``/``.checkpoint`` file or one index file;
-    a URL (``storage_options=``) is read in ranges (an index object whole)."""
-    from kbatch.lib.remote.fs import is_url
-    url = is_url(path)
-    name = PurePosixPath(str(path).rsplit("/", 1)[-1]) if url else Path(path)
-    if name.suffix in (".index", ".timeindex", ".txnindex"):
+              max_bytes: int | None = None, print_data: bool = True, **options) -> None:
+    """Dump one ``.log``/``.records``/``.checkpoint`` file or one index file,
+    local or in object storage (storage keywords as ``kbatch.open_log``;
+    an object is read in ranges, an index object whole)."""
+    storage, options = Storage.split(options)
+    loc = Location(*tree_of(path, storage))
+    if PurePosixPath(loc.name).suffix in INDEX_SUFFIXES:
         if fmt == "text":
-            out.write(f"Dumping {path}\n")
-        data = None
-        if url:
-            from kbatch.lib.remote.fs import RangeSource, resolve
-            fs, inner, shown = resolve(path, storage_options)
-            src = RangeSource(fs, inner, url=shown)
-            data = src.read(0, src.size)
-        dump_index(name, out, fmt, data)
+            out.write(f"Dumping {loc}\n")
+        dump_index(loc, out, fmt)
         return
-    if url:
-        from kbatch.lib.remote.entry import iter_segment as iter_any
-        chunks = iter_any(path, stop=max_bytes, chunk_records=1 << 16,
-                          storage_options=storage_options or {}, **options)
-    else:
-        chunks = iter_segment(path, stop=max_bytes, chunk_records=1 << 16, **options)
+    chunks = iter_segment(loc, storage=storage, stop=max_bytes, chunk_records=1 << 16, **options)
     if fmt == "json":
-        dump_json(chunks, out, decode=decode, source=str(path))
+        dump_json(chunks, out, decode=decode, source=str(loc))
         return
-    out.write(f"Dumping {path}\n")
-    match = SEGMENT_NAME.match(name.name)
+    out.write(f"Dumping {loc}\n")
+    match = SEGMENT_NAME.match(loc.name)
     out.write(f"Log starting offset: {int(match.group(1)) if match else 0}\n")
     dump_text(chunks, out, print_data=print_data, report_trailing=max_bytes is None)

@@ -20,7 +20,8 @@ from pathlib import Path
 from kbatch.errors import KbatchError
 from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES
 from kbatch.lib.log import LogDir
-from kbatch.lib.paths import PathKind, resolve
+from kbatch.lib.open import resolve
+from kbatch.lib.paths import PathKind
 from kbatch.lib.visibility import visible_ranges
 
 FAMILY_CHOICES = ("offsets", "transactions", "metadata", "remote-log-metadata", "share-state")
@@ -111,11 +112,12 @@ def _dump_checkpoint(path: Path, args) -> None:
 def _dump_records(path: Path, args) -> None:
     from kbatch.internal.decode import jsonable
     from kbatch.internal.registry import FAMILIES, family_of_topic
-    from kbatch.internal.sources import partition_of_dir
+    from kbatch.lib.paths import parse_partition_dir
     from kbatch.internal.tables import iter_decoded
     family = args.decode
     if family not in FAMILIES:
-        family = family_of_topic(partition_of_dir(path if path.is_dir() else path.parent)[0])
+        named = parse_partition_dir((path if path.is_dir() else path.parent).name)
+        family = family_of_topic(named[0] if named else None)
     if family is None:
         raise KbatchError(f"{path}: not an internal topic; say which with --decode")
     if args.format != "json":

@@ -13,9 +13,12 @@ import numpy as np
 
 from kbatch.wire import CODEC_NAMES
 from kbatch.errors import CorruptRecordError
-from kbatch.lib.log import LogDir, PartitionLog
-from kbatch.lib.paths import PathKind, resolve, segment_base
-from kbatch.lib.segment import iter_segment
+from kbatch.lib.log import PartitionLog
+from kbatch.lib.logfiles import Segment
+from kbatch.lib.open import expect, resolve
+from kbatch.lib.paths import PathKind
+from kbatch.lib.segment import decode_options
+from kbatch.lib.storage import Storage
 
 
 @dataclass
@@ -41,48 +44,29 @@ class SegmentStats:
         return asdict(self)
 
 
-def _is_last_segment(path: Path) -> bool:
-    """No segment file with a larger base offset beside ``path``."""
-    base = segment_base(path.name)
-    if base is None:
-        return True
-    try:
-        return not any((b := segment_base(p.name)) is not None and b > base
-                       for p in path.parent.iterdir())
-    except OSError:
-        return True
-
-
-def segment_stats(path, *, last_segment: bool | None = None, **options) -> SegmentStats:
-    """Statistics of one segment file (keeps one chunk in memory).
+def segment_stats(segment, *, last_segment: bool | None = None, **options) -> SegmentStats:
+    """Statistics of one segment (a ``Segment`` from ``segment_files``, a
+    path or a URL; storage keywords as ``kbatch.open_log``); keeps one chunk
+    in memory.
 
     Options: those of ``iter_segment``. A segment that is not the last of
-    its directory (``last_segment``, found from the file names when None)
-    must end at a batch boundary: a truncated batch or zero padding there
-    raises ``CorruptRecordError`` (``on_corrupt="stop"``: ``end_reason``
-    says "corrupt"; ``"skip"``: listed in ``skipped``), so no damaged
-    segment is silently counted short.
+    its partition (``last_segment=False``; None: as its directory says) must
+    end at a batch boundary: a
+    truncated batch or zero padding there raises ``CorruptRecordError``
+    (``on_corrupt="stop"``: ``end_reason`` says "corrupt"; ``"skip"``:
+    listed in ``skipped``), so no damaged segment is silently counted short.
     """
-    path = Path(path)
+    storage, options = Storage.split(options)
+    seg = segment if isinstance(segment, Segment) else expect(
+        segment, PathKind.SEGMENT, what="segment_stats measures one segment",
+        storage=storage).segment()
     if last_segment is None:
-        last_segment = _is_last_segment(path)
+        last_segment = seg.last
     # offsets and timestamps are all it needs: the record loop skims the rest
     options.setdefault("columns", ("offset", "timestamp"))
-    return stats_of_chunks(iter_segment(path, **options), str(path), path.stat().st_size,
-                           last_segment, options.get("on_corrupt", "raise"))
-
-
-def remote_segment_stats(seg, *, last_segment: bool = True, **options) -> SegmentStats:
-    """``segment_stats`` of a remote segment (``kbatch.lib.remote.log.
-    RemoteSegment``), read in ranges; keeps one chunk in memory."""
-    from kbatch.lib.remote.scan import scan
-    from kbatch.lib.segment import DecodeOptions, check_options
-    check_options("stats", options)
-    options.setdefault("columns", ("offset", "timestamp"))
-    src = seg.source()
-    return stats_of_chunks(scan(src, DecodeOptions(**options), chunk_records=1 << 20,
-                                chunk_bytes=32 << 20),
-                           seg.url, src.size, last_segment, options.get("on_corrupt", "raise"))
+    opts = decode_options("stats", options)
+    return stats_of_chunks(seg.source.chunks(opts, chunk_records=1 << 20, chunk_bytes=32 << 20),
+                           seg.name, seg.size, last_segment, opts.on_corrupt)
 
 
 def stats_of_chunks(chunks, path: str, size: int, last_segment: bool,
@@ -138,18 +122,20 @@ def _inner_damage(st: SegmentStats, path: Path, trailing: int, on_corrupt: str) 
                        "error": str(error)})
 
 
-def segment_files(path) -> list[tuple[str | None, int | None, Path]]:
-    """``(topic, partition, file)`` for a file, a partition, a data directory
-    or several (classified by ``kbatch.lib.paths.resolve``; a wrong path raises
-    ``PathError``)."""
-    found = resolve(path)
+def segment_files(path, storage: Storage | None = None) -> list[tuple]:
+    """``(topic, partition, Segment, last of its partition)`` of a segment,
+    a partition, a data directory or several, local or in object storage
+    (named by the door, ``kbatch.lib.open``; a wrong path raises
+    ``PathError``). Lists; reads no segment."""
+    found = resolve(path, storage)
     if found.kind is PathKind.SEGMENT:
-        return [(found.topic, found.partition, found.path)]
-    if found.kind is PathKind.PARTITION:
-        log = PartitionLog(found.path)
-        return [(log.topic, log.partition, s.path) for s in log.segments]
-    return [(p.topic, p.partition, s.path) for d in found.paths
-            for p in LogDir(d).partitions for s in p.segments]
+        seg = found.segment()
+        return [(found.topic, found.partition, seg, seg.last)]
+    out = []
+    for part in found.partitions():
+        log = PartitionLog.at(part, found.storage)
+        out += [(log.topic, log.partition, s, s is log.segments[-1]) for s in log.segments]
+    return out
 
 
 def summarize(stats: list[SegmentStats]) -> dict:

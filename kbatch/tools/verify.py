@@ -1,5 +1,6 @@
 """Checking segments and their indexes, like the broker's recovery and Kafka's
-dump tool, without changing any file.
+dump tool, without changing any file, wherever they are stored (the door,
+``kbatch.lib.open``, names them; the rules are in ``verify_rules``).
 
 Per segment: batches and records checked, CRC failures (every one, the walk
 goes on past them), offsets that do not increase, offset-index entries that
@@ -11,110 +12,110 @@ zero padding, or the first corrupt batch).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-
 from kbatch.errors import KbatchError
 from kbatch.lib.files import NotRegularFileError
-from kbatch.lib.log import PartitionLog, Segment, SEGMENT_NAME, segment_base
-from kbatch.lib.paths import PathKind, partition_dirs, resolve
-from kbatch.lib.segment import check_options, decode_chunks, open_source
+from kbatch.lib.log import PartitionLog
+from kbatch.lib.logfiles import Segment
+from kbatch.lib.open import expect, resolve
+from kbatch.lib.paths import SEGMENT_NAME, PathKind, segment_base
+from kbatch.lib.storage import Storage
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport,  # noqa: F401
                                        VerifyReport, check, verify_options, walk)
 
 
-def verify_segment(segment: Segment | str | os.PathLike, *, last_segment: bool = True,
-                   **options) -> SegmentReport:
-    """Check one ``.log`` file and its ``.index``/``.timeindex``.
+def _side_name(seg: Segment, suffix: str) -> str:
+    name = seg.location.name
+    return (name[:-len(".log")] if name.endswith(".log") else name) + suffix
+
+
+def verify_segment(segment, *, last_segment: bool | None = None, **options) -> SegmentReport:
+    """Check one segment (a ``Segment``, a path or a URL; storage keywords
+    as ``kbatch.open_log``) and its ``.index``/``.timeindex``.
 
     Damaged bytes do not end the check: it resumes at the next valid batch
     (``on_corrupt="skip"``) and lists every damaged range in ``skipped``.
     ``last_segment=False``: the file is not its partition's last segment,
-    so a truncated batch or zero padding at its end is damage too.
+    so a truncated batch or zero padding at its end is damage too (None:
+    as its directory says).
     Keeps in memory one decoded chunk and the batch table of the segment.
     """
-    seg = segment if isinstance(segment, Segment) else Segment(Path(segment))
+    storage, options = Storage.split(options)
+    seg = segment if isinstance(segment, Segment) else expect(
+        segment, PathKind.SEGMENT, what="verify_segment checks one segment",
+        storage=storage).segment()
     opts = verify_options(options)
-    report = SegmentReport(str(seg.path), seg.base_offset, seg.size, last_segment=last_segment)
-    with open_source(seg.path) as (view, path):
-        batches = walk(report, decode_chunks(view, path, opts, chunk_records=CHUNK_RECORDS,
-                                              chunk_bytes=CHUNK_BYTES))
+    last_segment = seg.last if last_segment is None else last_segment
+    report = SegmentReport(seg.name, seg.base_offset, seg.size, last_segment=last_segment)
+    batches = walk(report, seg.source.chunks(opts, chunk_records=CHUNK_RECORDS,
+                                             chunk_bytes=CHUNK_BYTES))
     index_problems: list[str] = []
-    idx = _side_file(seg, "offset_index", seg.index_path, index_problems)
+    idx = _side_file(seg, "offset_index", _side_name(seg, ".index"), index_problems)
     time_problems: list[str] = []
-    ti = _side_file(seg, "time_index", seg.timeindex_path, time_problems)
-    check(report, batches, idx, seg.index_path.name, ti, seg.timeindex_path.name)
+    ti = _side_file(seg, "time_index", _side_name(seg, ".timeindex"), time_problems)
+    check(report, batches, idx, _side_name(seg, ".index"), ti, _side_name(seg, ".timeindex"))
     report.index_problems = index_problems + report.index_problems
     report.timeindex_problems = time_problems + report.timeindex_problems
     return report
 
 
-def _side_file(seg: Segment, attribute: str, path: Path, out: list[str]):
+def _side_file(seg: Segment, attribute: str, name: str, out: list[str]):
     """``seg.<attribute>`` (an index read), or None with the reason in ``out``
     when the file cannot be read as one (a directory, FIFO or device)."""
     try:
         return getattr(seg, attribute)
     except KbatchError as exc:
-        out.append(f"{path.name}: is {exc.kind}, not a regular file"
-                   if isinstance(exc, NotRegularFileError) else f"{path.name}: {exc}")
+        out.append(f"{name}: is {exc.kind}, not a regular file"
+                   if isinstance(exc, NotRegularFileError) else f"{name}: {exc}")
     except OSError as exc:
-        out.append(f"{path.name}: cannot read ({exc.strerror or exc})")
+        out.append(f"{name}: cannot read ({exc.strerror or exc})")
     return None
 
 
 def verify(path, *, on_segment=None, **options) -> VerifyReport:
-    """Check a segment file, a partition directory or a broker data directory.
+    """Check a segment, a partition or a broker data directory (or several),
+    local or in object storage (storage keywords as ``kbatch.open_log``:
+    ``storage_options``, ``layout``, ``private_key``...).
 
-    Changes no file. ``on_segment(path)`` is called after each segment (for
+    Changes no file. ``on_segment(name)`` is called after each segment (for
     progress). Options: those of ``read_segment`` (limits). Keeps in memory
     one decoded chunk and one segment's batch table at a time.
-
-    A URL (``s3://...``, any fsspec URL) or a path with ``filesystem=`` is
-    checked from ranges (``kbatch.tools.remote_checks``): a segment object,
-    a partition prefix or a prefix of partitions; ``layout="tiered"`` for a
-    tiered-storage bucket; the keyword arguments of ``open_log`` for URLs
-    (``storage_options``, ``private_key``, ...).
     """
-    from kbatch.lib.remote.fs import is_url
-    from kbatch.lib.remote.log import split_remote_keys
-
-    remote, options = split_remote_keys(options)
-    check_options("verify", options)
-    if is_url(path) or remote:
-        from kbatch.tools.remote_checks import verify_remote
-        return verify_remote(path, remote, options, on_segment)
-    found = resolve(path)
+    storage, options = Storage.split(options)
+    verify_options(options)
+    found = resolve(path, storage)
     if found.kind is PathKind.SEGMENT:
-        report = VerifyReport([verify_segment(found.path, **options)])
+        seg = found.segment()
+        report = VerifyReport([verify_segment(seg, **options)])
         if on_segment:
-            on_segment(found.path)
+            on_segment(seg.name)
         return report
-    if found.kind is PathKind.PARTITION:
-        return _verify_partition(PartitionLog(found.path), options, on_segment)
     reports, problems = [], []
-    # partition_dirs refuses two directories naming one partition (t-1, t-01)
-    for data_dir in found.paths:
-        for _, _, child in partition_dirs(data_dir):
-            part = _verify_partition(PartitionLog(child), options, on_segment)
-            reports += part.segments
-            problems += part.partition_problems
+    # partitions() refuses two directories naming one partition (t-1, t-01)
+    for part in found.partitions():
+        result = verify_partition(PartitionLog.at(part, found.storage), options, on_segment)
+        reports += result.segments
+        problems += result.partition_problems
     return VerifyReport(reports, problems)
 
 
-def _verify_partition(log: PartitionLog, options, on_segment=None) -> VerifyReport:
+def verify_partition(log: PartitionLog, options: dict, on_segment=None) -> VerifyReport:
+    """The segments of one partition checked, and the partition's own
+    rules: segment names above the largest offset, base offsets that do not
+    follow the previous segment's last offset (a plain log; tiered uploads
+    may overlap, the reader gives each offset once)."""
     reports = []
     for seg in log.segments:
         reports.append(verify_segment(seg, last_segment=seg is log.segments[-1], **options))
         if on_segment:
-            on_segment(seg.path)
-    problems = [f"{log.path.name}/{p.name}: not a segment name (above the largest offset)"
-                for p in sorted(log.path.iterdir())
-                if SEGMENT_NAME.match(p.name) and segment_base(p.name) is None]
-    for prev, cur in zip(reports, reports[1:]):
-        if prev.last_offset is not None and cur.base_offset <= prev.last_offset:
-            problems.append(f"{log.path.name}/{Path(cur.path).name}: base offset "
-                            f"{cur.base_offset} is not above the previous segment's last "
-                            f"offset {prev.last_offset}")
+            on_segment(seg.name)
+    problems = []
+    if log.storage.layout == "plain":
+        problems = [f"{log.location.name}/{e.name}: not a segment name (above the largest "
+                    "offset)" for e in log.location.list()
+                    if SEGMENT_NAME.match(e.name) and segment_base(e.name) is None]
+        for prev, cur in zip(reports, reports[1:]):
+            if prev.last_offset is not None and cur.base_offset <= prev.last_offset:
+                problems.append(f"{log.location.name}/{cur.path.rsplit('/', 1)[-1]}: base "
+                                f"offset {cur.base_offset} is not above the previous segment's "
+                                f"last offset {prev.last_offset}")
     return VerifyReport(reports, problems)
-

@@ -51,18 +51,18 @@ import binascii
 import hashlib
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
-from collections import deque
+import io
 from dataclasses import dataclass
 
 import numpy as np
 
-from kbatch.errors import CorruptRecordError, KbatchError
-from kbatch.lib.remote.fs import DEFAULT_BLOCK, FIRST_BLOCK, RangeSource
+from kbatch.errors import CorruptRecordError, KbatchError, LimitExceededError
+from kbatch.lib.objects import FIRST_BLOCK, RangeSource, read_ahead
 
 IV_SIZE = 12
 TAG_SIZE = 16
 MAX_SIZES_BYTES = 10 << 20          # the plugin's own cap on the encoded chunk list
+MAX_MANIFEST_BYTES = 16 << 20       # a manifest is JSON of a few KiB
 OBJECT_NAME = re.compile(r"^(\d{20})-([A-Za-z0-9_-]{22})\.(log|indexes|rsm-manifest)$")
 INDEX_NAMES = ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transaction")
 
@@ -70,6 +70,23 @@ INDEX_NAMES = ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transa
 class DecryptionError(KbatchError):
     """A tiered segment cannot be decrypted: no key, a wrong key, or a
     chunk that fails its GCM authentication."""
+
+
+def zstd_bounded(data: bytes, limit: int, url=None, position=None, what="chunk") -> bytes:
+    """``data`` zstd-decompressed, at most ``limit`` bytes: a frame that
+    declares (or holds) more raises before more than ``limit + 1`` bytes are
+    taken, whatever size its header claims."""
+    import zstandard
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
+            out = reader.read(limit + 1)
+    except zstandard.ZstdError as exc:
+        raise CorruptRecordError(f"{what} does not decompress (zstd): {exc}", path=url,
+                                 position=position) from None
+    if len(out) > limit:
+        raise LimitExceededError(f"{what} decompresses to more than {limit} bytes", path=url,
+                                 position=position)
+    return out
 
 
 def _bad(url, reason, position=None):
@@ -121,17 +138,24 @@ class ChunkIndex:
     transformed: np.ndarray
 
     @classmethod
-    def build(cls, chunk_size: int, file_size: int, sizes: np.ndarray, url=None):
+    def build(cls, chunk_size: int, file_size: int, sizes: np.ndarray, url=None,
+              object_size: int | None = None):
+        """The index of ``sizes`` (stored bytes per chunk), checked: one size
+        per chunk, none negative, and (``object_size`` known) adding up to
+        the stored object."""
         if chunk_size <= 0 or file_size < 0:
             raise _bad(url, f"chunk size {chunk_size}, file size {file_size}")
-        count = -(-file_size // chunk_size)
+        count = chunk_count(chunk_size, file_size, object_size, url)
         if len(sizes) != count:
             raise _bad(url, f"{len(sizes)} chunk sizes for a {file_size}-byte file in "
                             f"{chunk_size}-byte chunks ({count} chunks)")
         if len(sizes) and int(sizes.min()) < 0:
             raise _bad(url, "negative chunk size")
-        original = np.minimum(np.arange(count + 1, dtype=np.int64) * chunk_size, file_size)
         transformed = np.concatenate(([0], np.cumsum(sizes, dtype=np.int64)))
+        if object_size is not None and int(transformed[-1]) != object_size:
+            raise _bad(url, f"the chunks add up to {int(transformed[-1])} bytes, the object "
+                            f"has {object_size}")
+        original = np.minimum(np.arange(count + 1, dtype=np.int64) * chunk_size, file_size)
         return cls(chunk_size, file_size, original, transformed)
 
     def __len__(self) -> int:
@@ -144,7 +168,26 @@ class ChunkIndex:
         return range(start // self.chunk_size, -(-stop // self.chunk_size))
 
 
-def parse_chunk_index(obj, url=None) -> ChunkIndex:
+MAX_CHUNKS = 1 << 22     # without the object's size: a bound on the chunk list
+
+
+def chunk_count(chunk_size: int, file_size: int, object_size: int | None, url=None) -> int:
+    """Chunks of a ``file_size``-byte segment cut every ``chunk_size`` bytes,
+    checked against the stored object before anything is allocated: each
+    chunk is stored in at least one byte, so there are no more chunks than
+    the object has bytes (a tiny chunk size in a small manifest cannot
+    make kbatch allocate gigabytes)."""
+    count = -(-file_size // chunk_size)
+    bound = MAX_CHUNKS if object_size is None else object_size
+    if count > bound:
+        raise _bad(url, f"{file_size} bytes in chunks of {chunk_size} make {count} chunks, "
+                        f"more than the {bound} the stored object can hold")
+    return count
+
+
+def parse_chunk_index(obj, url=None, object_size: int | None = None) -> ChunkIndex:
+    """The ``chunkIndex`` of a manifest; ``object_size``: the stored
+    ``.log`` object's size (bounds and checks the chunk list)."""
     if not isinstance(obj, dict):
         raise _bad(url, "chunkIndex is not an object")
     kind = obj.get("type")
@@ -153,10 +196,18 @@ def parse_chunk_index(obj, url=None) -> ChunkIndex:
         file_size = _int(obj, "originalFileSize", url)
         if chunk_size <= 0:
             raise _bad(url, f"originalChunkSize {chunk_size} is not positive")
-        count = -(-file_size // chunk_size)
+        if file_size < 0:
+            raise _bad(url, f"originalFileSize {file_size} is negative")
+        count = chunk_count(chunk_size, file_size, object_size, url)
         if kind == "fixed":
             size = _int(obj, "transformedChunkSize", url)
             final = _int(obj, "finalTransformedChunkSize", url)
+            if count and (size < 0 or final < 0):
+                raise _bad(url, f"transformed chunk sizes {size}, {final}")
+            total = (count - 1) * size + final if count else 0
+            if object_size is not None and total != object_size:
+                raise _bad(url, f"{count} chunks of {size} bytes (the last {final}) make "
+                                f"{total} bytes, the object has {object_size}")
             sizes = np.full(count, size, np.int64)
             if count:
                 sizes[-1] = final
@@ -164,13 +215,10 @@ def parse_chunk_index(obj, url=None) -> ChunkIndex:
             text = obj.get("transformedChunks")
             if not isinstance(text, str):
                 raise _bad(url, "transformedChunks is not a string")
+            if len(text) > 2 * MAX_SIZES_BYTES:
+                raise _bad(url, "transformedChunks is larger than any chunk list")
             packed = base64.b64decode(text, validate=True)
-            import zstandard
-            try:
-                raw = zstandard.ZstdDecompressor().decompress(
-                    packed, max_output_size=MAX_SIZES_BYTES)
-            except zstandard.ZstdError as exc:
-                raise _bad(url, f"transformedChunks does not decompress: {exc}") from None
+            raw = zstd_bounded(packed, MAX_SIZES_BYTES, url, what="transformedChunks")
             sizes = decode_chunk_sizes(raw, url)
         else:
             raise _bad(url, f"unknown chunkIndex type {kind!r} (expected fixed or variable)")
@@ -178,7 +226,7 @@ def parse_chunk_index(obj, url=None) -> ChunkIndex:
         if isinstance(exc, CorruptRecordError):
             raise
         raise _bad(url, f"chunkIndex: {exc}") from None
-    return ChunkIndex.build(chunk_size, file_size, sizes, url)
+    return ChunkIndex.build(chunk_size, file_size, sizes, url, object_size)
 
 
 def _int(obj, key, url) -> int:
@@ -213,10 +261,16 @@ class Manifest:
         return v if isinstance(v, int) else None
 
 
-def parse_manifest(data: bytes, url=None) -> Manifest:
-    """A ``.rsm-manifest`` object, every field checked."""
+def parse_manifest(data: bytes, url=None, object_size: int | None = None) -> Manifest:
+    """A ``.rsm-manifest`` object, every field checked (``object_size``: the
+    size of the segment's stored ``.log`` object, which the chunk index
+    must add up to)."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise _bad(url, f"{len(data)} bytes, more than any manifest ({MAX_MANIFEST_BYTES})")
     try:
         doc = json.loads(data)
+    except RecursionError:
+        raise _bad(url, "nested too deeply to be a manifest") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise _bad(url, f"not JSON: {exc}") from None
     if not isinstance(doc, dict):
@@ -224,7 +278,7 @@ def parse_manifest(data: bytes, url=None) -> Manifest:
     for key in ("chunkIndex", "segmentIndexes", "compression"):
         if key not in doc:
             raise _bad(url, f"no {key!r}")
-    chunks = parse_chunk_index(doc["chunkIndex"], url)
+    chunks = parse_chunk_index(doc["chunkIndex"], url, object_size)
     if not isinstance(doc["compression"], bool):
         raise _bad(url, "compression is not true/false")
     idx = doc["segmentIndexes"]
@@ -268,36 +322,6 @@ def parse_manifest(data: bytes, url=None) -> Manifest:
 
 # --- keys and chunk transformation ------------------------------------------
 
-def load_private_keys(private_key) -> dict | list:
-    """``private_key``: PEM bytes/str, a path to a PEM file, a loaded
-    ``cryptography`` private key, or a dict ``{key id: any of those}`` (the
-    plugin's keyring). Returns ``{id or None: key}``."""
-    if private_key is None:
-        return {}
-    if isinstance(private_key, dict):
-        return {k: _load_one(v) for k, v in private_key.items()}
-    return {None: _load_one(private_key)}
-
-
-def _load_one(key):
-    try:
-        from cryptography.hazmat.primitives import serialization
-    except ImportError:
-        raise KbatchError("decrypting tiered storage needs cryptography, which is not "
-                          "installed: pip install 'kbatch[remote]'") from None
-    if hasattr(key, "decrypt"):
-        return key
-    if isinstance(key, str) and "-----BEGIN" not in key:
-        with open(key, "rb") as fh:
-            key = fh.read()
-    if isinstance(key, str):
-        key = key.encode()
-    try:
-        return serialization.load_pem_private_key(bytes(key), password=None)
-    except (ValueError, TypeError) as exc:
-        raise DecryptionError(f"private key is not a PEM RSA private key: {exc}") from None
-
-
 def _mgf1_sha3_512(seed: bytes, length: int) -> bytes:
     out = bytearray()
     counter = 0
@@ -336,20 +360,22 @@ def oaep_sha3_512_decrypt(key, ciphertext: bytes) -> bytes:
     return rest[1:]
 
 
-def unwrap_data_key(manifest: Manifest, keys: dict, url=None) -> bytes:
-    """The AES data key: RSA-OAEP (SHA3-512, MGF1 SHA3-512) of the wrapped one."""
+def unwrap_data_key(manifest: Manifest, keys, url=None) -> bytes:
+    """The AES data key: RSA-OAEP (SHA3-512, MGF1 SHA3-512) of the wrapped
+    one, with the key of ``keys`` (a ``storage.KeyRing``, or None) named by
+    the manifest's key id."""
     if not keys:
         raise DecryptionError(f"{url}: the segment is encrypted (key id "
                               f"{manifest.key_id!r}): pass private_key=")
-    key = keys.get(manifest.key_id, keys.get(None))
+    key = keys.get(manifest.key_id)
     if key is None:
         raise DecryptionError(f"{url}: no private key with id {manifest.key_id!r} "
-                              f"(have {sorted(map(str, keys))})")
+                              f"(have {keys.ids()})")
     try:
         data_key = oaep_sha3_512_decrypt(key, manifest.wrapped_key)
-    except (ValueError, AttributeError) as exc:
+    except (ValueError, AttributeError):
         raise DecryptionError(f"{url}: the data key does not decrypt with the given "
-                              f"private key (wrong key?): {exc}") from None
+                              "private key (wrong key?)") from None
     if len(data_key) != 32:
         raise DecryptionError(f"{url}: data key is {len(data_key)} bytes, not 32 (AES-256)")
     return data_key
@@ -379,12 +405,8 @@ class Detransform:
                 raise DecryptionError(f"{self.url}: chunk at byte {position} fails GCM "
                                       "authentication (wrong key or damaged object)") from None
         if self.manifest.compression:
-            import zstandard
-            try:
-                chunk = zstandard.ZstdDecompressor().decompress(chunk, max_output_size=limit)
-            except zstandard.ZstdError as exc:
-                raise CorruptRecordError(f"chunk does not decompress (zstd): {exc}",
-                                         path=self.url, position=position) from None
+            # at most the chunk's original size, whatever its frame declares
+            chunk = zstd_bounded(chunk, limit, self.url, position)
         if len(chunk) != limit:
             raise CorruptRecordError(f"chunk holds {len(chunk)} bytes, the manifest says "
                                      f"{limit}", path=self.url, position=position)
@@ -414,74 +436,77 @@ class TieredSource:
     def size(self) -> int:
         return self.chunks.file_size
 
-    def _groups(self, first: int, last: int, budget: int) -> list[range]:
-        groups, a = [], first
+    def _groups(self, first: int, last: int, budget: int):
+        """``(a, b)``: chunks ``[a, b)`` fetched by one GET, covering chunks
+        ``[first, last)``; a group spans at most ``budget`` stored bytes
+        (the first) or ``block`` (the rest), and at least one chunk."""
         t = self.chunks.transformed
+        a = first
         while a < last:
             b = a + 1
             while b < last and t[b + 1] - t[a] <= budget:
                 b += 1
-            groups.append(range(a, b))
-            a = b
-            budget = self.block
-        return groups
+            yield a, b
+            a, budget = b, self.block
 
-    def _fetch(self, group: range) -> bytes:
+    def _fetch(self, a: int, b: int) -> bytes:
+        """The original bytes of chunks ``[a, b)``."""
         t, o = self.chunks.transformed, self.chunks.original
-        stored = self.raw.read(int(t[group.start]), int(t[group.stop]))
-        if len(stored) != t[group.stop] - t[group.start]:
+        stored = self.raw.read(int(t[a]), int(t[b]))
+        if len(stored) != t[b] - t[a]:
             raise CorruptRecordError("object shorter than its chunk index", path=self.url,
-                                     position=int(t[group.start]) + len(stored))
+                                     position=int(t[a]) + len(stored))
         out = []
-        for i in group:
-            a, b = int(t[i] - t[group.start]), int(t[i + 1] - t[group.start])
-            out.append(self.detransform(stored[a:b], int(o[i + 1] - o[i]), int(t[i])))
+        for i in range(a, b):
+            x, y = int(t[i] - t[a]), int(t[i + 1] - t[a])
+            out.append(self.detransform(stored[x:y], int(o[i + 1] - o[i]), int(t[i])))
         return b"".join(out)
 
     def read(self, start: int, stop: int) -> bytes:
         stop = min(stop, self.size)
-        parts = [data for _, data in self.blocks(start, stop)]
-        return b"".join(parts)
+        return b"".join(data for _, data in self.blocks(start, stop))
+
+    def chunks_needed(self, start: int, stop: int) -> int:
+        """How many chunks ``[start, stop)`` of the original bytes needs."""
+        return len(self.chunks.chunks_for(start, min(stop, self.size)))
 
     def blocks(self, start: int = 0, stop: int | None = None, *, first: int = FIRST_BLOCK):
         """``(position, original bytes)`` covering ``[start, stop)``, as
-        ``RangeSource.blocks`` (whole chunks are fetched; the first and last
-        are cut to the range)."""
+        ``RangeSource.blocks``: only the chunks holding those bytes are
+        fetched (the first group alone, of at most ``first`` stored bytes,
+        then ``concurrency`` groups ahead); the first and last chunk are cut
+        to the range."""
         stop = self.size if stop is None else min(stop, self.size)
         span = self.chunks.chunks_for(start, stop)
         if not span:
             return
-        groups = self._groups(span.start, span.stop, max(first, 1))
         o = self.chunks.original
+        groups = self._groups(span.start, span.stop, max(first, 1))
 
-        def cut(group, data):
-            lo = int(o[group.start])
-            a, b = max(start - lo, 0), min(stop - lo, len(data))
-            return lo + a, data[a:b]
-        yield cut(groups[0], self._fetch(groups[0]))
-        rest = groups[1:]
-        if not rest:
-            return
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="kbatch-chunks")
-        pending: deque = deque()
+        def cut(a, data):
+            lo = int(o[a])
+            x, y = max(start - lo, 0), min(stop - lo, len(data))
+            return lo + x, data[x:y]
+        head = next(groups)
+        yield cut(head[0], self._fetch(*head))
+        for a, data in read_ahead(groups, self._fetch, self.concurrency, "kbatch-chunks"):
+            yield cut(a, data)
+
+
+def uuid_text(value) -> str | None:
+    """A Kafka Uuid as its object-key form (22 characters of URL-safe
+    base64), from that form, a canonical 8-4-4-4-12 string or 16 bytes."""
+    import uuid
+    if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+        raw = bytes(value)
+    elif isinstance(value, str) and len(value) == 36:
         try:
-            it = iter(rest)
-            for g in it:
-                pending.append((g, pool.submit(self._fetch, g)))
-                if len(pending) >= self.concurrency:
-                    break
-            while pending:
-                g, fut = pending.popleft()
-                data = fut.result()
-                nxt = next(it, None)
-                if nxt is not None:
-                    pending.append((nxt, pool.submit(self._fetch, nxt)))
-                yield cut(g, data)
-                del data
-        finally:
-            for _, fut in pending:
-                fut.cancel()
-            pool.shutdown(wait=True, cancel_futures=True)
+            raw = uuid.UUID(value).bytes
+        except ValueError:
+            return value
+    else:
+        return None if value is None else str(value)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def manifest_url(url: str) -> str:

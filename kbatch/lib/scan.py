@@ -39,6 +39,7 @@ from kbatch.lib.decoder import batch_at
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.lib.resync import candidates
 from kbatch.lib.segment import DecodeOptions, decode_chunks
+from kbatch.wire import UNBOUNDED
 
 MIN_ENTRY = 14     # the smallest length field: a magic 0 message (crc..value length)
 RESYNC_WINDOW = 4 << 20
@@ -113,14 +114,22 @@ def _moved(exc: CorruptRecordError, base: int, url) -> CorruptRecordError:
 
 
 def _decode(buf, base: int, url, opts: DecodeOptions, chunk_records, chunk_bytes,
-            final: bool, total_end: int, after_offset: int = -1) -> Iterator[Records]:
+            final: bool, total_end: int, after_offset: int = -1,
+            extra: dict | None = None) -> Iterator[Records]:
     """Chunks of ``buf`` (the object's bytes from ``base``); ``final``: it
-    reaches the end of what is read (``total_end``)."""
+    reaches the end of what is read (``total_end``). ``extra``: more
+    arguments of ``decode_chunks`` (``control_only``, ``drop_positions`` as
+    positions in the object)."""
     view = memoryview(buf)
+    more = dict(extra or {})
+    drops = more.get("drop_positions")
+    if drops is not None:
+        drops = np.asarray(drops, np.int64)
+        more["drop_positions"] = drops[(drops >= base) & (drops < base + len(buf))] - base
     try:
         for chunk in decode_chunks(view, url, opts, chunk_records=chunk_records,
                                    chunk_bytes=chunk_bytes, after_offset=after_offset,
-                                   more_follows=base + len(buf) < total_end):
+                                   more_follows=base + len(buf) < total_end, **more):
             if chunk.end is not None and not final and chunk.end.reason is None:
                 chunk = chunk.replace(end=None)
             chunk = _shift(chunk, base, url)
@@ -137,20 +146,25 @@ def _decode(buf, base: int, url, opts: DecodeOptions, chunk_records, chunk_bytes
 
 
 def scan(source, opts: DecodeOptions, *, start: int = 0, stop: int | None = None,
-         chunk_records: int = 1 << 62, chunk_bytes: int = 1 << 30,
-         first: int | None = None) -> Iterator[Records]:
+         chunk_records: int = UNBOUNDED, chunk_bytes: int = 1 << 30,
+         first: int | None = None, after_offset: int = -1,
+         extra: dict | None = None) -> Iterator[Records]:
     """Records of ``source`` (a ``RangeSource`` or ``TieredSource``) from
     byte ``start`` (a batch boundary) to ``stop``, chunk by chunk; the last
     chunk carries ``end``. The consumer may stop early (close the
-    generator): no further ranges are read."""
+    generator): no further ranges are read. ``after_offset``: the last
+    offset read before ``start``; ``extra``: see ``_decode``."""
     stop = source.size if stop is None else min(stop, source.size)
     if opts.on_corrupt == "skip":
-        return _scan_skipping(source, opts, start, stop, chunk_records, chunk_bytes, first)
-    return _stream(source, opts, start, stop, chunk_records, chunk_bytes, first)
+        return _scan_skipping(source, opts, start, stop, chunk_records, chunk_bytes, first,
+                              after_offset, extra)
+    return _stream(source, opts, start, stop, chunk_records, chunk_bytes, first, after_offset,
+                   extra)
 
 
 def _stream(source, opts: DecodeOptions, start: int, stop: int, chunk_records, chunk_bytes,
-            first: int | None, after_offset: int = -1) -> Iterator[Records]:
+            first: int | None, after_offset: int = -1,
+            extra: dict | None = None) -> Iterator[Records]:
     url = source.url
     kwargs = {} if first is None else {"first": first}
     carry, carry_pos = b"", start
@@ -164,7 +178,7 @@ def _stream(source, opts: DecodeOptions, start: int, stop: int, chunk_records, c
                 # the decoder says what is wrong here; nothing after it is read
                 ended = None
                 for chunk in _decode(buf, base, url, opts, chunk_records, chunk_bytes,
-                                     True, stop, after_offset):
+                                     True, stop, after_offset, extra):
                     ended = chunk.end
                     yield chunk
                 if ended is not None and ended.reason is None:
@@ -174,7 +188,7 @@ def _stream(source, opts: DecodeOptions, start: int, stop: int, chunk_records, c
             if cut:
                 ended = None
                 for chunk in _decode(memoryview(buf)[:cut], base, url, opts, chunk_records,
-                                     chunk_bytes, False, stop, after_offset):
+                                     chunk_bytes, False, stop, after_offset, extra):
                     ended = chunk.end
                     if len(chunk.batches):
                         after_offset = max(after_offset,
@@ -187,20 +201,22 @@ def _stream(source, opts: DecodeOptions, start: int, stop: int, chunk_records, c
     finally:
         blocks.close()
     yield from _decode(carry, carry_pos, url, opts, chunk_records, chunk_bytes, True, stop,
-                       after_offset)
+                       after_offset, extra)
 
 
 def _scan_skipping(source, opts: DecodeOptions, start: int, stop: int, chunk_records,
-                   chunk_bytes, first) -> Iterator[Records]:
+                   chunk_bytes, first, after_offset: int = -1,
+                   extra: dict | None = None) -> Iterator[Records]:
     """``on_corrupt="skip"``: stream with the decoder stopping at damage,
     find the next valid batch in ranges, go on from there (module docstring)."""
     halt = replace(opts, on_corrupt="stop")
     gaps: tuple = ()        # ride on the chunk after them, as in a local read
-    last = -1
+    last = after_offset
     pos = start
     while True:
         damage = None
-        for chunk in _stream(source, halt, pos, stop, chunk_records, chunk_bytes, first, last):
+        for chunk in _stream(source, halt, pos, stop, chunk_records, chunk_bytes, first, last,
+                             extra):
             if len(chunk.batches):
                 last = max(last, int(chunk.batches.last_offset.max()))
             if chunk.end is not None and chunk.end.reason == "corrupt":

@@ -1,0 +1,293 @@
+"""The segments of a partition, in either layout, wherever they are stored.
+
+    plain    <base>.log  with  <base>.index  <base>.timeindex  <base>.txnindex
+    tiered   <start>-<uuid>.log (chunks)  <start>-<uuid>.indexes  <start>-<uuid>.rsm-manifest
+
+A ``Segment`` gives what every reader needs, the same for both layouts and
+every store: ``base_offset``, ``size``, ``source`` (its original bytes:
+``kbatch.lib.sources``), ``offset_index``/``time_index``/``txn_index``
+(the live entries, by the one rule of ``kbatch.lib.index``),
+``batch_bounds()`` (a cached walk over its batch headers) and
+``claimed_end`` (a tiered manifest's ``endOffset``: a claim, never trusted
+to drop or keep a record). Index files are read with a bound: no more
+entries than the segment's size can hold batches.
+
+``list_segments(location, storage)`` lists a partition: plain segment
+files by name; tiered segments by manifest (a segment whose state in
+``remote_log_metadata`` is not ``COPY_SEGMENT_FINISHED`` is left out; of
+several uploads with one start offset, the one whose manifest names the
+latest ``eventTimestampMs``). Transient files (``.deleted``, ``.cleaned``,
+``.swap``) and names above the largest offset are not segments.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from kbatch.errors import CorruptRecordError
+from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, OffsetIndex, TimeIndex, \
+    TxnIndex
+from kbatch.lib.paths import segment_base, tiered_object
+from kbatch.lib.sources import RemoteBytes
+from kbatch.lib import tiered
+from kbatch.lib.tree import Entry, Location, locate
+
+MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
+MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
+
+BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
+                         ("base_offset", np.int64), ("last_offset", np.int64),
+                         ("max_timestamp", np.int64), ("magic", np.int8)])
+
+
+class Segment:
+    """One plain segment (``<base>.log`` and the index files beside it).
+    ``location``: where it is (a ``Location``, or a path or URL with default
+    storage); ``entry``: its listing entry; ``siblings``: the partition's
+    listing by name (index files not in it are not looked for)."""
+
+    claimed_end: int | None = None
+    last = True        # the last segment of its partition (a torn tail is damage elsewhere)
+
+    def __init__(self, location, entry: Entry | None = None, siblings: dict | None = None):
+        location = locate(location)      # a path or URL given by hand: through the door
+        self.location = location
+        self.tree = location.tree
+        self.name = str(location)
+        self.path = location.local_path()
+        base = segment_base(location.name)
+        self.base_offset = 0 if base is None else base
+        self._entry = entry
+        self._siblings = siblings
+        self._lock = threading.Lock()
+        self._bounds: tuple | None = None
+        stem = location.path[:-len(".log")] if location.path.endswith(".log") else location.path
+        self._stem = stem
+        side = location.tree.display if location.remote else Path
+        self.index_path = side(stem + ".index")
+        self.timeindex_path = side(stem + ".timeindex")
+        self.txnindex_path = side(stem + ".txnindex")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location.name}, base_offset={self.base_offset})"
+
+    def __getstate__(self):
+        # what an executor needs to open it again: no cached bytes, sources or locks
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("source", "offset_index", "time_index", "txn_index", "_lock",
+                              "_bounds", "_detransform")}
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        self._bounds = None
+
+    @functools.cached_property
+    def source(self):
+        """The segment's bytes (``kbatch.lib.sources``)."""
+        entry = self._entry
+        return self.tree.source(self.location.path, entry.size if entry else None,
+                                entry.version if entry else None)
+
+    @property
+    def size(self) -> int:
+        return self.source.size
+
+    def version(self) -> tuple:
+        return self.source.version()
+
+    def _max_entries(self, smallest_batch: int) -> int | None:
+        """Entries an index of this segment can hold live: one per batch at
+        most (an append starts a batch), so the log's size bounds them."""
+        try:
+            return self.size // smallest_batch + 1
+        except (OSError, CorruptRecordError):
+            return None
+
+    def _side(self, suffix: str, dtype, smallest: int, zero_ends: bool):
+        path = self._stem + suffix
+        size = None
+        if self._siblings is not None:
+            entry = self._siblings.get(self.tree.name(path))
+            if entry is None:
+                return np.empty(0, dtype), 0
+            size = entry.size
+        return self.tree.read_entries(path, dtype, self._max_entries(smallest), zero_ends, size)
+
+    # index files are read with a bound (see kbatch.lib.index): a directory, FIFO
+    # or device raises NotRegularFileError, a preallocated or sparse file costs
+    # its live entries
+    @functools.cached_property
+    def offset_index(self) -> OffsetIndex:
+        return OffsetIndex.of(self._side(".index", OFFSET_ENTRY, MIN_MESSAGE_BYTES, True),
+                              self.base_offset)
+
+    @functools.cached_property
+    def time_index(self) -> TimeIndex:
+        return TimeIndex.of(self._side(".timeindex", TIME_ENTRY, MIN_MESSAGE_BYTES, True),
+                            self.base_offset)
+
+    @functools.cached_property
+    def txn_index(self) -> TxnIndex:
+        # each entry is one aborted transaction: one control batch in the log
+        return TxnIndex.of(self._side(".txnindex", TXN_ENTRY, MIN_BATCH_V2_BYTES, False))
+
+    def batch_bounds(self) -> np.ndarray:
+        """Position, size, offsets and max timestamp of every batch, from one
+        walk over the batch headers (records are not decoded). It ends where
+        valid data ends, or quietly at the first batch whose header is
+        corrupt (a read reports that). Cached until the segment changes."""
+        key = self.version()
+        with self._lock:
+            if self._bounds is not None and self._bounds[0] == key:
+                return self._bounds[1]
+        parts = list(self.source.header_rows(0))
+        rows = np.concatenate(parts) if parts else None
+        n = 0 if rows is None else len(rows)
+        bounds = np.empty(n, BOUNDS_DTYPE)
+        if n:
+            for name in BOUNDS_DTYPE.names:
+                bounds[name] = rows[name]
+            # a legacy wrapper's header names its last offset only: its records
+            # start after the batch before it
+            legacy = rows["magic"] < 2
+            if legacy.any():
+                after_previous = np.r_[self.base_offset, rows["last_offset"][:-1] + 1]
+                bounds["base_offset"][legacy] = np.minimum(rows["base_offset"][legacy],
+                                                           after_previous[legacy])
+        with self._lock:
+            self._bounds = (key, bounds)
+        return bounds
+
+
+class TieredSegment(Segment):
+    """One uploaded segment of a tiered bucket: its chunks, ``.indexes``
+    and manifest (``kbatch.lib.tiered``). ``keys``: a ``KeyRing`` for an
+    encrypted bucket."""
+
+    def __init__(self, location: Location, entries: dict, keys=None):
+        super().__init__(location, entries.get("log"))
+        start, uuid, _ = tiered_object(location.name)
+        self.base_offset = start
+        self.segment_id = uuid
+        self._entries = entries
+        self._keys = keys
+        self._manifest_raw: bytes | None = None
+        self.index_path = self.timeindex_path = self.txnindex_path = None
+
+    @property
+    def manifest_url(self) -> str:
+        return self.tree.display(self._stem + ".rsm-manifest")
+
+    def manifest_bytes(self) -> bytes:
+        if self._manifest_raw is None:
+            entry = self._entries["rsm-manifest"]
+            raw = self.tree.read_small(entry.path, tiered.MAX_MANIFEST_BYTES)
+            if raw is None:
+                raise CorruptRecordError("manifest listed but gone", path=self.manifest_url)
+            self._manifest_raw = raw
+        return self._manifest_raw
+
+    @functools.cached_property
+    def manifest(self) -> tiered.Manifest:
+        log = self._entries.get("log")
+        if log is None:
+            raise CorruptRecordError("segment object missing (the manifest is there)",
+                                     path=self.name, position=0)
+        return tiered.parse_manifest(self.manifest_bytes(), self.manifest_url, log.size)
+
+    @property
+    def claimed_end(self) -> int | None:
+        return self.manifest.end_offset
+
+    @property
+    def event_ms(self) -> int:
+        value = self.manifest.metadata.get("eventTimestampMs", 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("manifest", None)
+        state["_manifest_raw"] = self.manifest_bytes()   # the executor fetches no manifest
+        return state
+
+    @functools.cached_property
+    def _detransform(self) -> tiered.Detransform:
+        manifest = self.manifest
+        key = (tiered.unwrap_data_key(manifest, self._keys, self.manifest_url)
+               if manifest.encrypted else None)
+        return tiered.Detransform(manifest, key, self.name)
+
+    @functools.cached_property
+    def source(self):
+        log = self._entries["log"] if "log" in self._entries else None
+        if log is None:
+            self.manifest   # raises: the segment object is missing
+        raw = self.tree.raw(log.path, log.size)
+        return RemoteBytes(tiered.TieredSource(raw, self.manifest, self._detransform),
+                           log.version)
+
+    def _index_bytes(self, name: str) -> bytes:
+        entry = self._entries.get("indexes")
+        if entry is None:
+            return b""
+        raw = self.tree.raw(entry.path, entry.size)
+        return tiered.read_index(raw, self.manifest, self._detransform, name)
+
+    @functools.cached_property
+    def offset_index(self) -> OffsetIndex:
+        return OffsetIndex.from_bytes(self._index_bytes("offset"), self.base_offset,
+                                      self._max_entries(MIN_MESSAGE_BYTES))
+
+    @functools.cached_property
+    def time_index(self) -> TimeIndex:
+        return TimeIndex.from_bytes(self._index_bytes("timestamp"), self.base_offset,
+                                    self._max_entries(MIN_MESSAGE_BYTES))
+
+    @functools.cached_property
+    def txn_index(self) -> TxnIndex:
+        return TxnIndex.from_bytes(self._index_bytes("transaction"),
+                                   self._max_entries(MIN_BATCH_V2_BYTES))
+
+
+def list_segments(location: Location, storage, entries: list[Entry] | None = None
+                  ) -> list[Segment]:
+    """The segments of the partition at ``location``, by base offset
+    (``entries``: its listing, when the caller has it)."""
+    entries = location.list() if entries is None else entries
+    if storage.layout == "tiered":
+        return _tiered_segments(location, entries, storage)
+    by_name = {e.name: e for e in entries}
+    found = [Segment(location.child(e.name), e, by_name) for e in entries
+             if e.is_file and segment_base(e.name) is not None]
+    return sorted(found, key=lambda s: s.base_offset)
+
+
+def _tiered_segments(location: Location, entries: list[Entry], storage) -> list[Segment]:
+    states = storage.states
+    objects: dict[str, dict] = {}
+    for e in entries:
+        parsed = tiered_object(e.name)
+        if parsed is None or not e.is_file:
+            continue
+        stem = e.name[:-len(parsed[2]) - 1]
+        objects.setdefault(stem, {})[parsed[2]] = e
+    by_start: dict[int, list] = {}
+    for stem, objs in objects.items():
+        if "rsm-manifest" not in objs:
+            continue      # not (yet) a finished upload: the manifest is written last
+        start, uuid, _ = tiered_object(stem + ".log")
+        if states is not None and states.get(uuid) != "COPY_SEGMENT_FINISHED":
+            continue      # not (or no longer) a finished copy: never read
+        by_start.setdefault(start, []).append(
+            TieredSegment(location.child(stem + ".log"), objs, storage.keys))
+    out = []
+    for start in sorted(by_start):
+        uploads = sorted(by_start[start], key=lambda s: s.segment_id)
+        out.append(uploads[0] if len(uploads) == 1 else max(uploads, key=lambda s: s.event_ms))
+    return out

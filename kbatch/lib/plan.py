@@ -1,0 +1,229 @@
+"""Which bytes a read needs: segment selection, seeks by offset and by
+timestamp, split points. One implementation for every segment, whatever
+stores it (a file, an object, a tiered upload: ``kbatch.lib.logfiles``),
+so the same bytes give the same plan.
+
+    segments_for(segments, lo, hi)     the segments that may hold offsets [lo, hi)
+    plan(segments, lo, hi, use_index)  ReadPlan(segment, start, stop) per segment
+    offset_for_timestamp(...)          Kafka's offsets-for-times over the segments
+    split_points(seg, start, stop, n)  batch boundaries about every n bytes (Spark)
+
+Without ``use_index`` every position comes from a walk over the batch
+headers (cached per segment): exact whatever the index files hold. With
+``use_index`` the index entries are hints, each checked before use (the
+trust rules below); a hint that fails its check is never used, and the
+walk decides instead:
+
+- an offset-index entry ``(o, p)`` seeking offset ``x`` (``o <= x``): the
+  bytes at ``p`` hold a whole CRC-valid batch whose base offset is at most
+  ``x`` and whose last offset is at most ``o`` (an entry names the last
+  offset of an append whose first batch starts at ``p``);
+- an entry seeking the end ``h`` of a range: a whole CRC-valid batch at
+  ``p`` whose base offset is at least ``h``;
+- a time-index entry ``(t, o)`` (every record up to offset ``o`` is older
+  than ``t``): the index is in order (timestamps and offsets never go
+  down) and the batch holding ``o`` carries exactly ``t`` as its maximum;
+- a split point ``p``: a whole CRC-valid batch at ``p``.
+
+An index crafted to point at a valid batch stored inside a record value
+can pass these checks: use ``use_index`` on index files you trust (a
+broker's own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kbatch.lib.records import Records
+from kbatch.wire import UNBOUNDED
+
+CHECKED_STOP_ENTRIES = 3     # index entries at or past a range's end tried as its stop
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Bytes ``[start, stop)`` of ``segment`` to decode (stop None: to the
+    end). ``limit``: offsets at or above it belong to a later segment
+    (a tiered re-upload that overlaps the next one); None: no such limit."""
+
+    segment: object
+    start: int
+    stop: int | None
+    limit: int | None = None
+
+
+def segments_for(segments, lo: int, hi: int) -> list[int]:
+    """Indexes of the segments that may hold offsets in ``[lo, hi)``: a
+    segment holds offsets from its base up to the next one's base."""
+    out = []
+    for i, seg in enumerate(segments):
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else UNBOUNDED
+        if nxt > lo and seg.base_offset < hi:
+            out.append(i)
+    return out
+
+
+def checked_batch(seg, position: int):
+    """The header row of the whole CRC-valid batch at ``position``, or None
+    (a storage failure raises: it says nothing about the entry)."""
+    return seg.source.batch_at(position)
+
+
+def indexed_start(seg, offset: int) -> int | None:
+    """The ``.index`` lower bound for ``offset`` when it checks out (the
+    trust rule in the module docstring), else None."""
+    entry_offset, position = seg.offset_index.lookup(offset)
+    if position == 0:
+        return 0
+    row = checked_batch(seg, position)
+    if row is None or int(row["base_offset"]) > offset or int(row["last_offset"]) > entry_offset:
+        return None
+    return position
+
+
+def start_position(seg, offset: int, use_index: bool) -> int:
+    """The first batch that may hold ``offset`` or more: every earlier
+    batch ends below it."""
+    if offset <= seg.base_offset:
+        return 0
+    if use_index:
+        hint = indexed_start(seg, offset)
+        if hint is not None:
+            return hint
+    bounds = seg.batch_bounds()
+    reach = np.flatnonzero(bounds["last_offset"] >= offset)
+    if len(reach):
+        return int(bounds["position"][reach[0]])
+    return int(bounds["position"][-1] + bounds["size"][-1]) if len(bounds) else 0
+
+
+def indexed_stop(seg, offset: int) -> int | None:
+    """A batch at or above ``offset`` that one of the next ``.index``
+    entries names, checked; None (read to the end of the segment, the
+    records are trimmed) when none checks out."""
+    idx = seg.offset_index
+    first = int(np.searchsorted(idx.offsets, offset, side="left"))
+    for k in range(first, min(first + CHECKED_STOP_ENTRIES, len(idx))):
+        row = checked_batch(seg, int(idx.positions[k]))
+        if row is None:
+            return None
+        if int(row["base_offset"]) >= offset:
+            return int(idx.positions[k])
+    return None
+
+
+def stop_position(seg, offset: int, use_index: bool) -> int | None:
+    """The first batch from which every batch starts at or above ``offset``
+    (None: the end of the segment)."""
+    if use_index:
+        return indexed_stop(seg, offset)
+    bounds = seg.batch_bounds()
+    # with offsets out of order (a damaged log) every later batch must qualify
+    below = np.flatnonzero(bounds["base_offset"] < offset)
+    after = below[-1] + 1 if len(below) else 0
+    if after >= len(bounds):
+        return None
+    return int(bounds["position"][after])
+
+
+def plan(segments, lo: int, hi: int, use_index: bool, *,
+         overlapping: bool = False) -> list[ReadPlan]:
+    """The byte ranges to decode for offsets ``[lo, hi)``. ``overlapping``
+    (tiered uploads): each segment's records stop at the next segment's
+    base offset (``ReadPlan.limit``), the next one holds them."""
+    plans = []
+    chosen = segments_for(segments, lo, hi)
+    for k, i in enumerate(chosen):
+        seg = segments[i]
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        start = start_position(seg, lo, use_index) if k == 0 else 0
+        whole_tail = (nxt is not None and nxt <= hi) or hi >= UNBOUNDED
+        stop = None if k < len(chosen) - 1 or whole_tail else stop_position(seg, hi, use_index)
+        plans.append(ReadPlan(seg, start, stop, nxt if overlapping else None))
+    return plans
+
+
+def split_points(seg, start: int, stop: int | None, max_bytes: int,
+                 use_index: bool) -> list[tuple[int, int | None]]:
+    """``[start, stop)`` of ``seg`` cut at batch boundaries about every
+    ``max_bytes``: every batch's (the header walk), or with ``use_index``
+    the ``.index`` positions that hold a whole CRC-valid batch (a segment
+    whose index is missing or empty is walked: it would otherwise be one
+    slice, one task)."""
+    end = seg.size if stop is None else stop
+    if end - start <= max_bytes:
+        return [(start, stop)]
+    cuts, target = [], start + max_bytes
+    indexed = np.unique(seg.offset_index.positions) if use_index else None
+    if indexed is not None and len(indexed):
+        for pos in indexed.tolist():
+            if target <= pos < end and checked_batch(seg, pos) is not None:
+                cuts.append(pos)
+                target = pos + max_bytes
+    else:
+        for pos in seg.batch_bounds()["position"].tolist():
+            if target <= pos < end:
+                cuts.append(pos)
+                target = pos + max_bytes
+    bounds = [start] + cuts
+    return list(zip(bounds, cuts + [stop]))
+
+
+# --- timestamps ----------------------------------------------------------------
+
+def _hinted_rows(seg, timestamp: int):
+    """Header rows of the batches that may hold the first record at or
+    after ``timestamp``, piece by piece: from the batch holding the offset
+    of the ``.timeindex`` entry below ``timestamp`` when that entry passes
+    its check (the trust rule in the module docstring), else every batch
+    header of the segment."""
+    ti = seg.time_index
+    below = ti.last_below(timestamp)
+    in_order = not (np.any(np.diff(ti.timestamps) < 0) or np.any(np.diff(ti.offsets) < 0))
+    if below is not None and in_order:
+        entry_ts, entry_offset = below
+        pieces = seg.source.header_rows(start_position(seg, entry_offset, True))
+        try:
+            for rows in pieces:
+                hit = np.flatnonzero(rows["last_offset"] >= entry_offset)
+                if not len(hit):
+                    continue          # the batch holding the entry's offset comes later
+                row = rows[hit[0]]
+                if (int(row["base_offset"]) <= entry_offset
+                        and int(row["max_timestamp"]) == entry_ts):
+                    yield rows[hit[0]:]
+                    yield from pieces
+                    return
+                break
+        finally:
+            pieces.close()
+    yield from seg.source.header_rows(0)
+
+
+def offset_for_timestamp(segments, timestamp: int, opts, use_index: bool) -> int | None:
+    """The earliest offset whose record timestamp is >= ``timestamp``
+    (Kafka's offsets-for-times), None when no record is that recent.
+    ``opts``: the read's ``DecodeOptions`` (CRC check, limits,
+    ``on_corrupt``) for the batches decoded here.
+
+    The batch headers' max timestamps (the cached walk; with ``use_index``
+    only those after the checked ``.timeindex`` hint) say which batches can
+    hold one; those are decoded in order until one does. Keeps in memory
+    one piece of header rows and one batch."""
+    from kbatch.lib.segment import decode_chunks
+    for seg in segments:
+        pieces = _hinted_rows(seg, timestamp) if use_index else iter([seg.batch_bounds()])
+        for rows in pieces:
+            for i in np.flatnonzero(rows["max_timestamp"] >= timestamp).tolist():
+                position, size = int(rows["position"][i]), int(rows["size"][i])
+                with seg.source.window(position, position + size) as view:
+                    records = Records.concat(list(decode_chunks(
+                        view, seg.name, opts, start=position, stop=position + size)))
+                hits = np.flatnonzero(records.timestamp >= timestamp)
+                if len(hits):
+                    if hasattr(pieces, "close"):
+                        pieces.close()
+                    return int(records.offset[hits[0]])
+    return None

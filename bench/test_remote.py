@@ -32,8 +32,7 @@ pytest.importorskip("moto")
 pytest.importorskip("s3fs")
 
 import kbatch  # noqa: E402
-from kbatch.lib.remote.fs import RangeSource  # noqa: E402
-from kbatch.lib.remote.log import RemoteLog  # noqa: E402
+from kbatch.lib.objects import RangeSource  # noqa: E402
 from tests.remote_s3 import BUCKET, S3  # noqa: E402
 
 RESULTS: dict[str, str] = {}
@@ -83,7 +82,7 @@ def test_remote_seek_1gib(s3, benchmark, tmp_path):
     s3.fs.put(str(tmp_path / "big-0"), f"{BUCKET}/big/", recursive=True)
     s3.fs.invalidate_cache()
     obj = s3.fs.size(f"{BUCKET}/big/big-0/{0:020d}.log")
-    remote = RemoteLog(f"s3://{BUCKET}/big/big-0", storage_options=s3.options())
+    remote = kbatch.open_log(f"s3://{BUCKET}/big/big-0", storage_options=s3.options())
     remote.segments
     target = n // 2 + 37
     s3.proxy.reset()
@@ -119,12 +118,12 @@ def test_remote_scan_vs_download(s3, benchmark, tmp_path):
         (part / f"{base:020d}.log").write_bytes(bytes(data))
     s3.fs.put(str(part), f"{BUCKET}/scan/", recursive=True)
     s3.fs.invalidate_cache()
-    remote = RemoteLog(f"s3://{BUCKET}/scan/scan-0", storage_options=s3.options())
-    objects = sum(s.source().size for s in remote.segments)
+    remote = kbatch.open_log(f"s3://{BUCKET}/scan/scan-0", storage_options=s3.options())
+    objects = sum(s.source.size for s in remote.segments)
 
     def download():
         for seg in remote.segments:
-            src = seg.source()
+            src = seg.source
             for _, data in src.blocks(0, src.size):
                 del data
     t = time.perf_counter()

@@ -116,3 +116,9 @@ class MappingInvalidatedError(FileChangedError):
 class MappingTableFullError(KbatchError, RuntimeError):
     """Every slot of kbatch's table of guarded mappings is taken: the read
     falls back to copying (``try_guard`` returns None instead of raising)."""
+
+
+class DecryptionError(KbatchError):
+    """An encrypted tiered segment cannot be decrypted: no key, a wrong key,
+    a key that is not a usable RSA private key, or a chunk that fails its
+    GCM authentication. Never carries key material."""

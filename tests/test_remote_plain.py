@@ -16,8 +16,7 @@ pytest.importorskip("s3fs")
 
 import kbatch  # noqa: E402
 from kbatch.errors import CorruptRecordError, KbatchError  # noqa: E402
-from kbatch.lib.remote.fs import RemoteError  # noqa: E402
-from kbatch.lib.remote.log import RemoteLog, RemoteLogDir  # noqa: E402
+from kbatch.lib.objects import RemoteError  # noqa: E402
 
 from .remote_s3 import BUCKET, S3  # noqa: E402
 from .tiered_encoder import live_index  # noqa: E402
@@ -75,7 +74,7 @@ def generated(s3, tmp_path_factory):
 def test_full_and_range_reads_equal_local(s3, generated):
     for p in range(4):
         local = kbatch.open_log(generated / f"orders-{p}")
-        remote = RemoteLog(f"s3://{BUCKET}/gen/orders-{p}", storage_options=s3.options(),
+        remote = kbatch.open_log(f"s3://{BUCKET}/gen/orders-{p}", storage_options=s3.options(),
                            block=1 << 16)
         assert len(remote.segments) > 2
         same(remote.read(), local.read())
@@ -87,7 +86,7 @@ def test_full_and_range_reads_equal_local(s3, generated):
 
 
 def test_read_committed_and_dir(s3, generated):
-    remote_dir = RemoteLogDir(f"s3://{BUCKET}/gen", storage_options=s3.options())
+    remote_dir = kbatch.open_log_dir(f"s3://{BUCKET}/gen", storage_options=s3.options())
     assert [(p.topic, p.partition) for p in remote_dir.partitions] == \
         [("orders", i) for i in range(4)]
     part = remote_dir.partition("orders", 2)
@@ -97,7 +96,7 @@ def test_read_committed_and_dir(s3, generated):
 
 
 def test_seek_costs_index_plus_one_range(s3, generated):
-    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-1", storage_options=s3.options())
+    remote = kbatch.open_log(f"s3://{BUCKET}/gen/orders-1", storage_options=s3.options())
     remote.segments            # the listing, planned before counting
     s3.proxy.reset()
     got = remote.read(4000, 4010)
@@ -105,7 +104,7 @@ def test_seek_costs_index_plus_one_range(s3, generated):
     # one GET of the offset index, one ranged GET from the batch on
     assert s3.proxy.gets == 2
     seg = [s for s in remote.segments if s.base_offset <= 4000][-1]
-    assert s3.proxy.get_bytes < seg.source().size
+    assert s3.proxy.get_bytes < seg.source.size
     # use_index=False: the exact header walk from the segment's start (no
     # index object read), the same records
     walk = kbatch.open_log(f"s3://{BUCKET}/gen/orders-1", storage_options=s3.options(),
@@ -114,15 +113,15 @@ def test_seek_costs_index_plus_one_range(s3, generated):
     s3.proxy.reset()
     same(walk.read(4000, 4010), got, end=False)
     assert not any(path.split("?")[0].endswith(".index") for _, path, _ in s3.proxy.log)
-    assert s3.proxy.get_bytes >= seg.source().size * 0.5
+    assert s3.proxy.get_bytes >= seg.source.size * 0.5
     assert walk.offset_for_timestamp(int(got.timestamp[0])) == \
         remote.offset_for_timestamp(int(got.timestamp[0]))
 
 
 def test_full_scan_reads_each_byte_once(s3, generated):
-    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(),
+    remote = kbatch.open_log(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(),
                        block=1 << 16)
-    logs = sum(s.source().size for s in remote.segments)
+    logs = sum(s.source.size for s in remote.segments)
     s3.proxy.reset()
     assert len(remote.read()) == 6000
     # only segment bytes (no index), each range once: the ranges tile the objects
@@ -148,7 +147,7 @@ def test_index_that_lies_falls_back(s3, generated, tmp_path):
             data = bytes(data)
         (dst / name).write_bytes(data)
     s3.put_dir(str(dst), "lying/orders-3")
-    remote = RemoteLog(f"s3://{BUCKET}/lying/orders-3", storage_options=s3.options())
+    remote = kbatch.open_log(f"s3://{BUCKET}/lying/orders-3", storage_options=s3.options())
     local = kbatch.open_log(src)
     for lo, hi in ((300, 350), (2500, 2600)):
         same(remote.read(lo, hi), local.read(lo, hi), end=False)
@@ -188,7 +187,7 @@ def test_corpus_partitions_read_identically(s3, corpus):
     compared = 0
     for i, path in enumerate(parts):
         url = f"{BUCKET}/corpus/{i}/{os.path.basename(path)}"
-        remote = RemoteLog(url, filesystem=fs, block=1 << 20)
+        remote = kbatch.open_log(url, filesystem=fs, block=1 << 20)
         try:
             local = kbatch.open_log(path).read(include_control=True)
         except KbatchError as exc:
@@ -206,10 +205,10 @@ def test_corpus_partitions_read_identically(s3, corpus):
 # --- failures ----------------------------------------------------------------
 
 def test_missing_prefix_and_object(s3, generated):
-    with pytest.raises(RemoteError, match="no such"):
-        RemoteLog(f"s3://{BUCKET}/nothing/here-0", storage_options=s3.options()).read()
+    with pytest.raises(kbatch.PathError, match="no such file or directory"):
+        kbatch.open_log(f"s3://{BUCKET}/nothing/here-0", storage_options=s3.options())
     s3.put_dir(str(generated / "orders-0"), "vanishing/orders-0")
-    remote = RemoteLog(f"s3://{BUCKET}/vanishing/orders-0", storage_options=s3.options())
+    remote = kbatch.open_log(f"s3://{BUCKET}/vanishing/orders-0", storage_options=s3.options())
     remote.segments
     s3.fs.rm(f"{BUCKET}/vanishing/orders-0/00000000000000000000.log")
     with pytest.raises(RemoteError, match="no such object"):
@@ -227,7 +226,7 @@ def test_truncated_object_reads_like_a_truncated_file(s3, generated, tmp_path):
             data = data[:len(data) - 100]       # a torn last batch
         (dst / name).write_bytes(data)
     s3.put_dir(str(dst), "torn/orders-1")
-    remote = RemoteLog(f"s3://{BUCKET}/torn/orders-1", storage_options=s3.options(),
+    remote = kbatch.open_log(f"s3://{BUCKET}/torn/orders-1", storage_options=s3.options(),
                        block=1 << 16)
     got, want = remote.read(), kbatch.open_log(dst).read()
     assert want.end.reason == "truncated"
@@ -236,7 +235,7 @@ def test_truncated_object_reads_like_a_truncated_file(s3, generated, tmp_path):
 
 def test_object_shorter_than_listed(s3, generated):
     s3.put_dir(str(generated / "orders-2"), "shrunk/orders-2")
-    remote = RemoteLog(f"s3://{BUCKET}/shrunk/orders-2", storage_options=s3.options())
+    remote = kbatch.open_log(f"s3://{BUCKET}/shrunk/orders-2", storage_options=s3.options())
     remote.segments
     key = f"{BUCKET}/shrunk/orders-2/00000000000000000000.log"
     s3.fs.pipe_file(key, s3.fs.cat_file(key)[:1000])
@@ -245,7 +244,7 @@ def test_object_shorter_than_listed(s3, generated):
 
 
 def test_throttling_is_retried(s3, generated):
-    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(retries=1),
+    remote = kbatch.open_log(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(retries=1),
                        block=1 << 16)
     remote.segments
     s3.proxy.fail_next(3, 503)
@@ -256,12 +255,12 @@ def test_throttling_is_retried(s3, generated):
 
 
 def test_persistent_5xx_is_a_bounded_error(s3, generated):
-    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(retries=1),
+    remote = kbatch.open_log(f"s3://{BUCKET}/gen/orders-0", storage_options=s3.options(retries=1),
                        retries=1)
     remote.segments
     s3.proxy.fail_next(1000, 503)
     try:
-        with pytest.raises(RemoteError, match="failed after 2 attempts"):
+        with pytest.raises(RemoteError, match="failed .after 2 attempts"):
             remote.read()
     finally:
         s3.proxy.fail_next(0)
@@ -334,48 +333,85 @@ def test_command_line_reads_urls(s3, generated):
         assert code == 0, err
         assert remote.splitlines()[1:] == local.splitlines()[1:]
         assert len(remote.splitlines()) > 10
-    code, _, err = run("dump", f"{url}/orders-1/00000000000000000000.log",
-                       str(generated / "orders-1" / "00000000000000000000.log"), *flags)
-    assert code == 2 and "are for URLs" in err      # each file is dumped on its own
+    # one storage for every file of the command; each file is dumped on its own
+    code, both, err = run("dump", f"{url}/orders-1/00000000000000000000.log",
+                          str(generated / "orders-1" / "00000000000000000000.log"), *flags)
+    assert code == 0, err
+    half = both.splitlines()
+    assert half[1:len(half) // 2] == half[len(half) // 2 + 1:]
+    code, _, err = run("verify", str(generated / "orders-1"), "--storage-option", "key=x")
+    assert code == 2 and "is for URLs" in err and "key=x" not in err
+    # a layout applies wherever the files are: the wrong one is named, not read as empty
     code, _, err = run("verify", str(generated), "--layout", "tiered")
-    assert code == 2 and "are for URLs" in err
+    assert code == 1 and "layout='plain'" in err, err
 
 
-def test_spark_planning_reads_only_listings_and_indexes(s3, generated):
-    """What the Spark driver does for a remote path: no segment byte."""
-    from kbatch.lib.segment import DecodeOptions
+def spark_slice_records(slices, k):
+    """The records each slice gives on an executor (``kbatch.spark.read``),
+    read one slice at a time, as (offset, key, value) lists."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+    from kbatch.spark.read import read_slice
+    schema = to_arrow_schema(StructType([StructField("key", BinaryType()),
+                                         StructField("value", BinaryType()),
+                                         StructField("offset", LongType())]))
+    rows = []
+    for piece in slices:
+        for batch in read_slice(piece, k, schema):
+            rows += zip(batch.column("offset").to_pylist(), batch.column("key").to_pylist(),
+                        batch.column("value").to_pylist())
+    return rows
+
+
+def local_rows(records):
+    return list(zip(records.offset.tolist(), records.key.to_pylist(), records.value.to_pylist()))
+
+
+def test_spark_planning_reads_listings_indexes_and_checked_batches_only(s3, generated):
+    """What the Spark driver does for a remote path: listings, index objects
+    and, to check each index entry it plans with, the batch it names (a
+    ranged GET of at most 64 KiB): no whole segment. Each slice read alone,
+    as on an executor, gives the local read."""
+    import json
     pytest.importorskip("pyspark")
-    from kbatch.spark import remote as spark_remote
+    import pickle
+
+    from kbatch.spark.plan import Options, plan
+    offsets = {"orders": {str(p): 100 for p in range(4)}}
+    ends = {"orders": {str(p): 5000 for p in range(4)}}
+    given = {"path": f"s3://{BUCKET}/gen", "startingOffsets": json.dumps(offsets),
+             "endingOffsets": json.dumps(ends), "maxPartitionBytes": str(64 << 10),
+             **{f"storage.{k}": json.dumps(v) if not isinstance(v, str) else v
+                for k, v in s3.options().items()}}
 
     def planned(isolation):
         s3.proxy.reset()
-        slices = spark_remote.plan_remote(
-            f"s3://{BUCKET}/gen", layout="plain", storage=s3.options(), private_key=None,
-            offset_range=lambda t, p: (100, 5000), max_bytes=64 << 10, isolation=isolation)
-        assert all(not path.split("?")[0].endswith(".log") for m, path, _ in s3.proxy.log)
-        return slices
+        options = Options.parse({**given, "isolation": isolation})
+        slices = pickle.loads(pickle.dumps(plan(options)))    # as they travel
+        return options, slices
 
-    slices = planned("read_uncommitted")
+    options, slices = planned("read_uncommitted")
+    log_gets = [rng for m, path, rng in s3.proxy.log
+                if m == "GET" and path.split("?")[0].endswith(".log")]
+    assert all(rng is not None for rng in log_gets)          # never a whole object
+    sizes = [int(r.split("-")[1]) - int(r.split("=")[1].split("-")[0]) + 1 for r in log_gets]
+    assert max(sizes, default=0) <= 64 << 10
     assert len(slices) > 8
-    # each slice read alone (as on an executor) gives the local read in order
     for p in range(4):
-        parts = [r for piece in slices if piece.partition == p
-                 for r in spark_remote.read_remote_slice(piece, DecodeOptions(), 1000)]
-        same(kbatch.Records.concat(parts),
-             kbatch.open_log(generated / f"orders-{p}").read(100, 5000), end=False)
-    # read_committed: still no segment byte on the driver; one slice per
-    # partition, whose executor resolves the transactions itself
-    committed = planned("read_committed")
-    assert sorted(piece.partition for piece in committed) == [0, 1, 2, 3]
-    for piece in committed:
-        got = kbatch.Records.concat(list(spark_remote.read_remote_slice(
-            piece, DecodeOptions(), 1000)))
-        same(got, kbatch.open_log(generated / f"orders-{piece.partition}").read(
-            100, 5000, isolation="read_committed"), end=False)
+        got = spark_slice_records([s for s in slices if s.partition == p], options.kafka)
+        assert got == local_rows(kbatch.open_log(generated / f"orders-{p}").read(100, 5000))
+    # read_committed: the driver resolves each partition's transactions (a pass
+    # over batch headers and control records), the executors read their slices
+    options, committed = planned("read_committed")
+    for p in range(4):
+        got = spark_slice_records([s for s in committed if s.partition == p], options.kafka)
+        assert got == local_rows(kbatch.open_log(generated / f"orders-{p}").read(
+            100, 5000, isolation="read_committed"))
 
 
 def test_timestamp_seeks_equal_local(s3, generated):
-    remote = RemoteLog(f"s3://{BUCKET}/gen/orders-3", storage_options=s3.options())
+    remote = kbatch.open_log(f"s3://{BUCKET}/gen/orders-3", storage_options=s3.options())
     local = kbatch.open_log(generated / "orders-3")
     base = 1_700_000_000_000
     for ts in (base - 5, base, base + 1, base + 2500, base + 5999, base + 6000):
@@ -389,4 +425,4 @@ def test_timestamp_seeks_equal_local(s3, generated):
     # one range from the batch of the last time index entry older than ts on
     segs = [s for s in remote.segments if s.base_offset <= 4321]
     assert s3.proxy.gets <= 3 * len(segs)
-    assert s3.proxy.get_bytes < sum(s.source().size for s in segs) / 4
+    assert s3.proxy.get_bytes < sum(s.source.size for s in segs) / 4

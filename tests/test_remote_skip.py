@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kbatch
-from kbatch.lib.remote import scan as scan_module
-from kbatch.lib.remote.fs import RangeSource
+from kbatch.lib import scan as scan_module
+from kbatch.lib.objects import RangeSource
 from kbatch.lib.segment import DecodeOptions
 
 BLOCK = 1 << 16        # the smallest block a RangeSource reads

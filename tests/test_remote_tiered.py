@@ -15,8 +15,7 @@ pytest.importorskip("cryptography")
 
 import kbatch  # noqa: E402
 from kbatch.errors import CorruptRecordError, KbatchError  # noqa: E402
-from kbatch.lib.remote import tiered  # noqa: E402
-from kbatch.lib.remote.log import RemoteLog, RemoteLogDir  # noqa: E402
+from kbatch.lib import tiered  # noqa: E402
 
 from .remote_s3 import BUCKET, S3  # noqa: E402
 from .test_remote_plain import records, same  # noqa: E402
@@ -71,13 +70,13 @@ def buckets(s3, source, keys):
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_variants_read_identically(s3, buckets, keys, variant):
     url = f"s3://{BUCKET}/tiered-{variant}/orders-{TOPIC_ID}/0"
-    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(),
+    remote = kbatch.open_log(url, layout="tiered", storage_options=s3.options(),
                        private_key=keys[0], block=1 << 16)
     assert (remote.topic, remote.partition) == ("orders", 0)
     local = kbatch.open_log(buckets)
     # the segment bytes themselves come back byte for byte
     for seg in remote.segments:
-        src = seg.source()
+        src = seg.source
         with open(buckets / f"{seg.base_offset:020d}.log", "rb") as fh:
             assert src.read(0, src.size) == fh.read()
     same(remote.read(), local.read())
@@ -87,21 +86,22 @@ def test_variants_read_identically(s3, buckets, keys, variant):
 
 def test_seek_reads_only_the_chunks_it_needs(s3, buckets, keys):
     url = f"s3://{BUCKET}/tiered-both/orders-{TOPIC_ID}/0"
-    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(),
+    remote = kbatch.open_log(url, layout="tiered", storage_options=s3.options(),
                        private_key=keys[0])
     remote.segments
     s3.proxy.reset()
     got = remote.read(3000, 3005)
     assert list(got.offset) == list(range(3000, 3005))
-    # the .indexes range of the offset index, then the chunks from the batch on
-    assert s3.proxy.gets == 2
+    # the manifest (fetched when a read first needs it), the .indexes range of
+    # the offset index, then the chunks from the batch on
+    assert s3.proxy.gets == 3
     seg = [s for s in remote.segments if s.base_offset <= 3000][-1]
-    stored = seg.source().raw.size
+    stored = seg.source.raw.size
     assert s3.proxy.get_bytes < stored / 2
 
 
 def test_directory_of_tiered_topics(s3, buckets, keys):
-    d = RemoteLogDir(f"s3://{BUCKET}/tiered-encrypted", layout="tiered",
+    d = kbatch.open_log_dir(f"s3://{BUCKET}/tiered-encrypted", layout="tiered",
                      storage_options=s3.options(), private_key=keys[0])
     assert [(p.topic, p.partition) for p in d.partitions] == [("orders", 0)]
 
@@ -120,7 +120,7 @@ def test_duplicate_uploads_give_each_offset_once(s3, buckets, keys):
     upload(s3, objects, "tiered-dup")
     names = s3.fs.ls(f"{BUCKET}/tiered-dup/orders-{TOPIC_ID}/0")
     assert sum(n.endswith(".rsm-manifest") for n in names) == len(lasts) + 2
-    remote = RemoteLog(f"s3://{BUCKET}/tiered-dup/orders-{TOPIC_ID}/0", layout="tiered",
+    remote = kbatch.open_log(f"s3://{BUCKET}/tiered-dup/orders-{TOPIC_ID}/0", layout="tiered",
                        storage_options=s3.options())
     got = remote.read()
     np.testing.assert_array_equal(got.offset, np.arange(5000))
@@ -139,7 +139,7 @@ def test_overlapping_reupload_gives_each_offset_once(s3, buckets):
     objects.update(encode_partition(enc, str(tmp), topic="orders", topic_id=TOPIC_ID,
                                     partition=0, last_offsets={1500: 2599}))
     upload(s3, objects, "tiered-overlap")
-    remote = RemoteLog(f"s3://{BUCKET}/tiered-overlap/orders-{TOPIC_ID}/0", layout="tiered",
+    remote = kbatch.open_log(f"s3://{BUCKET}/tiered-overlap/orders-{TOPIC_ID}/0", layout="tiered",
                        storage_options=s3.options())
     np.testing.assert_array_equal(remote.read().offset, np.arange(5000))
 
@@ -150,11 +150,11 @@ def test_wrong_or_missing_key(s3, buckets):
     url = f"s3://{BUCKET}/tiered-encrypted/orders-{TOPIC_ID}/0"
     other = rsa_pem_pair()[0]
     with pytest.raises(tiered.DecryptionError, match="wrong key"):
-        RemoteLog(url, layout="tiered", storage_options=s3.options(), private_key=other).read()
+        kbatch.open_log(url, layout="tiered", storage_options=s3.options(), private_key=other).read()
     with pytest.raises(tiered.DecryptionError, match="pass private_key"):
-        RemoteLog(url, layout="tiered", storage_options=s3.options()).read()
+        kbatch.open_log(url, layout="tiered", storage_options=s3.options()).read()
     with pytest.raises(tiered.DecryptionError, match="not a PEM"):
-        RemoteLog(url, layout="tiered", storage_options=s3.options(),
+        kbatch.open_log(url, layout="tiered", storage_options=s3.options(),
                   private_key=b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
 
 
@@ -176,7 +176,7 @@ def test_corrupt_manifest(s3, buckets, damage):
     upload(s3, objects, "tiered-bad")
     try:
         with pytest.raises(CorruptRecordError, match="manifest"):
-            RemoteLog(f"s3://{BUCKET}/tiered-bad/orders-{TOPIC_ID}/0", layout="tiered",
+            kbatch.open_log(f"s3://{BUCKET}/tiered-bad/orders-{TOPIC_ID}/0", layout="tiered",
                       storage_options=s3.options()).read()
     finally:
         s3.fs.rm(f"{BUCKET}/tiered-bad", recursive=True)
@@ -193,7 +193,7 @@ def test_damaged_chunk_is_an_error(s3, buckets, keys):
         objects[log] = bytes(data)
         upload(s3, objects, f"tiered-flip-{variant}")
         with pytest.raises(cls):
-            RemoteLog(f"s3://{BUCKET}/tiered-flip-{variant}/orders-{TOPIC_ID}/0",
+            kbatch.open_log(f"s3://{BUCKET}/tiered-flip-{variant}/orders-{TOPIC_ID}/0",
                       layout="tiered", storage_options=s3.options(), private_key=keys[0]).read()
         assert issubclass(cls, KbatchError)
 
@@ -229,19 +229,19 @@ def test_remote_log_metadata_picks_finished_copies(s3, buckets):
     rows = [{"segment_id": i, "state": "COPY_SEGMENT_STARTED"} for i in ids + [unfinished]]
     rows += [{"segment_id": i, "state": "COPY_SEGMENT_FINISHED"} for i in ids]
     url = f"s3://{BUCKET}/tiered-rlmm/orders-{TOPIC_ID}/0"
-    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(),
+    remote = kbatch.open_log(url, layout="tiered", storage_options=s3.options(),
                        remote_log_metadata=rows)
     same(remote.read(), kbatch.open_log(buckets).read())
     # a deleted segment is left out
     gone = rows + [{"segment_id": ids[0], "state": "DELETE_SEGMENT_FINISHED"}]
-    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(),
+    remote = kbatch.open_log(url, layout="tiered", storage_options=s3.options(),
                        remote_log_metadata=gone)
     assert int(remote.read().offset[0]) == sorted(lasts)[1]
 
 
 def test_timestamp_seek_and_spark_slices(s3, buckets, keys):
     url = f"s3://{BUCKET}/tiered-both/orders-{TOPIC_ID}/0"
-    remote = RemoteLog(url, layout="tiered", storage_options=s3.options(), private_key=keys[0])
+    remote = kbatch.open_log(url, layout="tiered", storage_options=s3.options(), private_key=keys[0])
     local = kbatch.open_log(buckets)
     base = 1_700_000_000_000
     for ts in (base - 1, base + 2222, base + 4999, base + 5000):
@@ -249,13 +249,18 @@ def test_timestamp_seek_and_spark_slices(s3, buckets, keys):
     pytest.importorskip("pyspark")
     import pickle
 
-    from kbatch.lib.segment import DecodeOptions
-    from kbatch.spark import remote as spark_remote
-    slices = spark_remote.plan_remote(
-        f"s3://{BUCKET}/tiered-both", layout="tiered", storage=s3.options(),
-        private_key=keys[0].decode(), offset_range=lambda t, p: (321, 4500),
-        max_bytes=32 << 10, isolation="read_uncommitted")
-    slices = pickle.loads(pickle.dumps(slices))       # as they travel to executors
-    parts = [r for piece in slices
-             for r in spark_remote.read_remote_slice(piece, DecodeOptions(), 500)]
-    same(kbatch.Records.concat(parts), local.read(321, 4500), end=False)
+    import json
+
+    from kbatch.spark.plan import Options, plan
+
+    from .test_remote_plain import local_rows, spark_slice_records
+    options = Options.parse({
+        "path": f"s3://{BUCKET}/tiered-both", "layout": "tiered",
+        "privateKey": keys[0].decode(), "maxPartitionBytes": str(32 << 10),
+        "startingOffsets": json.dumps({"orders": {"0": 321}}),
+        "endingOffsets": json.dumps({"orders": {"0": 4500}}),
+        **{f"storage.{k}": json.dumps(v) if not isinstance(v, str) else v
+           for k, v in s3.options().items()}})
+    slices = pickle.loads(pickle.dumps(plan(options)))       # as they travel to executors
+    assert len(slices) > 1
+    assert spark_slice_records(slices, options.kafka) == local_rows(local.read(321, 4500))

@@ -6,6 +6,7 @@ so the same bytes give the same plan.
     segments_for(segments, lo, hi)     the segments that may hold offsets [lo, hi)
     plan(segments, lo, hi, use_index)  ReadPlan(segment, start, stop) per segment
     offset_for_timestamp(...)          Kafka's offsets-for-times over the segments
+    log_end_offset(segments, ...)      one past the last offset of the last whole batch
     split_points(seg, start, stop, n)  batch boundaries about every n bytes (Spark)
 
 Without ``use_index`` every position comes from a walk over the batch
@@ -143,6 +144,25 @@ def plan(segments, lo: int, hi: int, use_index: bool, *,
         stop = None if k < len(chosen) - 1 or whole_tail else stop_position(seg, hi, use_index)
         plans.append(ReadPlan(seg, start, stop, nxt if overlapping else None))
     return plans
+
+
+def log_end_offset(segments, use_index: bool) -> int:
+    """The partition's log end offset: one past the last offset of the last
+    whole batch of its last segment (its base offset when it holds none).
+    The last segment's headers are walked from its start, or with
+    ``use_index`` from its last checked ``.index`` entry (a seek: only the
+    tail is read)."""
+    last = segments[-1]
+    start = 0
+    idx = last.offset_index if use_index else None
+    if idx is not None and len(idx):
+        start = start_position(last, int(idx.offsets[-1]), True)
+    rows = [r for r in last.source.header_rows(start) if len(r)]
+    end = int(max(r["last_offset"].max() for r in rows)) + 1 if rows else last.base_offset
+    if not rows and start:      # nothing from the hint on: the whole walk decides
+        bounds = last.batch_bounds()
+        end = int(bounds["last_offset"].max()) + 1 if len(bounds) else last.base_offset
+    return max(end, last.base_offset)
 
 
 def split_points(seg, start: int, stop: int | None, max_bytes: int,

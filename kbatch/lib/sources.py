@@ -43,6 +43,7 @@ from kbatch.wire import LOG_OVERHEAD, UNBOUNDED, Header
 
 CACHE_SPAN = 2 * FIRST_BLOCK      # ranges kept for a following read are at most this long
 CACHE_SPANS = 4
+CHECK_BYTES = 64 << 10            # what a batch check fetches first (most batches fit)
 
 
 class MappedFile:
@@ -151,12 +152,16 @@ class RemoteBytes:
         pos = start
         with self._lock:
             spans = list(self._spans)
-        for a, data in spans:
-            if a <= pos < a + len(data):
-                take = min(a + len(data), stop) - pos
-                buf[pos:pos + take] = np.frombuffer(data, np.uint8, take, pos - a)
-                pos += take
-                break
+        progress = True
+        while progress and pos < stop:
+            progress = False
+            for a, data in spans:
+                if a <= pos < a + len(data):
+                    take = min(a + len(data), stop) - pos
+                    buf[pos:pos + take] = np.frombuffer(data, np.uint8, take, pos - a)
+                    pos += take
+                    progress = True
+                    break
         if pos < stop:
             for at, data in self.raw.blocks(pos, stop, first=self.block):
                 buf[at:at + len(data)] = np.frombuffer(data, np.uint8)
@@ -260,12 +265,14 @@ class RemoteBytes:
     def batch_at(self, position: int, stop: int | None = None, *,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
         """The header row of a whole CRC-valid batch at ``position`` (ending
-        by ``stop``), or None; fetches that batch only (the first
-        ``FIRST_BLOCK`` bytes from it are kept for the read that follows)."""
+        by ``stop``), or None; fetches that batch only (at least
+        ``CHECK_BYTES`` from it, kept for the read that follows), nothing
+        when a range fetched before holds it."""
         size = self.size if stop is None else min(stop, self.size)
         if position < 0 or size - position < LOG_OVERHEAD:
             return None
-        self.read(position, min(size, position + FIRST_BLOCK))     # kept for what follows
+        if self._cached(position, position + LOG_OVERHEAD) is None:
+            self.read(position, min(size, position + CHECK_BYTES))   # kept for what follows
         length = self._length_at(position)
         if length is None or length < 0 or length > max_batch_bytes \
                 or LOG_OVERHEAD + length > size - position:

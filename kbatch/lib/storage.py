@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbatch.errors import ArgumentError, KbatchError
+from kbatch.errors import ArgumentError, DecryptionError, KbatchError
 
 LAYOUTS = ("plain", "tiered")
 DEFAULT_BLOCK = 8 << 20          # one ranged GET of a scan
@@ -107,9 +107,13 @@ class KeyRing:
         if isinstance(private_key, KeyRing):
             return private_key
         if isinstance(private_key, dict):
-            return cls({str(k): _pem_of(v, f"private_key[{k!r}]")
+            ring = cls({str(k): _pem_of(v, f"private_key[{k!r}]")
                         for k, v in private_key.items()})
-        return cls({None: _pem_of(private_key, "private_key")})
+        else:
+            ring = cls({None: _pem_of(private_key, "private_key")})
+        for key_id in ring._pem:       # refused now, not at the first encrypted read
+            ring._loaded[key_id] = _load_pem(ring._pem[key_id], "private_key")
+        return ring
 
     def __len__(self) -> int:
         return len(self._pem)
@@ -200,11 +204,14 @@ def _pem_of(key, what: str) -> bytes:
 def _load_pem(pem: bytes, what: str):
     serialization = _cryptography()
     try:
-        return serialization.load_pem_private_key(pem, password=None)
+        key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as exc:
         kind = type(exc).__name__
-        raise KbatchError(f"{what}: not a usable PEM RSA private key ({kind}; the key is "
-                          "not shown)") from None
+        raise DecryptionError(f"{what}: not a PEM RSA private key that can be loaded ({kind}; "
+                              "the key is not shown)") from None
+    if not hasattr(key, "private_numbers") or not hasattr(key.private_numbers(), "p"):
+        raise DecryptionError(f"{what}: not an RSA private key (the key is not shown)")
+    return key
 
 
 def _segment_states(metadata) -> tuple | None:

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kbatch.errors import CorruptRecordError, KbatchError, LimitExceededError
+from kbatch.errors import CorruptRecordError, DecryptionError, LimitExceededError  # noqa: F401
 from kbatch.lib.objects import FIRST_BLOCK, RangeSource, read_ahead
 
 IV_SIZE = 12
@@ -65,11 +65,6 @@ MAX_SIZES_BYTES = 10 << 20          # the plugin's own cap on the encoded chunk 
 MAX_MANIFEST_BYTES = 16 << 20       # a manifest is JSON of a few KiB
 OBJECT_NAME = re.compile(r"^(\d{20})-([A-Za-z0-9_-]{22})\.(log|indexes|rsm-manifest)$")
 INDEX_NAMES = ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transaction")
-
-
-class DecryptionError(KbatchError):
-    """A tiered segment cannot be decrypted: no key, a wrong key, or a
-    chunk that fails its GCM authentication."""
 
 
 def zstd_bounded(data: bytes, limit: int, url=None, position=None, what="chunk") -> bytes:

@@ -52,6 +52,9 @@ class OptionError(KbatchError, ValueError):
     allowed in this query type; the message is one line."""
 
     def __init__(self, option: str, value, accepted: str):
+        from kbatch.lib.storage import is_secret_name
+        if is_secret_name(option):
+            value = "***"          # a password, key or token is never echoed
         self.option, self.value, self.accepted = option, value, accepted
         shown = value if isinstance(value, str) else json.dumps(value)
         if len(shown) > 200:
@@ -397,10 +400,12 @@ class KafkaOptions:
     fetch_offset_retries: int | None = None
     fetch_offset_retry_ms: int | None = None
     given: frozenset = frozenset()     # Spark names of the options set
-    # object storage (kbatch.spark.remote): storage.<key> options, layout, privateKey
+    # where the bytes are (the door, kbatch.lib.open): storage.<key> options, layout,
+    # privateKey; ``store``: the one Storage built from them (after parsing)
     storage: dict = field(default_factory=dict)
     layout: str = "plain"
     private_key: str | None = None
+    store: object = None
 
     # --- derived ------------------------------------------------------------
 
@@ -493,21 +498,23 @@ class KafkaOptions:
             return ("timestamp", self.ending_offsets_by_timestamp[(topic, partition)])
         return _spec_at(self.ending_offsets, topic, partition)
 
-    def resolve_start(self, topic, partition, earliest: int, latest: int,
+    def resolve_start(self, topic, partition, earliest: int, latest,
                       offset_for_timestamp: Callable[[int], int | None]) -> int:
         """The first offset to read of one partition whose log holds
-        ``[earliest, latest)``; a start below ``earliest`` is data loss."""
+        ``[earliest, latest)``; a start below ``earliest`` is data loss.
+        ``latest``: an int, or a function that finds it (called only when a
+        start needs it: finding the log end reads the last segment's tail)."""
         spec = self.start_spec(topic, partition)
         if spec[0] == "earliest":
             return earliest
         if spec[0] == "latest":
-            return latest
+            return latest() if callable(latest) else latest
         if spec[0] == "timestamp":
             found = offset_for_timestamp(spec[1])
             if found is not None:
                 return found
             if self.starting_by_timestamp_strategy == "latest":
-                return latest
+                return latest() if callable(latest) else latest
             raise OptionError("startingTimestamp" if self.starting_timestamp is not None
                               else "startingOffsetsByTimestamp", str(spec[1]),
                               f"{topic}-{partition} holds no record at or after it (set "
@@ -596,7 +603,19 @@ def parse_options(options, *, streaming: bool = False) -> KafkaOptions:
         setattr(out, opt.attr, value)
     out.given = frozenset(seen)
     _check_combination(out, kind)
+    out.store = _storage_of(out)
     return out
+
+
+def _storage_of(o: KafkaOptions):
+    """The query's one ``Storage`` (``storage.*``, ``layout``, ``privateKey``)."""
+    from kbatch.errors import KbatchError
+    from kbatch.lib.storage import Storage
+    try:
+        return Storage.of(storage_options=o.storage, layout=o.layout, private_key=o.private_key)
+    except KbatchError as exc:
+        name = "privateKey" if "private_key" in str(exc) else "storage"
+        raise OptionError(name, "***", str(exc)) from None
 
 
 def _check_combination(o: KafkaOptions, kind: str) -> None:

@@ -29,7 +29,7 @@ import pyarrow as pa
 from kbatch.lib.decoder import header_rows
 from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
-from kbatch.lib.segment import DecodeOptions, decode_chunks, open_source
+from kbatch.lib.segment import DecodeOptions, decode_chunks
 from kbatch.spark.arrow import numeric_array, to_record_batch, topic_array
 from kbatch.spark.options import KafkaOptions
 
@@ -66,28 +66,31 @@ def read_slice(piece, o: KafkaOptions, schema: pa.Schema,
     if counted is not None:     # columns topic/partition only: records not decoded
         yield from counted
         return
-    with open_source(piece.path) as (view, path):
-        yield from _decoded(view, path, piece, o, schema, keep)
+    yield from _decoded(piece.segment.source, piece, o, schema, keep)
 
 
 def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
     """The slice's batches from its batch headers when ``schema`` holds only
-    topic/partition (and ``onCorrupt=fail``), else None: decode instead."""
+    topic/partition (and ``onCorrupt=fail``), else None: decode instead.
+    The slice's bytes come from its segment's source (a file's mapping, or
+    the slice's range of an object)."""
     if not set(schema.names) <= HEADER_COLUMNS or o.on_corrupt != "fail":
         return None
-    with open_source(piece.path) as (view, path):
-        counted = _count_from_headers(view, path, piece, o)
+    source = piece.segment.source
+    with source.window(piece.start, piece.stop) as view:
+        counted = _count_from_headers(view, source.name, piece, o)
     if counted is None:
         return None
     return _constant_batches(counted, piece, schema, o.chunk_records)
 
 
-def _decoded(view, path, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
+def _decoded(source, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
     # a projection: key, value and headers the query does not produce are not stored
     opts = decode_options(o, schema)
-    for chunk in decode_chunks(view, path, opts, start=piece.start,
-                               stop=piece.stop, chunk_records=o.chunk_records,
-                               chunk_bytes=64 << 20, drop_positions=piece.drop_positions):
+    path = source.name
+    for chunk in source.chunks(opts, start=piece.start, stop=piece.stop,
+                               chunk_records=o.chunk_records, chunk_bytes=64 << 20,
+                               drop_positions=piece.drop_positions):
         if chunk.end is not None:
             # a segment that is not its partition's last must end at a batch boundary
             chunk, _ = check_segment_end(chunk, path, getattr(piece, "inner", False),

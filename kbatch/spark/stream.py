@@ -33,7 +33,6 @@ import functools
 import json
 import logging
 import time
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -42,8 +41,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
 
+from kbatch.lib import plan as planner
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.paths import PathKind, partition_dirs, resolve
+from kbatch.lib.open import Partition, resolve
+from kbatch.lib.paths import PathError, PathKind
 from kbatch.spark.read import group_by_size, read_slice
 from kbatch.spark.options import KafkaOptions, OffsetSpec, OptionError, parse_options
 from kbatch.wire import UNBOUNDED
@@ -53,38 +54,39 @@ TP = tuple  # (topic, partition)
 WHOLE = UNBOUNDED                     # an end offset no log reaches
 
 
-def discover(o: KafkaOptions) -> dict[TP, Path]:
-    """The partition directories under the query's paths that it reads."""
-    found: dict[TP, Path] = {}
+def discover(o: KafkaOptions) -> dict[TP, tuple[Partition, object]]:
+    """The partitions under the query's paths that it reads, through the
+    door (local paths and URLs alike): ``{(topic, partition): (Partition,
+    its Storage)}``. A partition named by two paths is refused."""
+    found: dict[TP, tuple] = {}
     for path in o.all_paths:
-        where = resolve(path)
+        where = resolve(path, o.store)
         if where.kind is PathKind.SEGMENT:
             raise OptionError("path", str(path), "a streaming query reads partition or data "
                               "directories, not a single segment file")
-        if where.kind is PathKind.PARTITION:
-            if where.topic is None:
-                raise OptionError("path", str(path), "a streaming query needs partition "
-                                  "directories named <topic>-<partition>")
-            found[(where.topic, where.partition)] = where.path
-            continue
-        for d in where.paths:
-            for topic, part, child in partition_dirs(d):
-                found[(topic, part)] = child
+        if where.kind is PathKind.PARTITION and where.topic is None:
+            raise OptionError("path", str(path), "a streaming query needs partition "
+                              "directories named <topic>-<partition>")
+        for part in where.partitions():
+            key = (part.topic, part.partition)
+            if key in found:
+                raise PathError(f"{found[key][0].location} and {part.location} both name "
+                                f"partition {part.partition} of topic {part.topic!r}: load "
+                                "one of them")
+            found[key] = (part, where.storage)
     chosen = o.select(sorted(found))
     return {tp: found[tp] for tp in chosen}
 
 
 def log_range(plog: PartitionLog) -> tuple[int, int] | None:
-    """``(earliest, log end offset)`` from the segment names and a walk over
-    the last segment's batch headers (a batch still being written ends the
-    walk); None for a partition without segments."""
+    """``(earliest, log end offset)`` from the segment names and the last
+    segment's batch headers (``kbatch.lib.plan.log_end_offset``: a batch
+    still being written ends the walk); None for a partition without
+    segments."""
     if not plog.segments:
         return None
     earliest = plog.segments[0].base_offset
-    last = plog.segments[-1]
-    bounds = last.batch_bounds()
-    end = int(bounds["last_offset"].max()) + 1 if len(bounds) else last.base_offset
-    return earliest, max(end, last.base_offset)
+    return earliest, planner.log_end_offset(plog.segments, plog.use_index)
 
 
 def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
@@ -100,11 +102,11 @@ def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
     o.check_cover(sorted(tp for tp in logs if tp[0] is not None))
     out = {}
     for tp, plog in logs.items():
-        bounds = log_range(plog)
-        if bounds is None:
+        if not plog.segments:
             continue
-        earliest, latest = bounds
+        earliest = plog.segments[0].base_offset
         search = functools.partial(plog.offset_for_timestamp, **(log_options or {}))
+        latest = functools.partial(planner.log_end_offset, plog.segments, plog.use_index)
         lo = o.resolve_start(tp[0], tp[1], earliest, latest, search)
         # "latest" reads to whatever end the segments have (no bound from a walk)
         hi = o.resolve_end(tp[0], tp[1], earliest, WHOLE, search)
@@ -155,8 +157,9 @@ class Snapshot:
         self.logs: dict[TP, PartitionLog] = {}
         self.earliest: dict[TP, int] = {}
         self.end: dict[TP, int] = {}
-        for tp, path in discover(o).items():
-            plog = PartitionLog(path, use_index=o.use_index)
+        for tp, (part, storage) in discover(o).items():
+            use_index = o.use_index if "useIndex" in o.given else part.location.remote
+            plog = PartitionLog.at(part, storage, use_index)
             bounds = log_range(plog)
             if bounds is None:
                 continue
@@ -199,12 +202,14 @@ def rate_limit(start: dict[TP, int], end: dict[TP, int], limit: int) -> dict[TP,
 class StreamSlice(InputPartition):
     """Bytes ``[start, stop)`` of one segment, records with offsets ``[lo, hi)``
     (read_committed: the partition's transaction state and the positions of
-    the batches it leaves out)."""
+    the batches it leaves out). ``segment``: its ``Segment`` (whatever
+    stores it; the executor reads its own bytes)."""
 
-    def __init__(self, topic, partition, path, start, stop, lo, hi, txn_state=None,
+    def __init__(self, topic, partition, segment, start, stop, lo, hi, txn_state=None,
                  drop_positions=None, inner=False, next_base=None):
         super().__init__(None)
-        self.topic, self.partition, self.path = topic, partition, path
+        self.topic, self.partition, self.segment = topic, partition, segment
+        self.path = segment.name
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
         self.txn_state, self.drop_positions = txn_state, drop_positions
         # inner: the slice reaches the end of a segment that is not its
@@ -213,29 +218,21 @@ class StreamSlice(InputPartition):
         self.inner, self.next_base = inner, next_base
 
     def __repr__(self) -> str:
-        return (f"StreamSlice({self.topic}-{self.partition} {Path(self.path).name} "
+        return (f"StreamSlice({self.topic}-{self.partition} {self.segment.location.name} "
                 f"[{self.start}, {self.stop}) offsets [{self.lo}, {self.hi}))")
+
+    def size(self) -> int:
+        try:
+            end = self.segment.size if self.stop is None else self.stop
+        except FileNotFoundError:
+            end = self.start     # deleted since it was planned: the read reports it
+        return max(end - self.start, 0)
 
 
 class StreamPack(InputPartition):
     def __init__(self, slices: list[StreamSlice]):
         super().__init__(None)
         self.slices = slices
-
-
-def _split_positions(seg, start: int, stop, max_bytes: int):
-    """``[start, stop)`` of a segment cut at batch boundaries about every
-    ``max_bytes``."""
-    end = seg.size if stop is None else stop
-    if end - start <= max_bytes:
-        return [(start, stop)]
-    cuts, target = [], start + max_bytes
-    for pos in seg.batch_bounds()["position"].tolist():
-        if target <= pos < end:
-            cuts.append(pos)
-            target = pos + max_bytes
-    bounds = [start] + cuts
-    return list(zip(bounds, cuts + [stop]))
 
 
 class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -339,19 +336,21 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             state = plog.transaction_state(validate_crc=o.validate_crc)
             drops = plog.dropped_batches(state, {"validate_crc": o.validate_crc})
         out = []
-        index = {seg.path: i for i, seg in enumerate(plog.segments)}
+        index = {id(seg): i for i, seg in enumerate(plog.segments)}
         for rp in plog.plan(lo, hi):
-            i = index[rp.segment.path]
+            i = index[id(rp.segment)]
             inner = rp.stop is None and i + 1 < len(plog.segments)
             next_base = plog.segments[i + 1].base_offset if inner else None
-            for start, stop in _split_positions(rp.segment, rp.start, rp.stop,
-                                                o.max_partition_bytes):
+            # a tiered upload's records stop where the next upload starts
+            upper = hi if rp.limit is None else min(hi, rp.limit)
+            for start, stop in planner.split_points(rp.segment, rp.start, rp.stop,
+                                                    o.max_partition_bytes, plog.use_index):
                 drop = None
                 if drops is not None:
-                    drop = drops.get(rp.segment.path, np.empty(0, np.int64))
-                    last = np.iinfo(np.int64).max if stop is None else stop
+                    drop = drops.get(rp.segment.source.name, np.empty(0, np.int64))
+                    last = WHOLE if stop is None else stop
                     drop = drop[(drop >= start) & (drop < last)]
-                out.append(StreamSlice(tp[0], tp[1], str(rp.segment.path), start, stop, lo, hi,
+                out.append(StreamSlice(tp[0], tp[1], rp.segment, start, stop, lo, upper,
                                        state, drop, inner and stop is None, next_base))
         return out
 
@@ -361,14 +360,8 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not slices:
             return []
         o = self.options
-        sizes = []
-        for s in slices:
-            try:
-                size = Path(s.path).stat().st_size if s.stop is None else s.stop
-            except FileNotFoundError:
-                size = 0
-            sizes.append(max(size - s.start, 0))
-        groups = group_by_size(sizes, o.max_partition_bytes, o.partition_min())
+        groups = group_by_size([s.size() for s in slices], o.max_partition_bytes,
+                               o.partition_min())
         return [StreamPack([slices[i] for i in g]) for g in groups]
 
     # --- reading (executors) ---------------------------------------------

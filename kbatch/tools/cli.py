@@ -80,6 +80,7 @@ def _storage(args, names=None):
     from kbatch.lib.objects import is_url
     from kbatch.lib.storage import Storage
     names = [getattr(args, "path", None)] if names is None else names
+    names = getattr(args, "all_files", names)     # dump: one call per file, one storage
     options = dict(getattr(args, "storage_option", None) or ())
     remote = [is_url(n) and not n.lower().startswith("file://") for n in names if n]
     if options and not any(remote):

@@ -170,7 +170,7 @@ def extend_dump(parser: argparse.ArgumentParser, cmd_dump, check_path) -> None:
             mine = args.decode in FAMILY_CHOICES or is_internal_file(path)
             if mine and not is_internal_file(path):
                 check_path(name)
-            one = argparse.Namespace(**{**vars(args), "files": [name]})
+            one = argparse.Namespace(**{**vars(args), "files": [name], "all_files": args.files})
             status = max(status, dump_decode(one) if mine else cmd_dump(one))
         return status
 

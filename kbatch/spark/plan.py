@@ -1,0 +1,334 @@
+"""The batch planner of ``format("kbatch")`` (runs on the driver): what the
+paths hold, through the one door (``kbatch.lib.open``: local paths and URLs
+alike), cut into slices for the executors.
+
+    paths --door--> partitions (PartitionLog) --kbatch.lib.plan--> byte ranges
+          --split_points--> SegmentSlice(segment, [start, stop), offsets [lo, hi))
+          --pack--> SlicePack (one Spark input partition)
+
+A slice carries its ``Segment`` (``kbatch.lib.logfiles``: a local file, an
+object, a tiered upload with its manifest), so an executor reads its own
+bytes and lists nothing. Offsets follow Spark's Kafka source
+(``kbatch.spark.options``: starting/ending offsets and timestamps, the
+timestamp strategy, ``assign``/``subscribe`` checked against what is there,
+``failOnDataLoss``). ``useIndex`` defaults to true for URLs (where a walk
+over the batch headers would read every segment on the driver) and false
+for local paths; every index entry is checked before use (``kbatch.lib.plan``).
+
+Keeps in memory one row per batch header of the partitions it plans
+(read_committed: of whole partitions, to resolve transactions).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from pyspark.sql.datasource import InputPartition
+
+from kbatch.lib import plan as planner
+from kbatch.lib.log import PartitionLog, check_segment_end
+from kbatch.lib.logfiles import Segment
+from kbatch.lib.open import resolve
+from kbatch.lib.paths import PathError, PathKind
+from kbatch.lib.records import Records
+from kbatch.lib.segment import DecodeOptions
+from kbatch.lib.txn import TxnState
+from kbatch.spark.options import KafkaOptions, parse_options
+from kbatch.spark.read import group_by_size
+from kbatch.spark.stream import batch_ranges, file_range
+from kbatch.spark.timefilter import prune, segment_older_than
+from kbatch.wire import UNBOUNDED
+
+log = logging.getLogger("kbatch.spark")
+
+
+@dataclass
+class Options:
+    paths: list
+    isolation: str = "read_uncommitted"
+    validate_crc: bool = True
+    max_decompressed_bytes: int | None = None
+    on_corrupt: str = "fail"
+    max_partition_bytes: int = 128 << 20
+    min_partitions: int = 0
+    chunk_records: int = 1 << 16
+    use_index: bool | None = None      # None: true for URLs, false for local paths
+    topics: set | None = None          # pushed-down filters
+    partitions: set | None = None
+    offset_lo: int = 0
+    offset_hi: int = UNBOUNDED
+    # pushed-down timestamp filters, widened by a day (kbatch.spark.timefilter):
+    # records outside are pruned, Spark still applies the exact filters
+    ts_lo: int | None = None
+    ts_hi: int | None = None
+    kafka: KafkaOptions | None = None  # every option, as Spark's Kafka source means it
+
+    def prune_by_time(self, chunk: Records) -> Records:
+        """``chunk`` without the records the pushed timestamp bounds rule out."""
+        return prune(chunk, self.ts_lo, self.ts_hi)
+
+    @classmethod
+    def parse(cls, options) -> "Options":
+        """Checked by ``kbatch.spark.options`` (an unknown option or a bad
+        value raises ``OptionError``, one line)."""
+        k = parse_options(options)
+        return cls(paths=k.all_paths, isolation=k.isolation, validate_crc=k.validate_crc,
+                   max_decompressed_bytes=k.max_decompressed_bytes, on_corrupt=k.on_corrupt,
+                   max_partition_bytes=k.max_partition_bytes, min_partitions=k.partition_min(),
+                   chunk_records=k.chunk_records,
+                   use_index=k.use_index if "useIndex" in k.given else None, kafka=k)
+
+    def decode_options(self) -> DecodeOptions:
+        extra = {}
+        if self.max_decompressed_bytes is not None:
+            extra["max_decompressed_bytes"] = self.max_decompressed_bytes
+        return DecodeOptions(validate_crc=self.validate_crc,
+                             on_corrupt="raise" if self.on_corrupt == "fail" else self.on_corrupt,
+                             **extra)
+
+    def option_kwargs(self) -> dict:
+        """``decode_options()`` as keyword arguments of the log functions."""
+        opts = self.decode_options()
+        return {name: getattr(opts, name) for name in DecodeOptions.__dataclass_fields__}
+
+
+class SegmentSlice(InputPartition):
+    """Bytes ``[start, stop)`` of one segment, records with offsets in
+    ``[lo, hi)``, and (read_committed) the transaction state of its
+    partition with the positions of the slice's batches whose records it
+    leaves out. ``inner``: the slice reaches the end of a segment that is
+    not its partition's last (``next_base``: where the next one starts),
+    which must end at a batch boundary."""
+
+    def __init__(self, topic: str | None, partition: int | None, segment: Segment, start: int,
+                 stop: int | None, lo: int, hi: int, txn_state: TxnState | None = None,
+                 drop_positions: np.ndarray | None = None, inner: bool = False,
+                 next_base: int | None = None):
+        super().__init__(None)
+        self.inner, self.next_base = inner, next_base
+        self.topic, self.partition, self.segment = topic, partition, segment
+        self.path = segment.name
+        self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
+        self.txn_state = txn_state
+        self.drop_positions = drop_positions
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.topic}-{self.partition} "
+                f"{self.segment.location.name} [{self.start}, {self.stop}) "
+                f"offsets [{self.lo}, {self.hi}))")
+
+    def size(self) -> int:
+        try:
+            end = self.segment.size if self.stop is None else self.stop
+        except FileNotFoundError:
+            end = self.start        # deleted since it was listed: the read reports it
+        return max(end - self.start, 0)
+
+
+class SlicePack(InputPartition):
+    """One input partition: slices read one after the other."""
+
+    def __init__(self, slices: list[SegmentSlice]):
+        super().__init__(None)
+        self.slices = slices
+
+
+def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> list[SlicePack]:
+    """Group slices, in order, into packs of about ``max_bytes`` bytes, making at
+    least ``min_partitions`` packs when there are enough slices."""
+    groups = group_by_size([s.size() for s in slices], max_bytes, min_partitions)
+    return [SlicePack([slices[i] for i in g]) for g in groups]
+
+
+def split_bytes(max_bytes: int) -> int:
+    """Segments are cut into slices of an eighth of ``maxPartitionBytes``
+    (at least 8 MiB, or all of it when smaller), which ``pack`` then groups
+    into balanced input partitions."""
+    return max(max_bytes // 8, min(max_bytes, 8 << 20))
+
+
+def sources(options: Options) -> tuple[list, list]:
+    """``(partition logs, single segments)`` the query's paths name,
+    through the door: ``(PartitionLog)`` and ``(topic, partition, Segment)``.
+    A partition named twice (by two paths) is refused, as two directories
+    naming one partition are."""
+    k = options.kafka
+    logs, files, seen = [], [], {}
+    for path in options.paths:
+        found = resolve(path, k.store)
+        use_index = found.remote if options.use_index is None else options.use_index
+        if found.kind is PathKind.SEGMENT:
+            files.append((found.topic, found.partition, found.segment()))
+            continue
+        for part in found.partitions():
+            key = (part.topic, part.partition)
+            if key in seen:
+                raise PathError(f"{seen[key]} and {part.location} both name partition "
+                                f"{part.partition} of topic {part.topic!r}: load one of them")
+            seen[key] = part.location
+            logs.append(PartitionLog.at(part, found.storage, use_index))
+    return logs, files
+
+
+def scan_damage(log_: PartitionLog, plans, opts: DecodeOptions):
+    """``(stop_at, gaps)`` of the byte ranges ``plans`` of a partition will
+    read, for onCorrupt stop/skip: ``stop_at`` = ``(segment index, byte,
+    error)`` of the first damage (stop), ``gaps`` = every damaged
+    ``SkippedRange`` (skip). Runs on the driver. For stop it decodes every
+    record (a batch can pass its CRC and still be corrupt inside), so a
+    split read stops exactly where one sequential read would; for skip it
+    checks batch headers and CRCs only (the executors find the same gaps
+    themselves; this pass is for the driver's warning). Keeps one chunk in
+    memory."""
+    gaps, segs = [], log_.segments
+    index = {id(seg): i for i, seg in enumerate(segs)}
+    full = opts.on_corrupt == "stop"
+    for rp in plans:
+        i = index[id(rp.segment)]
+        seen = None
+        for chunk in rp.segment.source.chunks(opts, start=rp.start, stop=rp.stop,
+                                              control_only=not full, chunk_records=1 << 16,
+                                              chunk_bytes=32 << 20):
+            if len(chunk.batches):
+                seen = int(chunk.batches.last_offset.max())
+            gaps += chunk.skipped
+            if chunk.end is None:
+                continue
+            inner = rp.stop is None and i + 1 < len(segs)
+            chunk, stopped = check_segment_end(chunk, rp.segment.name, inner,
+                                               segs[i + 1].base_offset if inner else None,
+                                               opts, seen)
+            gaps += [g for g in chunk.skipped if g not in gaps]
+            if stopped:
+                return (i, chunk.end.valid_bytes, chunk.end.error), gaps
+    return None, gaps
+
+
+def _warn_damage(log_: PartitionLog, stop_at, gaps) -> None:
+    name = f"{log_.topic}-{log_.partition}"
+    if stop_at is not None:
+        i, position, error = stop_at
+        later = len(log_.segments) - i - 1
+        log.warning("kbatch: onCorrupt=stop: %s is read up to byte %d of %s only "
+                    "(%d later segment(s) not read): %s", name, position,
+                    log_.segments[i].location.name, later, error)
+    if gaps:
+        total = sum(g.stop - g.start for g in gaps)
+        log.warning("kbatch: onCorrupt=skip: %s: %d damaged range(s), %d bytes skipped: %s",
+                    name, len(gaps), total,
+                    "; ".join(f"{str(g.path).rsplit('/', 1)[-1]} bytes {g.start}-{g.stop} "
+                              f"({g.reason}) after offset {g.offset_before}" for g in gaps[:10]))
+
+
+def _file_slices(options: Options, files: list) -> list[SegmentSlice]:
+    """A single segment file given as a path: read whole (it has no
+    partition log to seek in)."""
+    k = options.kafka
+    slices = []
+    for topic, part, seg in files:
+        if options.on_corrupt != "fail":
+            gaps = Records.concat(list(seg.source.chunks(options.decode_options(),
+                                                         control_only=True))).skipped
+            if gaps:
+                log.warning("kbatch: onCorrupt=skip: %s: %d damaged range(s), %d bytes "
+                            "skipped", seg.name, len(gaps), sum(g.stop - g.start for g in gaps))
+        if not k.wants(topic, part):
+            continue
+        lo, hi = file_range(k, topic, part)
+        lo, hi = max(lo, options.offset_lo), min(hi, options.offset_hi)
+        state = None
+        if options.isolation == "read_committed":
+            whole = Records.concat(list(seg.source.chunks(options.decode_options(),
+                                                          control_only=True)))
+            state = TxnState.build(whole.batches, whole.control)
+        slices.append(SegmentSlice(topic, part, seg, 0, None, lo, hi, state))
+    return slices
+
+
+def plan(options: Options) -> list[SegmentSlice]:
+    """Input partitions for a read (runs on the driver)."""
+    k = options.kafka
+    logs, files = sources(options)
+    found = [(log_.topic, log_.partition) for log_ in logs]
+    chosen = set(k.select(found))
+    kwargs = options.option_kwargs()
+    ranges = batch_ranges(k, {(p.topic, p.partition): p for p in logs
+                              if (p.topic, p.partition) in chosen}, kwargs)
+    wanted = []
+    for log_ in logs:
+        if options.topics is not None and log_.topic not in options.topics:
+            continue
+        if options.partitions is not None and log_.partition not in options.partitions:
+            continue
+        if (log_.topic, log_.partition) not in ranges:
+            continue
+        lo, hi = ranges[(log_.topic, log_.partition)]
+        lo, hi = max(lo, options.offset_lo), min(hi, options.offset_hi)
+        if lo < hi:
+            wanted.append((log_, lo, hi))
+    states = _transactions(options, [w[0] for w in wanted], kwargs)
+    slices = _file_slices(options, files)
+    for (log_, lo, hi), (state, drops) in zip(wanted, states):
+        slices += _partition_slices(options, log_, lo, hi, state, drops)
+    return slices
+
+
+def _transactions(options: Options, logs: list, kwargs: dict) -> list[tuple]:
+    """``(state, drops)`` per partition for read_committed (a pass over
+    each partition's batch headers and control records, on the driver's
+    threads: partitions in object storage are fetched in parallel);
+    ``(None, None)`` otherwise."""
+    if options.isolation != "read_committed":
+        return [(None, None)] * len(logs)
+
+    def one(log_):
+        state = log_.transaction_state(**kwargs)
+        return state, log_.dropped_batches(state, kwargs)
+    if len(logs) <= 1:
+        return [one(p) for p in logs]
+    with ThreadPoolExecutor(max_workers=min(8, len(logs))) as pool:
+        return list(pool.map(one, logs))
+
+
+def _partition_slices(options: Options, log_: PartitionLog, lo: int, hi: int, state,
+                      drops) -> list[SegmentSlice]:
+    slices = []
+    index = {id(seg): i for i, seg in enumerate(log_.segments)}
+    plans = log_.plan(lo, hi)
+    stop_at = None
+    if options.on_corrupt != "fail":
+        stop_at, gaps = scan_damage(log_, plans, options.decode_options())
+        _warn_damage(log_, stop_at, gaps)
+    for rp in plans:
+        i = index[id(rp.segment)]
+        if (options.ts_lo is not None and log_.use_index
+                and i + 1 < len(log_.segments)
+                and segment_older_than(rp.segment, options.ts_lo)):
+            continue        # useIndex: a rolled segment's time index names its maximum
+        seg_stop = rp.stop
+        if stop_at is not None:
+            if i > stop_at[0]:
+                break            # nothing after the first damage
+            if i == stop_at[0]:
+                seg_stop = stop_at[1] if rp.stop is None else min(rp.stop, stop_at[1])
+                if seg_stop <= rp.start:
+                    break
+        inner = seg_stop is None and i + 1 < len(log_.segments)
+        next_base = log_.segments[i + 1].base_offset if inner else None
+        # a tiered upload's records stop where the next upload starts
+        upper = hi if rp.limit is None else min(hi, rp.limit)
+        for start, stop in planner.split_points(rp.segment, rp.start, seg_stop,
+                                                split_bytes(options.max_partition_bytes),
+                                                log_.use_index):
+            drop = None
+            if drops is not None:   # only this slice's batches travel with it
+                drop = drops[rp.segment.source.name]
+                end = UNBOUNDED if stop is None else stop
+                drop = drop[(drop >= start) & (drop < end)]
+            slices.append(SegmentSlice(log_.topic, log_.partition, rp.segment, start, stop,
+                                       lo, upper, state, drop, inner and stop is None,
+                                       next_base))
+    return slices

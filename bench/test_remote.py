@@ -1,12 +1,17 @@
-"""Remote reads through a request-counting proxy in front of a local S3
-server (moto, tests/remote_s3.py): the goals of kbatch.lib.remote.
+"""Reads from object storage through a request-counting proxy in front of
+a local S3 server (moto, tests/remote_s3.py): the same code as local reads
+(the door, kbatch.lib.open), with the objects as byte sources.
 
     seek:  an offset read from the middle of a 1 GiB remote segment:
            GET requests and bytes (goal: <= 3 GETs, <= 16 MiB)
     scan:  a whole partition (4 x 64 MiB segments): bytes transferred over
            the objects' size (goal <= 1.02), and the scan's rate over the
            rate at which the same process merely downloads those objects
-           with the same ranges and concurrency (goal >= 0.8)
+           with the same ranges and concurrency (goal >= 0.8); the same for a
+           whole read(), which fetches each segment and decodes it as a mapping
+    tiered: a bounded read [x, x + 1000) of a tiered segment (zstd chunks of
+           64 KiB): the chunks fetched beside the chunks the planned byte
+           range holds (goal: at most one more)
 
 The 1 GiB segment is one ~16 KiB batch repeated with rising base offsets
 (the CRC does not cover the base offset, so every copy is a valid batch)
@@ -34,6 +39,7 @@ pytest.importorskip("s3fs")
 import kbatch  # noqa: E402
 from kbatch.lib.objects import RangeSource  # noqa: E402
 from tests.remote_s3 import BUCKET, S3  # noqa: E402
+from tests.tiered_encoder import Encoder  # noqa: E402
 
 RESULTS: dict[str, str] = {}
 
@@ -123,7 +129,7 @@ def test_remote_scan_vs_download(s3, benchmark, tmp_path):
 
     def download():
         for seg in remote.segments:
-            src = seg.source
+            src = seg.source.raw
             for _, data in src.blocks(0, src.size):
                 del data
     t = time.perf_counter()
@@ -141,5 +147,55 @@ def test_remote_scan_vs_download(s3, benchmark, tmp_path):
     RESULTS["scan: download only"] = f"{objects / 2**20 / t_download:.0f} MiB/s"
     RESULTS["scan: decode scan"] = f"{objects / 2**20 / t_scan:.0f} MiB/s"
     RESULTS["scan: scan rate / download rate (goal >= 0.8)"] = f"{t_download / t_scan:.2f}"
+    t = time.perf_counter()
+    whole = len(remote.read())
+    t_read = time.perf_counter() - t
+    assert whole == records
+    RESULTS["read(): whole partition"] = f"{objects / 2**20 / t_read:.0f} MiB/s"
+    RESULTS["read(): rate / download rate"] = f"{t_download / t_read:.2f}"
     benchmark.extra_info.update(records=records, bytes=moved)
     assert moved <= 1.02 * objects
+
+
+def _chunks_in(ranges, transformed) -> set:
+    """The stored chunks the ranged GETs ``ranges`` ("bytes=a-b") touched."""
+    touched = set()
+    for rng in ranges:
+        a, b = (int(x) for x in rng.split("=")[1].split("-"))
+        first = int(np.searchsorted(transformed, a, side="right")) - 1
+        last = int(np.searchsorted(transformed, b, side="right")) - 1
+        touched.update(range(first, last + 1))
+    return touched
+
+
+@pytest.mark.benchmark(group="remote")
+def test_remote_tiered_bounded_read_chunks(s3, benchmark, tmp_path):
+    n = big_segment(tmp_path / "tier-0", 64 << 20)
+    log = (tmp_path / "tier-0" / f"{0:020d}.log").read_bytes()
+    index = (tmp_path / "tier-0" / f"{0:020d}.index").read_bytes()
+    objects = Encoder("compressed", chunk_size=64 << 10).encode_segment(
+        log, index, b"", None, topic="tier", topic_id="AAAAAAAAAAAAAAAAAAAAAA", partition=0,
+        start_offset=0, end_offset=n - 1)
+    for key, data in objects.items():
+        s3.fs.pipe(f"{BUCKET}/tiered/{key}", data)
+    s3.fs.invalidate_cache()
+    remote = kbatch.open_log(f"s3://{BUCKET}/tiered/tier-AAAAAAAAAAAAAAAAAAAAAA/0",
+                             layout="tiered", storage_options=s3.options())
+    seg = remote.segments[0]
+    transformed = seg.manifest.chunks.transformed
+    target = n // 2 + 37
+    [plan] = remote.plan(target, target + 1000)
+    needed = seg.manifest.chunks.chunks_for(plan.start, plan.stop)
+    s3.proxy.reset()
+    got = benchmark.pedantic(lambda: remote.read(target, target + 1000), rounds=1,
+                             iterations=1)
+    assert got.offset.tolist() == list(range(target, target + 1000))
+    ranges = [r for m, path, r in s3.proxy.log
+              if m == "GET" and path.split("?")[0].endswith(".log")]
+    fetched = _chunks_in(ranges, transformed)
+    RESULTS["tiered: chunks of the segment"] = str(len(transformed) - 1)
+    RESULTS["tiered bounded read: chunks the planned range holds"] = str(len(needed))
+    RESULTS["tiered bounded read: chunks fetched (goal: needed + at most 1)"] = \
+        f"{len(fetched)} in {len(ranges)} GETs"
+    benchmark.extra_info.update(chunks_needed=len(needed), chunks_fetched=len(fetched))
+    assert len(fetched) <= len(needed) + 1

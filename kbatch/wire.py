@@ -34,7 +34,8 @@ import enum
 __all__ = ["Attr", "Codec", "ControlType", "Header", "TimestampType",
            "LOG_OVERHEAD", "HEADER_V2", "CRC_START", "ATTR_CODEC_MASK",
            "LEGACY_ATTR_CODEC_MASK", "LEGACY_ATTR_LOG_APPEND_TIME",
-           "END_TXN_MARKERS", "CODEC_NAMES", "CONTROL_TYPE_NAMES", "UNBOUNDED",
+           "END_TXN_MARKERS", "CODEC_NAMES", "CONTROL_TYPE_NAMES", "UNBOUNDED", "INT64_MIN",
+           "INT64_MAX",
            "codec_name", "codec_id", "control_type_name"]
 
 
@@ -118,6 +119,7 @@ CONTROL_TYPE_NAMES = {int(t): t.name for t in ControlType}
 # Not on the wire: kbatch's "no bound" for offset ranges and chunk sizes
 # (above any offset a broker assigns in practice, and safe to add to).
 UNBOUNDED = 1 << 62
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1   # the int64 range (limits, not sentinels)
 
 
 def codec_name(codec: int) -> str:

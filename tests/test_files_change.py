@@ -64,8 +64,8 @@ def test_truncated_during_an_index_guided_seek_raises_instead_of_sigbus(tmp_path
     child = run_child(f"""
         import os
         from contextlib import contextmanager
-        import kbatch, kbatch.lib.log
-        real = kbatch.lib.log.open_source
+        import kbatch, kbatch.lib.sources
+        real = kbatch.lib.sources.open_source
 
         @contextmanager
         def shrinking(source, **kw):
@@ -73,7 +73,7 @@ def test_truncated_during_an_index_guided_seek_raises_instead_of_sigbus(tmp_path
                 os.truncate(source, 100)       # the mapping is now past the file's end
                 yield view, path
 
-        kbatch.lib.log.open_source = shrinking
+        kbatch.lib.sources.open_source = shrinking
         log = kbatch.open_log({str(part)!r}, use_index=True)
         try:
             log.read(start_offset=15_000, end_offset=15_010)

@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from kbatch.wire import INT64_MAX
 from kbatch._core._kernels import take_binary
 from kbatch.lib.gather import empty
 
@@ -76,7 +77,7 @@ def check_offsets(name: str, offsets: np.ndarray, size: int) -> None:
     a buffer of ``size`` values (ValueError otherwise)."""
     if len(offsets) == 0:
         raise ValueError(f"{name} needs at least one entry (n + 1 offsets)")
-    if offsets.dtype.kind == "u" and offsets.dtype.itemsize == 8 and offsets.max() > (1 << 63) - 1:
+    if offsets.dtype.kind == "u" and offsets.dtype.itemsize == 8 and offsets.max() > INT64_MAX:
         raise ValueError(f"{name} past the int64 range")
     first, last = int(offsets[0]), int(offsets[-1])
     if first < 0:

@@ -75,7 +75,7 @@ from kbatch.lib.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, Decod
 from kbatch.lib.storage import Storage
 from kbatch.lib.timestamps import to_millis
 from kbatch.lib.txn import TxnState, check_isolation
-from kbatch.wire import UNBOUNDED
+from kbatch.wire import INT64_MIN, UNBOUNDED
 
 TIMESTAMP_MODES = ("offsets", "exact")
 TXN_CHUNK_RECORDS, TXN_CHUNK_BYTES = 1 << 18, 32 << 20    # a transaction pass's chunks
@@ -229,7 +229,7 @@ class PartitionLog:
         window = None
         if timestamp_mode == "exact":
             if start_ts is not None or end_ts is not None:
-                window = (-(1 << 63) if start_ts is None else start_ts,
+                window = (INT64_MIN if start_ts is None else start_ts,
                           UNBOUNDED if end_ts is None else end_ts)
         elif end_ts is not None:
             found = self.offset_for_timestamp(end_ts, **_as_kwargs(opts))
@@ -358,7 +358,7 @@ class PartitionLog:
             drop = None if drops is None else drops.get(source.name)
             # a whole read keeps every record the files hold (whatever its offset);
             # a tiered upload's records stop where the next upload starts
-            low = lo if ranged else -(1 << 63)
+            low = lo if ranged else INT64_MIN
             high = hi if ranged else UNBOUNDED
             if plan.limit is not None:
                 high = min(high, plan.limit)

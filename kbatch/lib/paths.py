@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 import re
 
+from kbatch.wire import INT64_MAX
 from kbatch.errors import KbatchError
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$", re.ASCII)
@@ -33,7 +34,6 @@ TIERED_OBJECT = re.compile(r"^(\d{20})-([A-Za-z0-9_-]{22})\.(log|indexes|rsm-man
                            re.ASCII)
 DIGITS = re.compile(r"^[0-9]+$", re.ASCII)
 TRANSIENT_DIR_SUFFIXES = ("-delete", "-future", "-stray")
-INT64_MAX = (1 << 63) - 1
 INT32_MAX = (1 << 31) - 1
 
 
@@ -97,3 +97,20 @@ def tiered_object(name: str) -> tuple[int, str, str] | None:
     if not match or int(match.group(1)) > INT64_MAX:
         return None
     return int(match.group(1)), match.group(2), match.group(3)
+
+
+def uuid_text(value) -> str | None:
+    """A Kafka Uuid as its object-key form (22 characters of URL-safe
+    base64), from that form, a canonical 8-4-4-4-12 string or 16 bytes."""
+    import base64
+    import uuid
+    if isinstance(value, (bytes, bytearray)) and len(value) == 16:
+        raw = bytes(value)
+    elif isinstance(value, str) and len(value) == 36:
+        try:
+            raw = uuid.UUID(value).bytes
+        except ValueError:
+            return value
+    else:
+        return None if value is None else str(value)
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")

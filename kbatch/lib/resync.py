@@ -35,7 +35,8 @@ import numpy as np
 from kbatch.lib.decoder import batch_at, chains_to_end, read_mapped  # noqa: F401
 
 WINDOW = 1 << 20
-_HEADER = 17
+HEADER_BYTES = 17     # a candidate batch header: base offset .. magic (Header.MAGIC + 1)
+_HEADER = HEADER_BYTES
 
 
 def _check(view, position: int, stop: int, after_offset: int, path=None):

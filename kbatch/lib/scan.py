@@ -35,13 +35,21 @@ from typing import Iterator
 import numpy as np
 
 from kbatch.errors import CorruptRecordError, DamagedLengthError
-from kbatch.lib.decoder import batch_at
+from kbatch.lib.decoder import MIN_MESSAGE, batch_at
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
-from kbatch.lib.resync import candidates
+from kbatch.lib.resync import HEADER_BYTES, candidates
 from kbatch.lib.segment import DecodeOptions, decode_chunks
-from kbatch.wire import UNBOUNDED
+from kbatch.wire import LOG_OVERHEAD, UNBOUNDED, Header
 
-MIN_ENTRY = 14     # the smallest length field: a magic 0 message (crc..value length)
+_LENGTH, _MAGIC = int(Header.LENGTH), int(Header.MAGIC)
+_DELTA = int(Header.LAST_OFFSET_DELTA)
+
+
+def _int_at(buf, at: int, size: int) -> int:
+    """The big-endian signed integer of ``size`` bytes at ``at``."""
+    return int.from_bytes(buf[at:at + size], "big", signed=True)
+
+MIN_ENTRY = MIN_MESSAGE     # the smallest length field: a magic 0 message (crc..value length)
 RESYNC_WINDOW = 4 << 20
 
 
@@ -75,16 +83,17 @@ def whole_batches(buf, max_batch_bytes: int, room: int | None = None) -> tuple[i
     data is at most one batch: the caller carries it to the end."""
     n = len(buf)
     pos = 0
-    while n - pos >= 12:
-        length = int.from_bytes(buf[pos + 8:pos + 12], "big", signed=True)
+    while n - pos >= LOG_OVERHEAD:
+        length = _int_at(buf, pos + _LENGTH, 4)
         if length > max_batch_bytes and room is not None \
-                and 12 + length > room - pos and room - pos <= max_batch_bytes + 12:
+                and LOG_OVERHEAD + length > room - pos \
+                and room - pos <= max_batch_bytes + LOG_OVERHEAD:
             return pos, False
         if length < MIN_ENTRY or length > max_batch_bytes:
             return pos, True
-        if length > n - pos - 12:
+        if length > n - pos - LOG_OVERHEAD:
             return pos, False
-        pos += 12 + length
+        pos += LOG_OVERHEAD + length
     return pos, False
 
 
@@ -254,21 +263,22 @@ def next_valid_in_ranges(source, start: int, stop: int, after_offset: int,
     Keeps in memory one window and that batch."""
     url = source.url
     pos = max(start, 0)
-    while stop - pos >= 17:
+    tail = HEADER_BYTES - 1          # the bytes after a candidate's first that it needs
+    while stop - pos >= HEADER_BYTES:
         buf = source.read(pos, min(stop, pos + RESYNC_WINDOW + 64))
         w = np.frombuffer(buf, np.uint8)
-        count = min(len(w) - 16, RESYNC_WINDOW)
-        for c in candidates(w[:count + 16], stop - pos, max_batch_bytes).tolist():
+        count = min(len(w) - tail, RESYNC_WINDOW)
+        for c in candidates(w[:count + tail], stop - pos, max_batch_bytes).tolist():
             if not _may_end_above(buf, c, after_offset):
                 continue
-            length = int.from_bytes(buf[c + 8:c + 12], "big", signed=True)
-            end = c + 12 + length
+            length = _int_at(buf, c + _LENGTH, 4)
+            end = c + LOG_OVERHEAD + length
             if end <= len(buf):
                 view, at = memoryview(buf), c
             else:
                 view, at = memoryview(source.read(pos + c, pos + end)), 0
             try:
-                row = batch_at(view, at, url, stop=at + 12 + length)
+                row = batch_at(view, at, url, stop=at + LOG_OVERHEAD + length)
             finally:
                 view.release()
             if (row is not None and int(row["position"]) == at
@@ -283,9 +293,9 @@ def _may_end_above(buf: bytes, c: int, after_offset: int) -> bool:
     at or below ``after_offset``: the batch cannot be the one sought, and
     its bytes need not be read (magic 2: base offset + last offset delta;
     magic 0/1: the message's own offset)."""
-    if len(buf) - c < 27:
+    if len(buf) - c < _DELTA + 4:
         return True
-    base = int.from_bytes(buf[c:c + 8], "big", signed=True)
-    if buf[c + 16] == 2:
-        base += int.from_bytes(buf[c + 23:c + 27], "big", signed=True)
+    base = _int_at(buf, c, 8)
+    if buf[c + _MAGIC] == 2:
+        base += _int_at(buf, c + _DELTA, 4)
     return base > after_offset

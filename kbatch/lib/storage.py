@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kbatch.errors import ArgumentError, DecryptionError, KbatchError
+from kbatch.lib.paths import uuid_text
 
 LAYOUTS = ("plain", "tiered")
 DEFAULT_BLOCK = 8 << 20          # one ranged GET of a scan
@@ -220,7 +221,6 @@ def _segment_states(metadata) -> tuple | None:
     ``state``, in record order) or a mapping; None when not given."""
     if metadata is None:
         return None
-    from kbatch.lib.tiered import uuid_text
     if isinstance(metadata, dict):
         return tuple(sorted((uuid_text(k), v) for k, v in metadata.items()))
     rows = metadata.to_pylist() if hasattr(metadata, "to_pylist") else list(metadata)

@@ -488,22 +488,6 @@ class TieredSource:
             yield cut(a, data)
 
 
-def uuid_text(value) -> str | None:
-    """A Kafka Uuid as its object-key form (22 characters of URL-safe
-    base64), from that form, a canonical 8-4-4-4-12 string or 16 bytes."""
-    import uuid
-    if isinstance(value, (bytes, bytearray)) and len(value) == 16:
-        raw = bytes(value)
-    elif isinstance(value, str) and len(value) == 36:
-        try:
-            raw = uuid.UUID(value).bytes
-        except ValueError:
-            return value
-    else:
-        return None if value is None else str(value)
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
 def manifest_url(url: str) -> str:
     return url[:-len(".log")] + ".rsm-manifest" if url.endswith(".log") else url
 

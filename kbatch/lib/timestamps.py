@@ -17,11 +17,12 @@ import numbers
 
 import numpy as np
 
+from kbatch.wire import INT64_MAX, INT64_MIN
 from kbatch.errors import ArgumentError
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _MS = _dt.timedelta(milliseconds=1)
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_INT64_MIN, _INT64_MAX = INT64_MIN, INT64_MAX
 
 
 def to_millis(value, name: str = "timestamp") -> int | None:

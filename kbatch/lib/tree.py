@@ -323,6 +323,16 @@ class Location:
         return self.tree.display(self.path) if self.tree.remote else Path(self.path)
 
 
+def is_remote(target, storage=None) -> bool:
+    """Whether the door reads ``target`` from an fsspec filesystem: a URL
+    other than ``file://``, or any path when ``storage.filesystem`` is set
+    (the rule ``tree_of`` follows)."""
+    if getattr(storage, "filesystem", None) is not None:
+        return True
+    return (isinstance(target, str) and is_url(target)
+            and not target.lower().startswith("file://"))
+
+
 def tree_of(target, storage=None) -> tuple[object, str]:
     """``(tree, path in it)`` of one target: the one answer to "local or
     remote?" (the door, ``kbatch.lib.open``, documents the rules).
@@ -341,17 +351,17 @@ def tree_of(target, storage=None) -> tuple[object, str]:
         url = text if is_url(text) else f"{protocol_of(fs)}://{stripped}"
         return (ObjectTree(fs, stripped, url, retries=storage.retries, block=storage.block,
                            concurrency=storage.concurrency), stripped)
-    if isinstance(target, str) and is_url(target):
-        if target.lower().startswith("file://"):
-            path = target[len("file://"):]
-            if not path.startswith("/"):
-                raise PathError(f"{target}: a file:// URL needs an absolute path "
-                                "(file:///data/kafka)")
-            return LOCAL_TREE, path
+    if is_remote(target, storage):
         fs, stripped = filesystem_of(target, storage.storage_options)
         return (ObjectTree(fs, stripped, target, retries=storage.retries, block=storage.block,
                            concurrency=storage.concurrency), stripped)
-    if isinstance(target, os.PathLike) or isinstance(target, str):
+    if isinstance(target, str) and target.lower().startswith("file://"):
+        path = target[len("file://"):]
+        if not path.startswith("/"):
+            raise PathError(f"{target}: a file:// URL needs an absolute path "
+                            "(file:///data/kafka)")
+        return LOCAL_TREE, path
+    if isinstance(target, (str, os.PathLike)):
         text = os.fspath(target)
         if not text:
             raise PathError("an empty path")
@@ -365,4 +375,5 @@ def locate(target, storage=None) -> Location:
 
 
 LOCAL_TREE = LocalTree()
-__all__ = ["Entry", "LOCAL_TREE", "LocalTree", "Location", "ObjectTree", "locate", "tree_of"]
+__all__ = ["Entry", "LOCAL_TREE", "LocalTree", "Location", "ObjectTree", "is_remote", "locate",
+           "tree_of"]

@@ -14,7 +14,7 @@ the last checkpoint, which is what a backup of the directory holds.
 from __future__ import annotations
 
 from kbatch.lib.checkpoints import offsets_of
-from kbatch.wire import UNBOUNDED
+from kbatch.wire import INT64_MIN, UNBOUNDED
 
 VISIBILITY = ("all", "consumer")
 
@@ -40,7 +40,7 @@ def visible(records, bounds: tuple[int | None, int | None]):
     lo, hi = bounds
     if lo is None and hi is None:
         return records
-    lo = -(1 << 63) if lo is None else lo
+    lo = INT64_MIN if lo is None else lo
     hi = UNBOUNDED if hi is None else hi
     return records.select_offsets(lo, hi)
 

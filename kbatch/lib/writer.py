@@ -48,7 +48,7 @@ import numpy as np
 from kbatch._core._checksums import crc32c_of
 from kbatch._core._encode import encode_records
 from kbatch.lib.columns import BinaryColumn, HeadersColumn
-from kbatch.wire import ATTR_CODEC_MASK, Attr, ControlType
+from kbatch.wire import ATTR_CODEC_MASK, INT64_MAX, INT64_MIN, Attr, ControlType
 from kbatch.lib.compression import codec_id, compress
 from kbatch.lib.records import Records
 
@@ -63,7 +63,7 @@ DEFAULT_BATCH_BYTES = 16 * 1024
 DEFAULT_SEGMENT_BYTES = 1 << 30
 DEFAULT_INDEX_INTERVAL = 4096
 INDEX_PREALLOCATE = 10 * 1024 * 1024
-INT16_MAX, INT32_MAX, INT64_MAX = (1 << 15) - 1, (1 << 31) - 1, (1 << 63) - 1
+INT16_MAX, INT32_MAX = (1 << 15) - 1, (1 << 31) - 1
 
 
 # --- argument checks ---------------------------------------------------------
@@ -98,7 +98,7 @@ def _int64_array(name: str, values, n: int) -> np.ndarray:
         raise ValueError(f"{name} must be one-dimensional with {n} values, not shape {arr.shape}")
     if arr.dtype == object:   # Python ints too large for a numpy dtype, or mixed types
         try:
-            arr = np.array([_int(name, v, -(1 << 63), INT64_MAX) for v in arr.tolist()],
+            arr = np.array([_int(name, v, INT64_MIN, INT64_MAX) for v in arr.tolist()],
                            np.int64).reshape(n)
         except TypeError:
             raise TypeError(f"{name} must hold integers") from None
@@ -249,8 +249,8 @@ def build_batch(records_area: bytes, *, count: int, base_offset: int, last_offse
     _int("count", count, 0, INT32_MAX)
     _int("base_offset", base_offset, 0, INT64_MAX)
     _int("last_offset_delta", last_offset_delta, 0, INT32_MAX)
-    _int("base_timestamp", base_timestamp, -(1 << 63), INT64_MAX)
-    _int("max_timestamp", max_timestamp, -(1 << 63), INT64_MAX)
+    _int("base_timestamp", base_timestamp, INT64_MIN, INT64_MAX)
+    _int("max_timestamp", max_timestamp, INT64_MIN, INT64_MAX)
     _int("attributes", attributes, 0, INT16_MAX)
     _int("producer_id", producer_id, -1, INT64_MAX)
     _int("producer_epoch", producer_epoch, -1, INT16_MAX)

@@ -25,11 +25,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from kbatch.wire import INT64_MAX
 from kbatch.errors import KbatchError
 from kbatch.tools import internal_cli
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
-INT64_MAX = (1 << 63) - 1
 
 
 class UsageError(Exception):
@@ -77,12 +77,12 @@ def _storage(args, names=None):
     """The one ``Storage`` of a command (``--storage-option``, ``--layout``,
     ``--private-key``), built once for all its paths. The storage options
     are for URLs: given with local paths only, they are a usage error."""
-    from kbatch.lib.objects import is_url
     from kbatch.lib.storage import Storage
+    from kbatch.lib.tree import is_remote
     names = [getattr(args, "path", None)] if names is None else names
     names = getattr(args, "all_files", names)     # dump: one call per file, one storage
     options = dict(getattr(args, "storage_option", None) or ())
-    remote = [is_url(n) and not n.lower().startswith("file://") for n in names if n]
+    remote = [is_remote(n) for n in names if n]
     if options and not any(remote):
         raise UsageError("--storage-option is for URLs (s3://..., gs://...), not the local "
                          f"path {names[0]}")

@@ -186,7 +186,8 @@ def _write_partition(path: Path, topic: str, partition: int, cols: dict, rng,
 
 
 def _internal_ends(root: Path) -> list:
-    from kbatch.lib.log import PartitionLog, parse_partition_dir
+    from kbatch.lib.log import PartitionLog
+    from kbatch.lib.paths import parse_partition_dir
     out = []
     for d in sorted(root.iterdir()):
         parsed = parse_partition_dir(d.name)

@@ -128,6 +128,7 @@ def _load(instrument: bool = False, reference: bool = False,
         import kbatch.lib.log
         import kbatch.lib.records
         import kbatch.lib.segment
+        import kbatch.lib.tree
         if reference:
             import kafka.codec  # noqa: F401
             import kafka.record.default_records  # noqa: F401
@@ -142,6 +143,7 @@ def _load(instrument: bool = False, reference: bool = False,
     m.control = kbatch.lib.control
     m.index = kbatch.lib.index
     m.log = kbatch.lib.log
+    m.tree = kbatch.lib.tree
     m.decoder = kbatch.lib.decoder
     m.segment_mod = kbatch.lib.segment
     m.Records = kbatch.lib.records.Records
@@ -712,15 +714,18 @@ def t_index(data: bytes) -> None:
     # the index classes on their own (base offsets a file name can give)
     index_path, time_path, txn_path = L.paths
     base = INDEX_BASE if h & (1 << 30) else (1 << 63) - 1 - (1 << 40)
-    st, oi = _outcome(lambda: K.index.OffsetIndex.read(index_path, base))
+    def entries(path, dtype, zero_ends=True):   # the one rule every index is read by
+        return K.tree.LOCAL_TREE.read_entries(path, dtype, None, zero_ends)
+    st, oi = _outcome(lambda: K.index.OffsetIndex.of(entries(index_path, K.index.OFFSET_ENTRY),
+                                                     base))
     if st == "ok":
         oi.lookup(probe)
         oi.first_at_or_above(probe)
-    st, ti = _outcome(lambda: K.index.TimeIndex.read(time_path, base))
+    st, ti = _outcome(lambda: K.index.TimeIndex.of(entries(time_path, K.index.TIME_ENTRY), base))
     if st == "ok":
         ti.last_below(ts)
         ti.max_timestamp()
-    _outcome(lambda: len(K.index.TxnIndex.read(txn_path)))
+    _outcome(lambda: len(K.index.TxnIndex.of(entries(txn_path, K.index.TXN_ENTRY, False))))
     # the partition log: offset ranges must be exact whatever the index holds
     lo = probe
     hi = L.probes[(h >> 16) % len(L.probes)]

@@ -85,6 +85,7 @@ class Resolved:
     partition: int | None = None
     storage: Storage = LOCAL
     entries: tuple | None = field(default=None, compare=False, repr=False)
+    listed: tuple | None = field(default=None, compare=False, repr=False)   # DATA_DIR
 
     @property
     def location(self) -> Location:
@@ -117,7 +118,9 @@ class Resolved:
             return [Partition(self.topic, self.partition, self.location)]
         seen: dict[tuple, Location] = {}
         for loc in self.locations:
-            for topic, part, child in partition_dirs(loc, self.storage.layout):
+            found = (self.listed if self.listed is not None and len(self.locations) == 1
+                     else partition_dirs(loc, self.storage.layout))
+            for topic, part, child in found:
                 key = (topic, part)
                 if key in seen:
                     raise _twins(seen[key], child, topic, part)
@@ -235,8 +238,9 @@ def _resolve_dir(loc: Location, storage: Storage, transient_ok: bool) -> Resolve
             topic = named[0] if named and part is not None else None
             return Resolved(PathKind.PARTITION, (loc,), topic,
                             part if topic is not None else None, storage, tuple(entries))
-        if partition_dirs(loc, layout, entries):
-            return Resolved(PathKind.DATA_DIR, (loc,), storage=storage)
+        listed = partition_dirs(loc, layout, entries)
+        if listed:
+            return Resolved(PathKind.DATA_DIR, (loc,), storage=storage, listed=tuple(listed))
         if named is not None and part is not None:
             return Resolved(PathKind.PARTITION, (loc,), named[0], part, storage, tuple(entries))
     else:
@@ -244,8 +248,9 @@ def _resolve_dir(loc: Location, storage: Storage, transient_ok: bool) -> Resolve
         if _holds_segments(entries, layout):
             topic, part = parsed if parsed else (None, None)
             return Resolved(PathKind.PARTITION, (loc,), topic, part, storage, tuple(entries))
-        if partition_dirs(loc, layout, entries):
-            return Resolved(PathKind.DATA_DIR, (loc,), storage=storage)
+        listed = partition_dirs(loc, layout, entries)
+        if listed:
+            return Resolved(PathKind.DATA_DIR, (loc,), storage=storage, listed=tuple(listed))
         if parsed is not None:
             return Resolved(PathKind.PARTITION, (loc,), *parsed, storage, tuple(entries))
     if transient_ok and any(e.is_dir and e.name.endswith(TRANSIENT_DIR_SUFFIXES)

@@ -5,18 +5,16 @@
 Writes the sample first when SAMPLE_DIR does not exist (``kbatch sample``).
 """
 
-import sys
+import argparse
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-import kbatch  # noqa: E402
 
 
 def main(sample: str = "sample", out: str = "examples/consumer_lag.png") -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import kbatch
     if not Path(sample).is_dir():
         from kbatch.tools.sample import write_sample
         write_sample(sample)
@@ -35,4 +33,10 @@ def main(sample: str = "sample", out: str = "examples/consumer_lag.png") -> None
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    parser = argparse.ArgumentParser(
+        description="Plot the consumer lag of the sample's 'analytics' group as a PNG "
+                    "(writes the sample first when SAMPLE_DIR does not exist).")
+    parser.add_argument("sample", nargs="?", default="sample", metavar="SAMPLE_DIR")
+    parser.add_argument("out", nargs="?", default="examples/consumer_lag.png", metavar="OUT_PNG")
+    args = parser.parse_args()
+    main(args.sample, args.out)

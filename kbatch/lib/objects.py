@@ -177,8 +177,8 @@ class Retrier:
                                          f"{exc}", url=self.url)
                     failed.cause_type = type(exc)
                     raise failed from None
-                log.warning("kbatch: %s of %s failed (%s), retrying (%d of %d)", what,
-                            self.url, type(exc).__name__, attempt + 1, self.retries)
+                log.warning("%s of %s failed (%s), retrying (%d of %d)", what, self.url,
+                            type(exc).__name__, attempt + 1, self.retries)
                 time.sleep(min(delay, self.max_backoff) * (1 + random.random() / 4))
                 delay *= 2
         raise AssertionError("unreachable")

@@ -117,8 +117,30 @@ def _resolve(name: str, *kinds, what: str = "", check: bool = True, storage=None
     if kinds and found.kind not in kinds:
         raise UsageError(f"{found.name}: is a {found.kind.value}; {what}")
     if check and found.kind is PathKind.SEGMENT:
+        _not_a_side_file(found)
         _check_segment(found)
     return found
+
+
+# files that sit beside segments and hold no batches: what they are, and which
+# command reads them
+SIDE_FILES = ((".index", "an offset index file"), (".timeindex", "a time index file"),
+              (".txnindex", "a transaction index file"),
+              (".snapshot", "a producer state snapshot"))
+
+
+def _not_a_side_file(found) -> None:
+    """An index file, a producer snapshot or a checkpoint file given where a
+    segment is read is named as what it is (exit 2), never decoded as batches."""
+    from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES
+    name = found.location.name
+    what = next((text for suffix, text in SIDE_FILES if name.endswith(suffix)), None)
+    if what is None and (name in OFFSET_FILES or name == EPOCH_FILE):
+        what = "a checkpoint file"
+    if what is not None:
+        raise UsageError(f"{found.name}: is {what}, not a segment (kbatch dump reads it; "
+                         f"stats, verify and txn take a segment, a partition or a data "
+                         "directory)")
 
 
 def _check_segment(found) -> None:
@@ -189,8 +211,10 @@ def cmd_dump(args) -> int:
     for name in args.files:
         try:
             index = name.rstrip("/").endswith(INDEX_SUFFIXES)
-            found = _resolve(name, PathKind.SEGMENT, check=not index, storage=storage,
+            found = _resolve(name, PathKind.SEGMENT, check=False, storage=storage,
                              what="dump takes segment or index files")
+            if not index:
+                _check_segment(found)
             dump_file(found.location, sys.stdout, fmt=args.format, decode=args.decode,
                       max_bytes=args.max_bytes, print_data=not args.no_data,
                       validate_crc=not args.no_crc, storage=storage)
@@ -216,54 +240,77 @@ def _stats_json(stats) -> dict:
 
 
 def cmd_stats(args) -> int:
+    from kbatch.lib.paths import PathKind
+    from kbatch.tools.evidence import shortfalls
     from kbatch.tools.progress import Progress
-    from kbatch.tools.stats import segment_files, segment_stats, summarize
+    from kbatch.tools.stats import log_bounds, partition_files, segment_stats, summarize
 
     found = _resolve(args.path, storage=_storage(args))
-    files = segment_files(found)
-    rows = []
+    parts = partition_files(found)
     status = EXIT_OK
-    with Progress(len(files), "stats") as bar:
-        for topic, partition, seg, last in files:
-            try:
-                rows.append((topic, partition, segment_stats(
-                    seg, last_segment=last, validate_crc=not args.no_crc,
-                    on_corrupt=args.on_corrupt)))
-            except KbatchError as exc:
-                bar.close()
-                print(f"kbatch stats: {exc}", file=sys.stderr)
-                status = EXIT_PROBLEMS
-            bar.update(1, seg.location.name)
-    by_partition: dict = {}
-    for topic, partition, st in rows:
-        by_partition.setdefault((topic, partition), []).append(st)
+    done: dict = {}          # (topic, partition) -> [SegmentStats]
+    with Progress(sum(len(segs) for _, _, segs in parts), "stats") as bar:
+        for topic, partition, segs in parts:
+            done[(topic, partition)] = []
+            for seg in segs:
+                last = seg is segs[-1] if len(segs) > 1 or found.kind is not PathKind.SEGMENT \
+                    else seg.last
+                try:
+                    done[(topic, partition)].append(segment_stats(
+                        seg, last_segment=last, validate_crc=not args.no_crc,
+                        on_corrupt=args.on_corrupt))
+                except KbatchError as exc:
+                    bar.close()
+                    print(f"kbatch stats: {exc}", file=sys.stderr)
+                    status = EXIT_PROBLEMS
+                bar.update(1, seg.location.name)
+    bounds = {key: log_bounds(segs, done[(t, p)]) for t, p, segs in parts
+              for key in [(t, p)]}
+    missing = shortfalls(found, {key: (end, {s.base_offset for s in segs})
+                                 for (t, p, segs) in parts
+                                 for key, (_, end) in [((t, p), bounds[(t, p)])]})
+    rows = [st for stats in done.values() for st in stats]
+    if missing or not rows and not any(segs for _, _, segs in parts):
+        status = EXIT_PROBLEMS      # missing data, or nothing to read
     if args.format == "json":
-        for (topic, partition), stats in by_partition.items():
+        for (topic, partition), stats in done.items():
+            start, end = bounds[(topic, partition)]
             print(json.dumps({"topic": topic, "partition": partition, **summarize(stats),
+                              "log_start_offset": start, "log_end_offset": end,
                               "segments": [_stats_json(s) for s in stats]}))
-        print(json.dumps({"total": summarize([s for _, _, s in rows])}))
+        for m in missing:
+            print(json.dumps({"missing": {"topic": m.topic, "partition": m.partition,
+                                          "start": m.start, "end": m.end,
+                                          "evidence": m.evidence}}))
+        print(json.dumps({"total": summarize(rows)}))
         return status
-    for (topic, partition), stats in by_partition.items():
+    for (topic, partition), stats in done.items():
         tot = summarize(stats)
+        start, end = bounds[(topic, partition)]
         name = (f"{topic}-{partition}" if topic is not None and topic != ""
-                else str(stats[0].path).rsplit("/", 1)[0])
+                else str(stats[0].path).rsplit("/", 1)[0] if stats else "?")
+        if start is None:
+            print(f"{name}: no segment files")
+            continue
         print(f"{name}: {tot['records']} records in {tot['batches']} batches, "
               f"{tot['control_records']} control, offsets "
-              f"{_range(tot['first_offset'], tot['last_offset'])}, "
+              f"{_range(tot['first_offset'], tot['last_offset'])}, log [{start}, {end}), "
               f"{_when(tot['min_timestamp'])} .. {_when(tot['max_timestamp'])}, "
               f"{tot['bytes']} bytes, codecs {','.join(tot['codecs']) or '-'}, "
               f"{tot['producers']} producers")
         for s in stats:
-            print(f"  {Path(s.path).name}: {s.records} records, {s.batches} batches, "
+            print(f"  {s.path.rsplit('/', 1)[-1]}: {s.records} records, {s.batches} batches, "
                   f"{s.control_records} control, offsets {_range(s.first_offset, s.last_offset)}, "
                   f"{_when(s.min_timestamp)} .. {_when(s.max_timestamp)}, {s.bytes} bytes, "
                   f"codecs {','.join(s.codecs) or '-'}, magic {','.join(map(str, s.magics)) or '-'}, "
                   f"{len(s.producers)} producers, {s.transactional_batches} transactional batches"
                   + (f", ends: {s.end_reason}" if s.end_reason else ""))
-    total = summarize([s for _, _, s in rows])
+    for m in missing:
+        print(f"missing: {m.describe()}")
+    total = summarize(rows)
     print(f"total: {total['records']} records, {total['batches']} batches, "
           f"{total['control_records']} control, {total['bytes']} bytes in "
-          f"{total['segments']} segments of {len(by_partition)} partitions")
+          f"{total['segments']} segments of {len(done)} partitions")
     return status
 
 
@@ -282,6 +329,8 @@ def cmd_verify(args) -> int:
             print(json.dumps({**s.__dict__, "ok": s.ok, "problems": s.problems()}))
         for problem in report.partition_problems:
             print(json.dumps({"partition_problem": problem}))
+        for note in report.notes:
+            print(json.dumps({"partition_note": note}))
     else:
         for s in report.segments:
             state = "ok" if s.ok else "PROBLEMS"
@@ -293,8 +342,15 @@ def cmd_verify(args) -> int:
                 print(f"  - {problem}")
         for problem in report.partition_problems:
             print(f"partition: {problem}")
+        for note in report.notes:
+            print(f"partition: {note}")
+        state = "ok" if report.ok else "problems found"
+        if report.ok and not report.segments:
+            state = "nothing to read"
         print(f"{len(report.segments)} segments, {report.batches} batches, "
-              f"{report.records} records: " + ("ok" if report.ok else "problems found"))
+              f"{report.records} records: {state}")
+    if report.ok and not report.segments:
+        return EXIT_PROBLEMS        # nothing to read is not "ok"
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
@@ -429,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(stop), or count past it, listing the skipped bytes (skip)")
     _url_flags(p)
     p.set_defaults(func=cmd_stats)
-    internal_cli.extend_stats(p, cmd_stats)
+    internal_cli.extend_stats(p, cmd_stats, _storage)
 
     p = sub.add_parser("verify", help="check CRCs, offsets and indexes without changing files",
                        description="Check segments like the broker's recovery: CRCs, offsets, "
@@ -485,12 +541,31 @@ def _error(args, message: str, code: int) -> int:
     return code
 
 
+def _show_retries(args) -> None:
+    """Retries of object-store requests (logged on ``kbatch.remote``) are
+    shown on stderr as they happen, one line each, so a slow or failing
+    endpoint is visible before the final error."""
+    import logging
+    command = getattr(args, "command", None)
+    logger = logging.getLogger("kbatch.remote")
+    if any(getattr(h, "kbatch_cli", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.kbatch_cli = True
+    handler.setFormatter(logging.Formatter(f"kbatch{' ' + command if command else ''}: "
+                                           "%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    logger.propagate = False
+
+
 def main(argv=None) -> int:
     """Every error reaches the user as one line ``kbatch COMMAND: message``
     (exit 1 for data problems or nothing to read, 2 for usage); ``--debug``
     lets the traceback through instead."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    _show_retries(args)
     try:
         return args.func(args)
     except BrokenPipeError:

@@ -211,26 +211,26 @@ def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
     parser.set_defaults(func=run)
 
 
-def extend_stats(parser: argparse.ArgumentParser, cmd_stats) -> None:
+def extend_stats(parser: argparse.ArgumentParser, cmd_stats, storage_of) -> None:
     """Before ``kbatch stats`` of a data directory (text; the total stays the
     last line), what a consumer could fetch per partition beside what is on
     disk, from the log-start-offset and replication-offset (high watermark)
-    checkpoints."""
+    checkpoints. ``storage_of(args)``: the command's ``Storage``."""
 
     def run(args) -> int:
         if args.format == "text":
             try:
-                found = resolve(args.path)
-            except KbatchError:
-                found = None            # cmd_stats says what is wrong with the path
+                found = resolve(args.path, storage_of(args))
+            except Exception:            # noqa: BLE001 - cmd_stats says what is wrong
+                found = None
             if found is not None and found.kind is PathKind.DATA_DIR:
-                _visibility_table(found.path)
+                _visibility_table(found)
         return cmd_stats(args)
 
     parser.set_defaults(func=run)
 
 
-def _visibility_table(path: Path) -> None:
+def _visibility_table(path) -> None:
     try:
         rows = [r for r in on_disk_and_visible(path)
                 if r["log_start_offset"] is not None or r["high_watermark"] is not None]
@@ -252,8 +252,9 @@ def _visibility_table(path: Path) -> None:
                     and r["log_start_offset"] > r["first_offset"]:
                 note.append(f"{r['log_start_offset'] - r['first_offset']} offsets below the "
                             "log start")
-            print(f"  {r['topic']}-{r['partition']}: on disk [{r['first_offset']}, "
-                  f"{r['end_offset']}), visible [{lo}, {hi})"
+            disk = ("nothing on disk" if r["first_offset"] is None
+                    else f"on disk [{r['first_offset']}, {r['end_offset']})")
+            print(f"  {r['topic']}-{r['partition']}: {disk}, visible [{lo}, {hi})"
                   + (f"  <-- {'; '.join(note)}" if note else ""))
 
 
@@ -329,15 +330,21 @@ def print_internal_summary(data_dir) -> None:
 
 
 def on_disk_and_visible(data_dir) -> list[dict]:
-    """Per partition of the directory: offsets on disk (first batch's base
-    offset, offset after the last batch) and the visible range, for
-    ``kbatch stats``. Reads batch headers only."""
-    ranges = visible_ranges(data_dir)
+    """Per partition of the directory (a path, or what the door resolved):
+    offsets on disk (its log start and end: the first batch's base offset,
+    the offset after the last batch; a partition holding only an empty
+    segment at B starts and ends at B; None without segments) and the
+    visible range, for ``kbatch stats``. Reads batch headers only."""
+    found = resolve(data_dir)
+    ranges = visible_ranges(found.location)
     out = []
-    for part in LogDir(data_dir).partitions:
+    for part in LogDir(found).partitions:
         bounds = [b for b in (s.batch_bounds() for s in part.segments) if len(b)]
-        first = int(bounds[0]["base_offset"][0]) if bounds else None
-        end = int(bounds[-1]["last_offset"][-1]) + 1 if bounds else None
+        first = end = None
+        if part.segments:
+            first = int(bounds[0]["base_offset"][0]) if bounds else part.segments[0].base_offset
+            end = max(int(bounds[-1]["last_offset"][-1]) + 1 if bounds else 0,
+                      part.segments[-1].base_offset)
         lo, hi = ranges.get((part.topic, part.partition), (None, None))
         out.append({"topic": part.topic, "partition": part.partition, "first_offset": first,
                     "end_offset": end, "log_start_offset": lo, "high_watermark": hi})

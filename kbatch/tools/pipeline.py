@@ -162,7 +162,8 @@ def preflight(log_dir: str | None, out_dir: str) -> None:
     """Everything that can be checked before anything is written or Spark
     starts: PySpark importable, LOG_DIR a broker data directory, the output
     directory writable where it is."""
-    from kbatch.lib.paths import PathError, PathKind, expect
+    from kbatch.lib.open import expect
+    from kbatch.lib.paths import PathError, PathKind
     require_spark()
     if log_dir is not None:
         expect(log_dir, PathKind.DATA_DIR, what="the main job reads a broker data directory")
@@ -202,6 +203,14 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
     print()
     with stages.stage("check counts against kbatch (no Spark)"):
         ok = _check_counts(spark, log_dir, per)
+    with stages.stage("check the segments against what the directory says it held"):
+        from kbatch.tools.evidence import missing_data
+        missing = missing_data(log_dir)
+        for m in missing:
+            print(f"   MISSING: {m.describe()}")
+        if not missing:
+            print("   every offset the checkpoints, indexes, snapshots and commits name is here")
+        ok &= not missing
     with stages.stage("internal topics: consumer lag, transactions, metadata (kbatch.internal)"):
         from kbatch.tools.internal_cli import print_internal_summary
         print_internal_summary(log_dir)
@@ -212,7 +221,8 @@ def run(log_dir: str | None = None, *, out_dir: str = "out", sample_dir: str = "
     print(f"Parquet (partitioned by topic): {parquet_dir}")
     print(f"Summary: {summary_path.resolve()}")
     print("Stages: " + ", ".join(f"{name} {took:.1f} s" for name, took in stages.times))
-    print("Counts agree with kbatch." if ok else "COUNTS DISAGREE (see above).")
+    print("Counts agree with kbatch." if ok else
+          "COUNTS DISAGREE OR DATA IS MISSING (see above).")
     return 0 if ok else 1
 
 

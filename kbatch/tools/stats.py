@@ -37,6 +37,7 @@ class SegmentStats:
     producers: list = field(default_factory=list)
     transactional_batches: int = 0
     valid_bytes: int = 0
+    end_offset: int | None = None   # one past the last batch's last offset (markers count)
     end_reason: str | None = None
     skipped: list = field(default_factory=list)   # damaged ranges passed over (dicts)
 
@@ -83,6 +84,9 @@ def stats_of_chunks(chunks, path: str, size: int, last_segment: bool,
         codecs.update(bt.codec.tolist())
         magics.update(bt.magic.tolist())
         producers.update(np.unique(bt.producer_id[bt.producer_id >= 0]).tolist())
+        if len(bt):
+            last = int(bt.last_offset.max()) + 1
+            st.end_offset = last if st.end_offset is None else max(st.end_offset, last)
         if len(chunk):
             if st.first_offset is None:
                 st.first_offset = int(chunk.offset[0])
@@ -136,6 +140,32 @@ def segment_files(path, storage: Storage | None = None) -> list[tuple]:
         log = PartitionLog.at(part, found.storage)
         out += [(log.topic, log.partition, s, s is log.segments[-1]) for s in log.segments]
     return out
+
+
+def partition_files(path, storage: Storage | None = None) -> list[tuple]:
+    """``(topic, partition, [Segment])`` of every partition under ``path``
+    (a segment: its partition, with that segment alone), partitions without
+    segments included. Lists; reads no segment."""
+    found = resolve(path, storage)
+    if found.kind is PathKind.SEGMENT:
+        return [(found.topic, found.partition, [found.segment()])]
+    out = []
+    for part in found.partitions():
+        log = PartitionLog.at(part, found.storage)
+        out.append((log.topic, log.partition, list(log.segments)))
+    return out
+
+
+def log_bounds(segments: list, stats: list["SegmentStats"]) -> tuple[int | None, int | None]:
+    """``(log start offset, log end offset)`` of a partition's segments:
+    the first segment's base offset, and one past the last offset read (or
+    the last segment's base offset: a partition holding only an empty
+    segment at B starts and ends at B). ``(None, None)``: no segments."""
+    if not segments:
+        return None, None
+    ends = [st.end_offset for st in stats if st.end_offset is not None]
+    end = max(ends) if ends else segments[-1].base_offset
+    return segments[0].base_offset, max(end, segments[-1].base_offset)
 
 
 def summarize(stats: list[SegmentStats]) -> dict:

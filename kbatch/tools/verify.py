@@ -19,6 +19,7 @@ from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import expect, resolve
 from kbatch.lib.paths import SEGMENT_NAME, PathKind, segment_base
 from kbatch.lib.storage import Storage
+from kbatch.tools.evidence import shortfalls
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport,  # noqa: F401
                                        VerifyReport, check, verify_options, walk)
 
@@ -89,13 +90,33 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
         if on_segment:
             on_segment(seg.name)
         return report
-    reports, problems = [], []
+    reports, problems, notes, ends = [], [], [], {}
     # partitions() refuses two directories naming one partition (t-1, t-01)
     for part in found.partitions():
-        result = verify_partition(PartitionLog.at(part, found.storage), options, on_segment)
+        log = PartitionLog.at(part, found.storage)
+        result = verify_partition(log, options, on_segment)
         reports += result.segments
         problems += result.partition_problems
-    return VerifyReport(reports, problems)
+        ends[(log.topic, log.partition)] = (_log_end(log, result.segments),
+                                            {s.base_offset for s in log.segments})
+    # what side files, checkpoints, snapshots and commits say was here
+    missing = shortfalls(found, ends)
+    problems += [m.describe() for m in missing]
+    short = {(m.topic, m.partition) for m in missing}
+    notes += [f"{t}-{p}: empty (no segment files)" for (t, p), (end, _) in sorted(
+        ends.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0))
+        if end is None and (t, p) not in short]
+    return VerifyReport(reports, problems, notes)
+
+
+def _log_end(log: PartitionLog, reports: list[SegmentReport]) -> int | None:
+    """The log end offset the verified segments give: one past the last
+    offset read, or the last segment's base offset (None: no segments)."""
+    if not log.segments:
+        return None
+    lasts = [r.last_offset for r in reports if r.last_offset is not None]
+    end = max(lasts) + 1 if lasts else log.segments[-1].base_offset
+    return max(end, log.segments[-1].base_offset)
 
 
 def verify_partition(log: PartitionLog, options: dict, on_segment=None) -> VerifyReport:

@@ -68,6 +68,7 @@ class SegmentReport:
 class VerifyReport:
     segments: list[SegmentReport]
     partition_problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)     # not problems (empty partitions)
 
     @property
     def ok(self) -> bool:

@@ -7,27 +7,39 @@ their headers (records are not decoded); a batch counts as appended once
 the largest batch timestamp so far (a running maximum, since CreateTime is
 not monotonic) is at or before the commit time. So the lag is exact for
 LogAppendTime topics and for producers whose clocks agree with the broker's,
-and an estimate otherwise. Memory held: the offset commits and one row per
-batch of one partition at a time.
+and an estimate otherwise (never below the committed offset, when the log
+holds it: the group read those records, so they were appended). Memory
+held: the offset commits and one row per batch of one partition at a time.
+
+A committed offset above the partition's log end (a topic deleted and
+recreated, a truncated or partly copied log) has no lag: ``lag`` is null and
+``reason`` says why (``committed_beyond_log_end``; ``log_end_unknown`` for a
+partition here without segments). The data directory may be local or in
+object storage (storage keywords as ``kbatch.open_log``).
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 
 from kbatch.lib.log import PartitionLog
+from kbatch.lib.open import resolve
+from kbatch.lib.paths import PathKind
+from kbatch.lib.plan import log_end_offset
+from kbatch.lib.storage import Storage
+
+BEYOND, UNKNOWN = "committed_beyond_log_end", "log_end_unknown"
 
 
 def end_offsets_at(log: PartitionLog, times_ms: np.ndarray) -> np.ndarray:
     """Log end offset at each time (ms); the first batch's base offset
-    before anything was appended; -1 for an empty log."""
+    before anything was appended; for a log without batches, its last
+    segment's base offset (-1 without segments)."""
     parts = [s.batch_bounds() for s in log.segments]
     parts = [p for p in parts if len(p)]
     if not parts:
-        return np.full(len(times_ms), -1, np.int64)
+        end = log.segments[-1].base_offset if log.segments else -1
+        return np.full(len(times_ms), end, np.int64)
     bounds = np.concatenate(parts)
     appended_by = np.maximum.accumulate(bounds["max_timestamp"])
     ends = bounds["last_offset"] + 1
@@ -41,23 +53,30 @@ def lag_schema():
     return pa.schema([("group", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
                       ("commit_timestamp", ts), ("committed_offset", pa.int64()),
                       ("log_end_offset", pa.int64()), ("lag", pa.int64()),
-                      ("record_offset", pa.int64()), ("current", pa.bool_())])
+                      ("reason", pa.string()), ("record_offset", pa.int64()),
+                      ("current", pa.bool_())])
 
 
-def consumer_lag(data_dir, *, groups=None):
+def consumer_lag(data_dir, *, groups=None, absent: bool = False, **storage):
     """Per group, topic and partition, each committed offset over time beside
     the log end offset at that time, as a ``pyarrow.Table`` sorted by group,
     topic, partition and commit time: ``group, topic, partition,
     commit_timestamp, committed_offset, log_end_offset, lag`` (never below
-    0) ``, record_offset`` (of the commit record), ``current`` (the group's
-    live offset: its last commit for the partition, not deleted by a later
-    tombstone). Tombstones, undecodable records and partitions whose data is
-    not in ``data_dir`` are left out. ``groups``: only these group names."""
+    0; null when the commit is beyond the log end or the log end is
+    unknown) ``, reason`` (why ``lag`` is null: ``committed_beyond_log_end``,
+    ``log_end_unknown``) ``, record_offset`` (of the commit record),
+    ``current`` (the group's live offset: its last commit for the partition,
+    not deleted by a later tombstone). Tombstones and undecodable records
+    are left out, and so are partitions whose data is not in ``data_dir``
+    (``absent=True``: only those, with null log end and lag: what
+    ``commits_without_data`` lists). ``groups``: only these group names."""
     import pyarrow as pa
     import pyarrow.compute as pc
     from kbatch.internal.offsets import offset_commits
-    root = Path(os.fspath(data_dir))
-    commits = offset_commits(root)
+    found = resolve(data_dir, Storage.of(**storage))
+    here = ({} if found.kind is PathKind.SEGMENT else
+            {(p.topic, p.partition): p for p in found.partitions()})
+    commits = offset_commits(found)
     commits = commits.filter(pc.is_null(commits.column("error")))
     # a key's records all lie in one offsets partition, in record order
     last = {}
@@ -78,25 +97,61 @@ def consumer_lag(data_dir, *, groups=None):
     commit_ms = commits.column("commit_timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
     topics = commits.column("topic").to_pylist()
     partitions = commits.column("partition").to_numpy(zero_copy_only=False)
+    committed = commits.column("committed_offset").to_numpy(zero_copy_only=False)
     leo = np.full(len(commits), -1, np.int64)
+    final = np.full(len(commits), -1, np.int64)      # the partition's log end now
+    present = np.zeros(len(commits), bool)
     keys = {}
     for i, key in enumerate(zip(topics, partitions.tolist())):
         keys.setdefault(key, []).append(i)
-    for (topic, part), rows in keys.items():
-        d = root / f"{topic}-{part}"
-        if not d.is_dir():
+    for key, rows in keys.items():
+        if key not in here:
             continue
         rows = np.asarray(rows)
-        leo[rows] = end_offsets_at(PartitionLog(d), commit_ms[rows])
-    have = leo >= 0
-    committed = commits.column("committed_offset").to_numpy(zero_copy_only=False)
+        present[rows] = True
+        log = PartitionLog.at(here[key], found.storage)
+        leo[rows] = end_offsets_at(log, commit_ms[rows])
+        final[rows] = log_end_offset(log.segments, False) if log.segments else -1
+    if absent:
+        return _absent(commits, ~present)
+    unknown = final < 0
+    beyond = ~unknown & (committed > final)
+    # what the group read was appended by the time it committed
+    leo = np.where(~unknown & ~beyond, np.maximum(leo, committed), leo)
     lag = np.maximum(leo - committed, 0)
-    table = commits.append_column("log_end_offset", pa.array(leo)) \
-                   .append_column("lag", pa.array(lag))
-    table = table.filter(pa.array(have)).select(lag_schema().names).cast(lag_schema())
+    reason = np.where(unknown, UNKNOWN, np.where(beyond, BEYOND, None))
+    table = commits.append_column("log_end_offset", pa.array(leo, mask=unknown)) \
+                   .append_column("lag", pa.array(lag, mask=unknown | beyond)) \
+                   .append_column("reason", pa.array(reason.tolist(), pa.string()))
+    table = table.filter(pa.array(present)).select(lag_schema().names).cast(lag_schema())
     return table.sort_by([("group", "ascending"), ("topic", "ascending"),
                           ("partition", "ascending"), ("commit_timestamp", "ascending"),
                           ("record_offset", "ascending")])
+
+
+def _absent(commits, rows: np.ndarray):
+    """The commits of ``rows`` (partitions not in the directory), in the lag
+    table's columns with null log end and lag."""
+    import pyarrow as pa
+    part = commits.filter(pa.array(rows))
+    n = len(part)
+    table = part.append_column("log_end_offset", pa.nulls(n, pa.int64())) \
+                .append_column("lag", pa.nulls(n, pa.int64())) \
+                .append_column("reason", pa.nulls(n, pa.string()))
+    return table.select(lag_schema().names).cast(lag_schema()).sort_by(
+        [("group", "ascending"), ("topic", "ascending"), ("partition", "ascending"),
+         ("commit_timestamp", "ascending")])
+
+
+def commits_without_data(data_dir, *, groups=None, **storage) -> dict[str, list[str]]:
+    """``{group: sorted topics}`` of the groups that committed offsets for
+    partitions whose data is not in ``data_dir`` (other brokers' partitions,
+    deleted topics, a partial copy): what ``kbatch lag`` names."""
+    table = latest_lag(consumer_lag(data_dir, groups=groups, absent=True, **storage))
+    out: dict[str, set] = {}
+    for group, topic in zip(table.column("group").to_pylist(), table.column("topic").to_pylist()):
+        out.setdefault(group, set()).add(topic)
+    return {g: sorted(t) for g, t in sorted(out.items())}
 
 
 def latest_lag(lag_table):

@@ -119,8 +119,8 @@ def _expired_group(out: _Offsets, group: str, start: int) -> None:
             start + 3600_001)
 
 
-def _kip848_group(out: _Offsets, group: str, topic: str, topic_id: str, start: int,
-                  rng) -> None:
+def _kip848_group(out: _Offsets, root: Path, group: str, topic: str, topic_id: str,
+                  start: int, end: int, rng) -> None:
     member = f"{_uuid(rng)}"
     recs = [
         coordinator_record("ConsumerGroupMetadataKey", 3, {"group_id": group},
@@ -148,6 +148,17 @@ def _kip848_group(out: _Offsets, group: str, topic: str, topic_id: str, start: i
     ]
     for i, r in enumerate(recs):
         out.add(group, r, start + i)
+    # then it commits every step, a little behind the log end (its data is
+    # stamped by the broker, LogAppendTime: the lag is exact)
+    times = np.arange(start + STEP_MS, end + STEP_MS, STEP_MS, dtype=np.int64)
+    leo = end_offsets_at(PartitionLog(root / f"{topic}-0"), times)
+    behind = rng.integers(5, 60, len(times))
+    committed = np.maximum.accumulate(np.maximum(leo - behind, 0))
+    for t, c in zip(times.tolist(), committed.tolist()):
+        out.add(group, coordinator_record(
+            "OffsetCommitKey", 1, {"group": group, "topic": topic, "partition": 0},
+            "OffsetCommitValue", 4, {"offset": c, "leader_epoch": 3, "metadata": "",
+                                     "commit_timestamp": t}), t)
 
 
 def _transactions(root: Path, producers: list[int], start: int, end: int, rng) -> int:
@@ -221,8 +232,8 @@ def write_internal_topics(root, data_topics: dict[str, int], start_ms: int, end_
     _classic_group(offsets, root, "analytics", "page-views", data_topics["page-views"],
                    start_ms, end_ms, 9000, rng)
     _expired_group(offsets, "nightly-batch", start_ms)
-    _kip848_group(offsets, "inventory-sync", "inventory.events-v2",
-                  topic_ids["inventory.events-v2"][1], start_ms, rng)
+    _kip848_group(offsets, root, "inventory-sync", "inventory.events-v2",
+                  topic_ids["inventory.events-v2"][1], start_ms, end_ms, rng)
     written = {}
     for part, rows in offsets.rows.items():
         rows.sort(key=lambda r: r[2])

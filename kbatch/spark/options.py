@@ -443,6 +443,10 @@ class KafkaOptions:
         """The partitions of ``found`` the query reads; ``assign`` naming one
         that is not there raises (it cannot be read)."""
         chosen = [tp for tp in found if self.wants(*tp)]
+        there = "; the path holds " + (", ".join(
+            f"{t} ({', '.join(str(p) for p in sorted(ps))})"
+            for t, ps in sorted(_by_topic(found).items(), key=lambda kv: str(kv[0])))
+            or "no partitions")
         if self.assign is not None:
             missing = sorted({(t, p) for t, ps in self.assign.items() for p in ps}
                              - set(found))
@@ -450,7 +454,16 @@ class KafkaOptions:
                 raise OptionError("assign", json.dumps(
                     {t: list(ps) for t, ps in self.assign.items()}),
                     "no such partition under the path: "
-                    + ", ".join(f"{t}-{p}" for t, p in missing))
+                    + ", ".join(f"{t}-{p}" for t, p in missing) + there)
+        if self.subscribe is not None and not self.streaming:
+            # a batch query reads what is there; a stream may wait for a topic
+            absent = sorted(set(self.subscribe) - {t for t, _ in found if t is not None})
+            if absent:
+                raise OptionError("subscribe", ",".join(self.subscribe),
+                                  "no such topic under the path: " + ", ".join(absent) + there)
+        if self.subscribe_pattern is not None and not self.streaming and not chosen:
+            raise OptionError("subscribePattern", self.subscribe_pattern.pattern,
+                              "no topic under the path matches it" + there)
         return chosen
 
     def check_cover(self, chosen: list[tuple[str, int]]) -> None:
@@ -546,6 +559,13 @@ class KafkaOptions:
         if self.fail_on_data_loss:
             raise DataLossError(message)
         log.warning("kbatch: %s; skipping the missing offsets (failOnDataLoss=false)", message)
+
+
+def _by_topic(found: list) -> dict:
+    out: dict = {}
+    for topic, partition in found:
+        out.setdefault(topic, set()).add(partition)
+    return out
 
 
 def _spec_text(mapping: dict) -> str:

@@ -504,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     _url_flags(p)
     p.set_defaults(func=cmd_txn)
     internal_cli.extend_txn(p, cmd_txn)
-    internal_cli.add_subcommands(sub)
+    internal_cli.add_subcommands(sub, _resolve, _storage, _url_flags)
 
     p = sub.add_parser("sample", help="write a realistic broker data directory",
                        description="Write a broker data directory: several topics and "

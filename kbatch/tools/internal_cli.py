@@ -262,44 +262,58 @@ def _ms(ts):
     return None if ts is None else int(ts.timestamp() * 1000)
 
 
-def cmd_lag(args) -> int:
-    from kbatch.internal.lag import consumer_lag, latest_lag
-    path = Path(args.data_dir)
-    if not path.is_dir():
-        print(f"kbatch lag: not a directory: {path}", file=sys.stderr)
-        return 2
-    table = consumer_lag(path, groups=args.group or None)
+def cmd_lag(args, resolve_path, storage_of) -> int:
+    """``kbatch lag``: the latest lag per group/topic/partition (``--history``:
+    every commit). Exit 1 when it lists nothing. Groups with commits for
+    partitions whose data is not here are named after the table."""
+    from kbatch.internal.lag import commits_without_data, consumer_lag, latest_lag
+    found = resolve_path(args.data_dir, storage=storage_of(args, [args.data_dir]),
+                         check=False)
+    groups = args.group or None
+    table = consumer_lag(found, groups=groups)
     if not args.history:
         table = latest_lag(table)
     rows = table.to_pylist()
+    elsewhere = commits_without_data(found, groups=groups)
     if args.format == "json":
         for r in rows:
             _out({**r, "commit_timestamp": _ms(r["commit_timestamp"])})
-        return 0
-    if not rows:
-        print("no offset commits for partitions in this directory")
-        return 0
-    print(f"{'group':<24} {'topic':<24} {'part':>4} {'committed at (UTC)':<23} "
-          f"{'committed':>12} {'log end':>12} {'lag':>10}")
+        for group, topics in elsewhere.items():
+            _out({"group": group, "topics_without_data_here": topics})
+        return 0 if rows else 1
+    if rows:
+        print(f"{'group':<24} {'topic':<24} {'part':>4} {'committed at (UTC)':<23} "
+              f"{'committed':>12} {'log end':>12} {'lag':>10}")
     for r in rows:
+        end = "-" if r["log_end_offset"] is None else r["log_end_offset"]
+        lag = "-" if r["lag"] is None else r["lag"]
         print(f"{r['group']:<24} {r['topic']:<24} {r['partition']:>4} "
               f"{_when(_ms(r['commit_timestamp'])):<23} {r['committed_offset']:>12} "
-              f"{r['log_end_offset']:>12} {r['lag']:>10}")
+              f"{end:>12} {lag:>10}" + (f"  <-- {r['reason']}" if r["reason"] else ""))
+    for group, topics in elsewhere.items():
+        print(f"group {group} committed offsets of {', '.join(topics)}, whose data is not "
+              "in this directory")
+    if not rows:
+        print("no offset commits for partitions in this directory", file=sys.stderr)
+        return 1
     return 0
 
 
-def add_subcommands(sub) -> None:
-    """Register ``kbatch lag``."""
+def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
+    """Register ``kbatch lag`` (paths through the CLI's door: ``resolve_path``,
+    ``storage_of``; ``url_flags`` adds the storage options)."""
     p = sub.add_parser("lag", help="consumer lag over time from __consumer_offsets",
                        description="For each consumer group, topic and partition: the "
                                    "committed offset beside the log end offset at the commit's "
                                    "time, from the data and offsets topics of a broker data "
-                                   "directory. Default: the latest commit; --history: all.")
+                                   "directory. Default: the latest commit; --history: all. "
+                                   "Exit 1 when there is nothing to list.")
     p.add_argument("data_dir", metavar="DATA_DIR")
     p.add_argument("--group", action="append", help="only this group (repeatable)")
     p.add_argument("--history", action="store_true", help="every commit, not just the latest")
     p.add_argument("--format", choices=["text", "json"], default="text")
-    p.set_defaults(func=cmd_lag)
+    url_flags(p)
+    p.set_defaults(func=lambda args: cmd_lag(args, resolve_path, storage_of))
 
 
 def print_internal_summary(data_dir) -> None:
@@ -315,8 +329,11 @@ def print_internal_summary(data_dir) -> None:
         print("consumer groups (latest commit; kbatch lag for more):")
         for r in lag:
             where = f"{r['topic']}-{r['partition']}"
+            end = "-" if r["log_end_offset"] is None else r["log_end_offset"]
+            lag = "-" if r["lag"] is None else r["lag"]
             print(f"  {r['group']:<16} {where:<24} committed "
-                  f"{r['committed_offset']:>9} log end {r['log_end_offset']:>9} lag {r['lag']:>7}")
+                  f"{r['committed_offset']:>9} log end {end:>9} lag {lag:>7}"
+                  + (f" ({r['reason']})" if r["reason"] else ""))
     last: dict = {}
     for r in transaction_log(path).to_pylist():
         if r["transactional_id"] is not None and not r["tombstone"]:

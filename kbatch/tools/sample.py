@@ -160,7 +160,14 @@ def _write_partition(path: Path, topic: str, partition: int, cols: dict, rng,
             log.append(take(third, n), codec="snappy")
             return n, n, log.next_offset
         if topic == "inventory.events-v2":
-            log.append(take(0, n), timestamp_type="log_append", log_append_time=None)
+            # LogAppendTime: the broker stamps each append; here in 24 appends over
+            # the sample's six hours, each stamped with its records' latest time
+            # (deterministic: the consumer-lag demo does not depend on the clock)
+            step = max(1, -(-n // 24))
+            for a in range(0, n, step):
+                b = min(a + step, n)
+                stamp = int(np.max(cols["timestamp"][a:b])) if b > a else START_MS
+                log.append(take(a, b), timestamp_type="log_append", log_append_time=stamp)
             return n, n, log.next_offset
         # payments: two transactional producers, transactions interleaved
         producers = [2001 + 10 * partition, 2002 + 10 * partition]

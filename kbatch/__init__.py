@@ -4,6 +4,7 @@
     iter_segment(source, ...)   the same, chunk by chunk (bounded memory)
     open_log(path)              a partition directory: offset/time range reads
     open_log_dir(path)          a broker data directory, read on several threads
+    read_table(path, ...)       a data directory's records as one table (topic, partition)
     resolve(path)               what a path or URL names: segment / partition / data directory
     verify(path)                CRCs, offsets, indexes, where valid data ends
     transactions(path)          committed / aborted / open transactions, LSO
@@ -19,7 +20,7 @@ from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError
                            KbatchError, LimitExceededError, MappingInvalidatedError)
 from kbatch.internal.lag import consumer_lag
 from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
-from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir
+from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir, read_table
 from kbatch.lib.objects import MissingObjectError, RemoteError
 from kbatch.lib.open import resolve
 from kbatch.lib.paths import PathError, PathKind
@@ -38,6 +39,6 @@ __all__ = [
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "Records",
     "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
-    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "resolve",
+    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "resolve",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

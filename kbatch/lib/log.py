@@ -72,7 +72,8 @@ from kbatch.lib.plan import ReadPlan
 from kbatch.lib.records import BatchTable, ControlRecords, Records
 from kbatch.lib.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     check_options, decode_options
-from kbatch.lib.storage import Storage
+from kbatch.lib.storage import STORAGE_KEYS as STORAGE_ARGS, Storage
+from kbatch.lib.tables import PartitionRecords
 from kbatch.lib.timestamps import to_millis
 from kbatch.lib.txn import TxnState, check_isolation
 from kbatch.wire import INT64_MIN, UNBOUNDED
@@ -516,20 +517,7 @@ class LogDir:
     def select(self, topics: str | Sequence[str] | None = None) -> list[PartitionLog]:
         """The partitions of ``topics`` (a topic name, or several; None: all).
         A name the directory does not hold raises ``ArgumentError``."""
-        if topics is None:
-            return list(self.partitions)
-        if isinstance(topics, (str, bytes)):
-            topics = [topics.decode() if isinstance(topics, bytes) else topics]
-        wanted = list(topics)
-        if not all(isinstance(t, str) for t in wanted):
-            raise ArgumentError("topics must be a topic name or a list of topic names")
-        known = set(self.topics)
-        missing = [t for t in wanted if t not in known]
-        if missing:
-            raise ArgumentError(
-                f"{self.name}: no topic {', '.join(map(repr, missing))} here; topics: "
-                f"{', '.join(sorted(known)) or '(none)'}")
-        return [p for p in self.partitions if p.topic in set(wanted)]
+        return select_topics(self.partitions, topics, self.name)
 
     def iter(self, topics: str | Sequence[str] | None = None,
              start_offset: int | None = None, end_offset: int | None = None, *,
@@ -555,9 +543,12 @@ class LogDir:
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              threads: int | None = None, isolation: str = "read_uncommitted",
              visibility: str = "all",
-             **options) -> dict[tuple[str, int], Records]:
+             **options) -> PartitionRecords:
         """Every selected partition as ``{(topic, partition): Records}``:
         whole, or the range (arguments of ``PartitionLog.read``) of each.
+        The dict (``kbatch.lib.tables.PartitionRecords``) also gives one
+        table with ``topic`` and ``partition`` columns: ``.to_arrow()``,
+        ``.to_pandas()``.
 
         ``topics``: a topic name or a list of them (None: all); an unknown
         name raises. Whole partitions are decoded on ``threads`` threads at
@@ -612,9 +603,9 @@ class LogDir:
             if pool is not None:
                 pool.shutdown()
 
-    def _visible(self, result: dict, visibility: str) -> dict:
+    def _visible(self, result: dict, visibility: str) -> PartitionRecords:
         from kbatch.lib.visibility import apply_visibility
-        return apply_visibility(self.location, result, visibility)
+        return PartitionRecords(apply_visibility(self.location, result, visibility))
 
     def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool):
         """Each partition's runs joined into one ``Records`` (the copies on
@@ -648,6 +639,25 @@ class LogDir:
                 key = (p.topic, p.partition)
                 result[key] = p.transaction_state(**options).filter(result[key])
         return self._visible(result, visibility)
+
+
+def select_topics(partitions: list, topics, where: str) -> list:
+    """The partitions of ``topics`` (a name or several; None: all); a name
+    not among them raises ``ArgumentError`` naming the topics there are."""
+    if topics is None:
+        return list(partitions)
+    if isinstance(topics, (str, bytes)):
+        topics = [topics.decode() if isinstance(topics, bytes) else topics]
+    wanted = list(topics)
+    if not all(isinstance(t, str) for t in wanted):
+        raise ArgumentError("topics must be a topic name or a list of topic names")
+    known = {p.topic for p in partitions if p.topic is not None}
+    missing = [t for t in wanted if t not in known]
+    if missing:
+        raise ArgumentError(
+            f"{where}: no topic {', '.join(map(repr, missing))} here; topics: "
+            f"{', '.join(sorted(known)) or '(none)'}")
+    return [p for p in partitions if p.topic in set(wanted)]
 
 
 def _jobs(parts: list, workers: int) -> list[tuple]:
@@ -687,3 +697,27 @@ def open_log_dir(path, *, use_index: bool | None = None, **kwargs) -> LogDir:
     index = found.remote if use_index is None else use_index
     logs.partitions = [PartitionLog.at(p, found.storage, index) for p in found.partitions()]
     return logs
+
+
+def read_table(path, topics: str | Sequence[str] | None = None, *,
+               use_index: bool | None = None, **kwargs):
+    """Everything ``open_log_dir(path).read(topics, ...)`` reads (or a
+    partition's ``read``, for a partition), as one ``pyarrow.Table`` with
+    ``topic`` and ``partition`` beside each record's columns (see
+    ``kbatch.lib.tables``). Storage keywords as ``open_log``; the rest are
+    ``LogDir.read``'s arguments (``start_offset``, ``isolation``,
+    ``columns``, ``threads``...). Keeps in memory the records and the table."""
+    from kbatch.lib.open import resolve
+    storage, rest = Storage.split({k: v for k, v in kwargs.items()
+                                   if k in STORAGE_ARGS or k == "storage"})
+    options = {k: v for k, v in kwargs.items() if k not in STORAGE_ARGS and k != "storage"}
+    found = resolve(path, storage, transient_ok=True)
+    if found.kind is PathKind.PARTITION:
+        log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
+                              found.storage, found.remote if use_index is None else use_index)
+        select_topics([log], topics, found.name)
+        options.pop("threads", None)
+        options.pop("visibility", None)
+        return PartitionRecords({(log.topic, log.partition): log.read(**options)}).to_arrow()
+    logs = open_log_dir(found, use_index=use_index)
+    return logs.read(topics, **options).to_arrow()

@@ -409,13 +409,14 @@ class Records:
     """
 
     __slots__ = _COLUMN_NAMES + ("batches", "control", "end", "sources", "last_stable_offset",
-                                 "skipped", "__weakref__")
+                                 "skipped", "projection", "__weakref__")
 
     def __init__(self, columns: dict, batches: BatchTable, control: ControlRecords,
                  end: SegmentEnd | None = None, sources: Sequence[str | None] = (None,),
                  last_stable_offset: int | None = None,
-                 skipped: Sequence[SkippedRange] = ()):
-        """``columns``: one entry per ``RECORD_COLUMNS`` name."""
+                 skipped: Sequence[SkippedRange] = (), projection: tuple | None = None):
+        """``columns``: one entry per ``RECORD_COLUMNS`` name. ``projection``:
+        the columns a ``columns=[...]`` read asked for (None: all)."""
         for name in _COLUMN_NAMES:
             setattr(self, name, columns[name])
         self.batches = batches
@@ -424,6 +425,7 @@ class Records:
         self.sources = list(sources)
         self.last_stable_offset = last_stable_offset
         self.skipped = tuple(skipped)
+        self.projection = None if projection is None else tuple(projection)
 
     def columns(self) -> dict:
         """The per-record columns by name (``RECORD_COLUMNS`` order)."""
@@ -444,7 +446,7 @@ class Records:
         if sources is None:
             sources = [None if path is None else str(path)]
         return cls({c.name: c.wrap(d) for c in RECORD_COLUMNS}, batches, control, end,
-                   sources, None, skipped)
+                   sources, None, skipped, d.get("projection"))
 
     @classmethod
     def empty(cls, end: SegmentEnd | None = None, path=None) -> "Records":
@@ -511,7 +513,7 @@ class Records:
         pick = (lambda a: a[rng[0]:rng[1]]) if rng is not None else (lambda a: a[idx])
         columns = {c.name: c.take(getattr(self, c.name), idx, pick) for c in RECORD_COLUMNS}
         return Records(columns, self.batches, self.control, self.end, self.sources,
-                       self.last_stable_offset, self.skipped)
+                       self.last_stable_offset, self.skipped, self.projection)
 
     def replace(self, **fields) -> "Records":
         """A shallow copy with some attributes replaced (no column copies)."""
@@ -586,7 +588,7 @@ class Records:
         return Records(columns, BatchTable.concat(tables),
                        ControlRecords.concat(controls), parts[-1].end, sources or [None],
                        parts[-1].last_stable_offset,
-                       tuple(r for p in parts for r in p.skipped))
+                       tuple(r for p in parts for r in p.skipped), parts[0].projection)
 
     # --- Arrow and pandas -----------------------------------------------
 
@@ -598,7 +600,9 @@ class Records:
         binary_view, over the source's bytes), headers
         list<struct<key: string, value: binary>>, partition_leader_epoch
         int32, producer_id int64, producer_epoch int16, sequence int32,
-        is_transactional bool, is_control bool.
+        is_transactional bool, is_control bool. A read with ``columns=[...]``
+        gives the columns it asked for (in the record columns' order) and ``offset``
+        (first, asked for or not: a record cannot be told apart without it).
         """
         pa = _optional("pyarrow", "arrow", "Records.to_arrow()")
 
@@ -629,6 +633,9 @@ class Records:
                 cols[c.name] = prim(col, pa.timestamp("ms", tz="UTC"), ts_valid, ts_nulls)
             else:
                 cols[c.name] = prim(col, arrow_types[c.arrow])
+        if self.projection is not None:      # what was asked for, and the offset
+            return pa.table({name: cols[name] for name in
+                             ["offset"] + [c for c in self.projection if c != "offset"]})
         return pa.table(cols | {
             "partition_leader_epoch": prim(bt.partition_leader_epoch[self.batch], pa.int32()),
             "producer_id": prim(bt.producer_id[self.batch], pa.int64()),

@@ -21,7 +21,7 @@ from kbatch.errors import KbatchError
 from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES
 from kbatch.lib.log import LogDir
 from kbatch.lib.open import resolve
-from kbatch.lib.paths import PathKind
+from kbatch.lib.paths import PathKind, parse_partition_dir
 from kbatch.lib.visibility import visible_ranges
 
 FAMILY_CHOICES = ("offsets", "transactions", "metadata", "remote-log-metadata", "share-state")
@@ -122,7 +122,15 @@ def _dump_records(path: Path, args) -> None:
         raise KbatchError(f"{path}: not an internal topic; say which with --decode")
     if args.format != "json":
         print(f"Dumping {path} (decoded as {FAMILIES[family][0]})")
+    seen = bad = 0
+    warned = False
+    named = parse_partition_dir((path if path.is_dir() else path.parent).name)
     for meta, d in iter_decoded(path, family, snapshots=False):
+        seen += 1
+        bad += bool(d["error"] or not d["known"])
+        if not warned and (seen >= WARN_AFTER and 2 * bad >= seen):
+            _not_that_topic(path, family, named, seen, bad)
+            warned = True
         version = d.get("value_version", d.get("version"))
         row = {"offset": meta["record_offset"], "timestamp": meta["record_timestamp"],
                "type": d["type"], "type_id": d["type_id"], "version": version}
@@ -150,6 +158,22 @@ def _dump_records(path: Path, args) -> None:
         if d["error"]:
             line += f" ERROR: {d['error']}"
         print(line)
+    if not warned and seen and 2 * bad >= seen:
+        _not_that_topic(path, family, named, seen, bad)
+
+
+WARN_AFTER = 20    # records looked at before saying they are not the topic's
+
+
+def _not_that_topic(path, family: str, named, seen: int, bad: int) -> None:
+    """One warning (stderr) that the records do not look like the topic's
+    they are decoded as: most are unknown types or fail to decode."""
+    from kbatch.internal.registry import FAMILIES
+    sys.stdout.flush()
+    where = f" (its directory names topic {named[0]!r})" if named else ""
+    print(f"kbatch dump: warning: {path}: the records do not look like "
+          f"{FAMILIES[family][0]}'s{where}: {bad} of the first {seen} are of no known "
+          f"type or do not decode", file=sys.stderr)
 
 
 def extend_dump(parser: argparse.ArgumentParser, cmd_dump, check_path) -> None:

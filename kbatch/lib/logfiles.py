@@ -35,6 +35,7 @@ from kbatch.lib.paths import segment_base, tiered_object
 from kbatch.lib.sources import RemoteBytes
 from kbatch.lib import tiered
 from kbatch.lib.tree import Entry, Location, locate
+from kbatch.wire import INT64_MIN
 
 MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
 MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
@@ -141,7 +142,9 @@ class Segment:
         """Position, size, offsets and max timestamp of every batch, from one
         walk over the batch headers (records are not decoded). It ends where
         valid data ends, or quietly at the first batch whose header is
-        corrupt (a read reports that). Cached until the segment changes."""
+        corrupt (a read reports that). A legacy compressed wrapper's base
+        offset is ``INT64_MIN`` (unknown: its header names its last offset
+        only). Cached until the segment changes."""
         key = self.version()
         with self._lock:
             if self._bounds is not None and self._bounds[0] == key:
@@ -153,13 +156,12 @@ class Segment:
         if n:
             for name in BOUNDS_DTYPE.names:
                 bounds[name] = rows[name]
-            # a legacy wrapper's header names its last offset only: its records
-            # start after the batch before it
-            legacy = rows["magic"] < 2
-            if legacy.any():
-                after_previous = np.r_[self.base_offset, rows["last_offset"][:-1] + 1]
-                bounds["base_offset"][legacy] = np.minimum(rows["base_offset"][legacy],
-                                                           after_previous[legacy])
+            # a legacy wrapper's header names its last offset only, and its
+            # inner messages may carry any offsets up to it (even below the
+            # batch before it): its first offset is unknown, so no seek may
+            # stop before it (full and range reads then see the same records)
+            wrapper = (rows["magic"] < 2) & (rows["codec"] != 0)
+            bounds["base_offset"][wrapper] = INT64_MIN
         with self._lock:
             self._bounds = (key, bounds)
         return bounds

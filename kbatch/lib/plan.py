@@ -20,7 +20,9 @@ walk decides instead:
   ``x`` and whose last offset is at most ``o`` (an entry names the last
   offset of an append whose first batch starts at ``p``);
 - an entry seeking the end ``h`` of a range: a whole CRC-valid batch at
-  ``p`` whose base offset is at least ``h``;
+  ``p`` whose base offset is at least ``h`` (never a legacy compressed
+  wrapper: its header names only its last offset, its inner messages may
+  carry lower ones);
 - a time-index entry ``(t, o)`` (every record up to offset ``o`` is older
   than ``t``): the index is in order (timestamps and offsets never go
   down) and the batch holding ``o`` carries exactly ``t`` as its maximum;
@@ -108,8 +110,8 @@ def indexed_stop(seg, offset: int) -> int | None:
     first = int(np.searchsorted(idx.offsets, offset, side="left"))
     for k in range(first, min(first + CHECKED_STOP_ENTRIES, len(idx))):
         row = checked_batch(seg, int(idx.positions[k]))
-        if row is None:
-            return None
+        if row is None or (int(row["magic"]) < 2 and int(row["codec"]) != 0):
+            return None      # (a legacy wrapper's first offset is not in its header)
         if int(row["base_offset"]) >= offset:
             return int(idx.positions[k])
     return None

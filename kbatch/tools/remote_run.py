@@ -1,15 +1,15 @@
 """``kbatch main --source s3`` (``make run SOURCE=s3``): the main job's
 Spark pipeline against object storage. A local S3 server (moto's server
-mode, on 127.0.0.1 and a free port) is started in this process, loaded with
-the sample's partitions (segments and offset indexes), and Spark reads
-``s3://`` with ``storage.*`` options: the driver plans from listings and
-index objects, the executors read their own ranges. The summary comes from
-the Parquet written, and every partition's count and offset range are
-checked against kbatch's local read of the same files.
-
-read_committed is not yet planned for remote paths by the Spark source
-(the transaction markers would have to be read on the driver), so this
-run reads read_uncommitted and compares with the same local read.
+mode, on 127.0.0.1 and a free port) is started in this process and loaded
+with a copy of the whole data directory (every partition, internal topics
+included, with their index files, and the checkpoint files), and Spark
+reads ``s3://`` with ``storage.*`` options exactly as ``make run`` reads
+the local directory: read_committed, with headers, every topic. The driver
+plans through the same door as for local paths (listings, index objects,
+the batches their entries name, and each partition's transaction markers),
+the executors read their own ranges. The summary comes from the Parquet
+written, and every partition's count and offset range are checked against
+kbatch's local read_committed read of the same files.
 """
 
 from __future__ import annotations
@@ -55,25 +55,24 @@ def start_s3():
 
 
 def upload(log_dir: str, options: dict) -> tuple[int, int]:
-    """The partitions' segments and offset indexes under s3://BUCKET/data/;
-    ``(objects, bytes)``."""
+    """A copy of the data directory (every file, partitions and checkpoint
+    files alike) under s3://BUCKET/data/; ``(objects, bytes)``."""
     import s3fs
     fs = s3fs.S3FileSystem(**options)
     objects = size = 0
-    for part in sorted(Path(log_dir).iterdir()):
-        if not part.is_dir() or part.name.startswith("__"):
+    root = Path(log_dir)
+    for f in sorted(root.rglob("*")):
+        if not f.is_file():
             continue
-        for f in sorted(part.iterdir()):
-            if f.suffix in (".log", ".index") and f.stat().st_size:
-                data = f.read_bytes()
-                fs.pipe_file(f"{BUCKET}/data/{part.name}/{f.name}", data)
-                objects += 1
-                size += len(data)
+        data = f.read_bytes()
+        fs.pipe_file(f"{BUCKET}/data/{f.relative_to(root).as_posix()}", data)
+        objects += 1
+        size += len(data)
     return objects, size
 
 
 def run_s3(log_dir: str, out_dir: str, cores: str = "*") -> int:
-    from kbatch.lib.log import open_log
+    from kbatch.lib.log import open_log_dir
     from kbatch.spark import local_session
     from kbatch.tools.pipeline import Stages, print_table, summarize, summary_rows
 
@@ -90,8 +89,9 @@ def run_s3(log_dir: str, out_dir: str, cores: str = "*") -> int:
                                   extra_conf={"spark.ui.showConsoleProgress": "false"})
         reader = spark.read.format("kbatch").option("storage.key", "testing") \
             .option("storage.secret", "testing") \
-            .option("storage.client_kwargs", json.dumps(options["client_kwargs"]))
-        with stages.stage(f"read {url}, write Parquet by topic"):
+            .option("storage.client_kwargs", json.dumps(options["client_kwargs"])) \
+            .option("isolation", "read_committed").option("includeHeaders", "true")
+        with stages.stage(f"read {url} read_committed (as make run), write Parquet by topic"):
             if Path(parquet_dir).exists():
                 shutil.rmtree(parquet_dir)
             reader.load(url).write.partitionBy("topic").parquet(parquet_dir)
@@ -104,11 +104,8 @@ def run_s3(log_dir: str, out_dir: str, cores: str = "*") -> int:
         with stages.stage("check counts and offset ranges against kbatch's local read"):
             got = {(r["topic"], r["partition"]): (r["records"], r["first_offset"],
                                                   r["last_offset"]) for r in per}
-            for part in sorted(Path(log_dir).iterdir()):
-                if not part.is_dir() or part.name.startswith("__") or "-" not in part.name:
-                    continue
-                log = open_log(part)
-                records = log.read()
+            for log in open_log_dir(log_dir).partitions:
+                records = log.read(isolation="read_committed")
                 key = (log.topic, log.partition)
                 want = ((len(records), int(records.offset.min()), int(records.offset.max()))
                         if len(records) else None)

@@ -11,6 +11,7 @@ or bad data, 2: usage) and one line on stderr, never a traceback.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -81,7 +82,35 @@ CASES = [
     ("dump a segment with a bad CRC", ["dump", "--no-data", "{corrupt}"], 1, "CRC"),
     ("stats a segment with a bad CRC", ["stats", "{corrupt}"], 1, "CRC"),
     ("main without pyspark", ["main", "--log-dir", "{data}"], 1, "kbatch[spark]"),
+    # side files given where a segment is read: named as what they are
+    ("verify an .index file", ["verify", "{index}"], 2, "an offset index file"),
+    ("stats a .timeindex file", ["stats", "{timeindex}"], 2, "a time index file"),
+    ("txn a .txnindex file", ["txn", "{txnindex}"], 2, "a transaction index file"),
+    ("verify a .snapshot file", ["verify", "{snapshot}"], 2, "a producer state snapshot"),
+    ("stats a checkpoint file", ["stats", "{checkpoint}"], 2, "a checkpoint file"),
+    # a mistyped path: the near miss is named
+    ("verify orders-O for orders-0", ["verify", "{typo}"], 2, "did you mean"),
+    ("stats a mistyped segment name", ["stats", "{typo_segment}"], 2, "did you mean"),
+    # lag: one error format, exit 1 when nothing is listed
+    ("lag a missing directory", ["lag", "{missing}"], 2, "no such file"),
+    ("lag a typo", ["lag", "{typo}"], 2, "did you mean"),
+    ("lag of a directory without commits", ["lag", "{data}"], 1, "no offset commits"),
+    ("dump a missing snapshot", ["dump", "{missing_snapshot}"], 2, "no such file"),
+    # missing data: the .log files of a copied directory are gone
+    ("verify a copy without its .log files", ["verify", "{gutted}"], 1, ""),
+    ("stats a copy without its .log files", ["stats", "{gutted}"], 1, ""),
+    ("verify an empty partition directory", ["verify", "{hollow}"], 1, ""),
+    # storage options are for URLs, and never echo a value
+    ("--storage-option with a local path", ["verify", "{data}", "--storage-option",
+                                            "secret=hunter2"], 2, "is for URLs"),
+    ("--private-key without PEM armour", ["verify", "s3://bucket/x", "--layout", "tiered",
+                                          "--private-key", "hunter2"], 2, "not shown"),
 ]
+# cases whose one line is on stdout (a report) and stderr stays empty
+REPORTS = {"verify a copy without its .log files", "stats a copy without its .log files",
+           "verify an empty partition directory"}
+SECRETS = {"--storage-option with a local path": "hunter2",
+           "--private-key without PEM armour": "hunter2"}
 
 NO_PYSPARK = {"main without pyspark"}
 
@@ -111,10 +140,27 @@ def _places(root: Path) -> dict:
     fake = root / "no-pyspark" / "pyspark"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError(\"No module named 'pyspark'\")\n")
+    # side files beside a segment, a checkpoint file, a copy without its logs
+    (partition / "00000000000000000000.txnindex").write_bytes(b"")
+    (partition / "00000000000000000200.snapshot").write_bytes(b"\0" * 10)
+    (data / "replication-offset-checkpoint").write_text("0\n1\norders 0 200\n")
+    gutted = root / "gutted"
+    shutil.copytree(data, gutted)
+    for f in gutted.glob("*/*.log"):
+        f.unlink()
+    hollow = root / "hollow" / "events-3"
+    hollow.mkdir(parents=True)
     return {"data": data, "parent": data.parent, "partition": partition, "segment": segment,
             "corrupt": corrupt, "text": text, "fifo": fifo, "empty": empty, "twins": twins,
             "missing": root / "nope" / "00000000000000000000.log", "new": root / "new-sample",
-            "root": root}
+            "index": partition / "00000000000000000000.index",
+            "timeindex": partition / "00000000000000000000.timeindex",
+            "txnindex": partition / "00000000000000000000.txnindex",
+            "snapshot": partition / "00000000000000000200.snapshot",
+            "checkpoint": data / "replication-offset-checkpoint",
+            "typo": data / "orders-O", "typo_segment": partition / "0000000000000000000.log",
+            "missing_snapshot": partition / "00000000000000000999.snapshot",
+            "gutted": gutted, "hollow": hollow.parent, "root": root}
 
 
 def run_case(places: dict, case, cwd: Path) -> subprocess.CompletedProcess:
@@ -146,6 +192,12 @@ def test_bad_input_gives_one_line_and_the_exit_status(places, case, tmp_path):
     proc = run_case(places, case, cwd=tmp_path)
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
     assert proc.returncode == code, (proc.returncode, proc.stderr)
+    if name in SECRETS:
+        assert SECRETS[name] not in proc.stderr + proc.stdout
+    if name in REPORTS:     # a report on stdout: never "ok", never a Python None
+        assert proc.stderr == "" and "None" not in proc.stdout, proc.stdout
+        assert ": ok" not in proc.stdout.splitlines()[-1], proc.stdout
+        return
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("kbatch"), lines[0]

@@ -192,8 +192,8 @@ def extend_dump(parser: argparse.ArgumentParser, cmd_dump, check_path) -> None:
         for name in args.files:
             path = Path(name)
             mine = args.decode in FAMILY_CHOICES or is_internal_file(path)
-            if mine and not is_internal_file(path):
-                check_path(name)
+            if mine:      # what it names, as for every path (a missing one: exit 2)
+                check_path(name, check=not is_internal_file(path))
             one = argparse.Namespace(**{**vars(args), "files": [name], "all_files": args.files})
             status = max(status, dump_decode(one) if mine else cmd_dump(one))
         return status
@@ -318,7 +318,8 @@ def cmd_lag(args, resolve_path, storage_of) -> int:
         print(f"group {group} committed offsets of {', '.join(topics)}, whose data is not "
               "in this directory")
     if not rows:
-        print("no offset commits for partitions in this directory", file=sys.stderr)
+        print(f"kbatch lag: {found.name}: no offset commits for partitions in this directory",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -23,6 +23,7 @@ from kbatch._core._lz4 cimport (LZ4_OK, Lz4Scratch, lz4_decompress_frame, lz4_na
 from kbatch._core._outbuf cimport CODEC_FAILED, CODEC_OK, OUT_SLACK, OutBuf, outbuf_free, outbuf_init
 from kbatch._core._snappy cimport snappy_decompress
 from kbatch._core._zstd cimport zstd_decompress, zstd_free, zstd_native
+from kbatch._core._wire cimport CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 
 from kbatch._core import _gzip
 
@@ -67,17 +68,17 @@ cdef int codec_decompress(CodecScratch *s, int codec, const uint8_t *src, size_t
     ``limit`` bytes: CODEC_OK with ``out[:out_len]`` (valid until the next
     call), or CODEC_FAILED."""
     cdef int st
-    if codec == 3:
+    if codec == CODEC_LZ4:
         if lz4_decompress_frame(&s.lz4, src, n, limit) != LZ4_OK:
             return CODEC_FAILED
         out[0] = s.lz4.data
         out_len[0] = s.lz4.len
         return CODEC_OK
-    if codec == 1:
+    if codec == CODEC_GZIP:
         st = gzip_decompress(&s.zlib, &s.out, src, n, limit)
-    elif codec == 2:
+    elif codec == CODEC_SNAPPY:
         st = snappy_decompress(&s.out, src, n, limit)
-    elif codec == 4:
+    elif codec == CODEC_ZSTD:
         st = zstd_decompress(&s.zstd, &s.out, src, n, limit)
     else:
         st = CODEC_FAILED
@@ -102,7 +103,7 @@ cdef int codec_decompress_into(CodecScratch *s, int codec, const uint8_t *src, s
     cdef int st
     if cap < codec_room(limit):
         return CODEC_FAILED
-    if codec == 3:
+    if codec == CODEC_LZ4:
         l.dctx = s.lz4.dctx
         l.data = dst
         l.len = 0
@@ -118,11 +119,11 @@ cdef int codec_decompress_into(CodecScratch *s, int codec, const uint8_t *src, s
     o.len = 0
     o.cap = cap
     o.borrowed = True
-    if codec == 1:
+    if codec == CODEC_GZIP:
         st = gzip_decompress(&s.zlib, &o, src, n, limit)
-    elif codec == 2:
+    elif codec == CODEC_SNAPPY:
         st = snappy_decompress(&o, src, n, limit)
-    elif codec == 4:
+    elif codec == CODEC_ZSTD:
         st = zstd_decompress(&s.zstd, &o, src, n, limit)
     else:
         st = CODEC_FAILED

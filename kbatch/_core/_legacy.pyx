@@ -39,7 +39,8 @@ from kbatch._core._types cimport (E_CRC, E_LEGACY_ATTRIBUTES, E_LEGACY_EMPTY,
                             E_LEGACY_NULL_WRAPPER, E_LEGACY_OFFSETS, E_MAGIC,
                             E_NOMEM, E_RECORD_TRUNCATED, ST_ERROR, CRC_RAISE,
                             CRC_SKIP, BatchRow, ErrorInfo)
-from kbatch._core._wire cimport LEGACY_ATTR_CODEC, LEGACY_ATTR_LOG_APPEND_TIME, LOG_OVERHEAD
+from kbatch._core._wire cimport (CODEC_LZ4, CODEC_NONE, LEGACY_ATTR_CODEC,
+                                 LEGACY_ATTR_LOG_APPEND_TIME, LOG_OVERHEAD)
 
 
 cdef enum:
@@ -185,7 +186,7 @@ cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
     row.base_sequence = -1
     row.base_timestamp = m.timestamp
     row.max_timestamp = m.timestamp
-    row.records_count = 1 if codec == 0 else 0
+    row.records_count = 1 if codec == CODEC_NONE else 0
     row.crc = m.crc
     row.attributes = <uint8_t>m.attributes
     row.magic = m.magic
@@ -206,11 +207,11 @@ cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
             row.crc_valid = 0
     if headers_only or row.crc_valid == 0:
         return 0
-    if codec == 0:
+    if codec == CODEC_NONE:
         if _append(cols, buf, &m, m.offset, m.timestamp, ts_type, batch_index) != 0:
             return _fail(err, E_NOMEM, pos, 0, 0)
         return 0
-    if codec > 3:
+    if codec > CODEC_LZ4:      # magic 0/1 know codecs up to lz4
         return _fail(err, E_LEGACY_ATTRIBUTES, pos + 17, codec, 0)
     if m.value_len < 0:
         return _fail(err, E_LEGACY_NULL_WRAPPER, m.value_pos - 4, 0, 0)

@@ -23,7 +23,7 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from kbatch._core._columns cimport ROW_FIXED_BYTES
 from kbatch._core._cursor cimport load_be16, load_be32
 from kbatch._core._records cimport MIN_RECORD_SIZE
-from kbatch._core._wire cimport (CODEC_NONE, H_ATTRIBUTES, H_LENGTH, H_MAGIC,
+from kbatch._core._wire cimport (ATTR_CODEC, CODEC_NONE, H_ATTRIBUTES, H_LENGTH, H_MAGIC,
                                  H_RECORDS_COUNT, HEADER_V2, LOG_OVERHEAD)
 
 
@@ -55,7 +55,7 @@ cdef inline Py_ssize_t presize_estimate(const uint8_t *buf, Py_ssize_t start,
         length = <int32_t>load_be32(buf + pos + H_LENGTH)
         if (<int8_t>buf[pos + H_MAGIC] != 2 or length < HEADER_V2 - LOG_OVERHEAD
                 or length > stop - pos - LOG_OVERHEAD
-                or (load_be16(buf + pos + H_ATTRIBUTES) & 7) != CODEC_NONE):
+                or (load_be16(buf + pos + H_ATTRIBUTES) & ATTR_CODEC) != CODEC_NONE):
             break
         region = LOG_OVERHEAD + <Py_ssize_t>length - HEADER_V2
         count = <int32_t>load_be32(buf + pos + H_RECORDS_COUNT)

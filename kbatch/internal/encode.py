@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from kbatch.internal._schemas import MESSAGES
-from kbatch.internal.protocol import _FIXED, in_range, uuid_bytes
+from kbatch.internal.protocol import FIXED_TYPES, in_range, uuid_bytes
 
 
 def _uvarint(n: int) -> bytes:
@@ -34,8 +34,8 @@ def _length(n: int, compact: bool, wide: bool) -> bytes:
 
 def _value(f: dict, v, version: int, flexible: bool) -> bytes:
     typ = f["type"]
-    if typ in _FIXED:
-        return _FIXED[typ].pack(v)
+    if typ in FIXED_TYPES:
+        return FIXED_TYPES[typ].pack(v)
     if typ == "bool":
         return b"\x01" if v else b"\x00"
     if typ == "uuid":
@@ -63,7 +63,7 @@ def _value(f: dict, v, version: int, flexible: bool) -> bytes:
 
 def _fill(f: dict, values: dict):
     v = values.get(f["column"], f["default"])
-    if v is None and f["type"] in _FIXED:
+    if v is None and f["type"] in FIXED_TYPES:
         v = f["default"] if f["default"] is not None else 0
     return v
 

@@ -32,7 +32,7 @@ import struct
 from kbatch.errors import CorruptRecordError
 from kbatch.internal._schemas import MESSAGES, VARIANTS
 
-_FIXED = {
+FIXED_TYPES = {
     "int8": struct.Struct(">b"), "int16": struct.Struct(">h"), "int32": struct.Struct(">i"),
     "int64": struct.Struct(">q"), "uint16": struct.Struct(">H"), "uint32": struct.Struct(">I"),
     "float64": struct.Struct(">d"),
@@ -82,7 +82,7 @@ class Reader:
         return out
 
     def fixed(self, typ: str, field: str):
-        s = _FIXED[typ]
+        s = FIXED_TYPES[typ]
         if s.size > self.end - self.pos:
             raise self.fail(f"{field}: {s.size} bytes needed, {self.end - self.pos} left")
         v = s.unpack_from(self.buf, self.pos)[0]
@@ -116,7 +116,7 @@ def _read_value(r: Reader, f: dict, version: int, flexible: bool):
     typ = f["type"]
     name = f["name"]
     nullable = in_range(f["nullable"], version)
-    if typ in _FIXED:
+    if typ in FIXED_TYPES:
         return r.fixed(typ, name)
     if typ == "bool":
         return r.take(1, name) != b"\x00"
@@ -151,8 +151,8 @@ def _read_value(r: Reader, f: dict, version: int, flexible: bool):
         size = _MIN_SIZE.get(elem, 1)
         if n > r.remaining() // size:
             raise r.fail(f"{name}: {n} elements cannot fit in {r.remaining()} bytes")
-        if elem in _FIXED:
-            s = _FIXED[elem]
+        if elem in FIXED_TYPES:
+            s = FIXED_TYPES[elem]
             out = list(struct.unpack_from(f">{n}{s.format[1:]}", r.buf, r.pos))
             r.pos += n * s.size
             return out

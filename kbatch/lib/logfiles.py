@@ -32,10 +32,10 @@ from kbatch.errors import CorruptRecordError
 from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, OffsetIndex, TimeIndex, \
     TxnIndex
 from kbatch.lib.paths import segment_base, tiered_object
-from kbatch.lib.sources import RemoteBytes
+from kbatch.lib.sources import CHECK_BYTES, RemoteBytes
 from kbatch.lib import tiered
 from kbatch.lib.tree import Entry, Location, locate
-from kbatch.wire import INT64_MIN
+from kbatch.wire import INT64_MIN, Codec
 
 MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
 MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
@@ -160,7 +160,7 @@ class Segment:
             # inner messages may carry any offsets up to it (even below the
             # batch before it): its first offset is unknown, so no seek may
             # stop before it (full and range reads then see the same records)
-            wrapper = (rows["magic"] < 2) & (rows["codec"] != 0)
+            wrapper = (rows["magic"] < 2) & (rows["codec"] != Codec.NONE)
             bounds["base_offset"][wrapper] = INT64_MIN
         with self._lock:
             self._bounds = (key, bounds)
@@ -231,8 +231,9 @@ class TieredSegment(Segment):
         if log is None:
             self.manifest   # raises: the segment object is missing
         raw = self.tree.raw(log.path, log.size)
+        # a batch check fetches only its chunks (each costs a decode)
         return RemoteBytes(tiered.TieredSource(raw, self.manifest, self._detransform),
-                           log.version)
+                           log.version, ahead=CHECK_BYTES)
 
     def _index_bytes(self, name: str) -> bytes:
         entry = self._entries.get("indexes")

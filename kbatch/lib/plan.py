@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kbatch.lib.records import Records
-from kbatch.wire import UNBOUNDED
+from kbatch.wire import UNBOUNDED, Codec
 
 CHECKED_STOP_ENTRIES = 3     # index entries at or past a range's end tried as its stop
 
@@ -68,10 +68,11 @@ def segments_for(segments, lo: int, hi: int) -> list[int]:
     return out
 
 
-def checked_batch(seg, position: int):
+def checked_batch(seg, position: int, read_follows: bool = False):
     """The header row of the whole CRC-valid batch at ``position``, or None
-    (a storage failure raises: it says nothing about the entry)."""
-    return seg.source.batch_at(position)
+    (a storage failure raises: it says nothing about the entry).
+    ``read_follows``: a read starts there (an object fetches ahead)."""
+    return seg.source.batch_at(position, read_follows=read_follows)
 
 
 def indexed_start(seg, offset: int) -> int | None:
@@ -80,7 +81,7 @@ def indexed_start(seg, offset: int) -> int | None:
     entry_offset, position = seg.offset_index.lookup(offset)
     if position == 0:
         return 0
-    row = checked_batch(seg, position)
+    row = checked_batch(seg, position, read_follows=True)
     if row is None or int(row["base_offset"]) > offset or int(row["last_offset"]) > entry_offset:
         return None
     return position
@@ -110,7 +111,7 @@ def indexed_stop(seg, offset: int) -> int | None:
     first = int(np.searchsorted(idx.offsets, offset, side="left"))
     for k in range(first, min(first + CHECKED_STOP_ENTRIES, len(idx))):
         row = checked_batch(seg, int(idx.positions[k]))
-        if row is None or (int(row["magic"]) < 2 and int(row["codec"]) != 0):
+        if row is None or (int(row["magic"]) < 2 and int(row["codec"]) != Codec.NONE):
             return None      # (a legacy wrapper's first offset is not in its header)
         if int(row["base_offset"]) >= offset:
             return int(idx.positions[k])

@@ -78,7 +78,7 @@ class SkippedRange(NamedTuple):
     error: str | None
 
 
-def _optional(module: str, extra: str, what: str):
+def optional_module(module: str, extra: str, what: str):
     """Import an optional dependency; without it, an ImportError that says
     which extra brings it (``pip install 'kbatch[arrow]'``)."""
     import importlib
@@ -218,11 +218,11 @@ class BatchTable:
         return BatchTable({n: np.concatenate([t._column(n) for t in tables]) for n in names})
 
     def to_arrow(self):
-        pa = _optional("pyarrow", "arrow", "BatchTable.to_arrow()")
+        pa = optional_module("pyarrow", "arrow", "BatchTable.to_arrow()")
         return pa.table({n: pa.array(c) for n, c in self._all().items()})
 
     def to_pandas(self):
-        pd = _optional("pandas", "pandas", "BatchTable.to_pandas()")
+        pd = optional_module("pandas", "pandas", "BatchTable.to_pandas()")
         return pd.DataFrame(self._all())
 
 
@@ -314,7 +314,7 @@ class ControlRecords:
                               value=BinaryColumn.concat([p.value for p in parts]))
 
     def to_arrow(self):
-        pa = _optional("pyarrow", "arrow", "ControlRecords.to_arrow()")
+        pa = optional_module("pyarrow", "arrow", "ControlRecords.to_arrow()")
         cols = {name: pa.array(getattr(self, name)) for name in self._ARRAYS}
         cols["type_name"] = pa.array(self.type_names(), pa.string())
         cols["key"] = self.key.to_arrow()
@@ -604,7 +604,7 @@ class Records:
         gives the columns it asked for (in the record columns' order) and ``offset``
         (first, asked for or not: a record cannot be told apart without it).
         """
-        pa = _optional("pyarrow", "arrow", "Records.to_arrow()")
+        pa = optional_module("pyarrow", "arrow", "Records.to_arrow()")
 
         n = len(self)
 
@@ -652,8 +652,8 @@ class Records:
         lists of tuples); ``binary="arrow"``: pyarrow-backed columns
         (``pd.ArrowDtype``) over kbatch's buffers, without per-value objects.
         """
-        pd = _optional("pandas", "pandas", "Records.to_pandas()")
-        _optional("pyarrow", "pandas", "Records.to_pandas()")
+        pd = optional_module("pandas", "pandas", "Records.to_pandas()")
+        optional_module("pyarrow", "pandas", "Records.to_pandas()")
 
         table = self.to_arrow()
         if binary == "arrow":

@@ -90,7 +90,7 @@ class MappedFile:
             rows, _, _ = header_walk_ends(view, path, start, zeros_from=zeros_from(view))
         yield rows
 
-    def batch_at(self, position: int, stop: int | None = None, *,
+    def batch_at(self, position: int, stop: int | None = None, *, read_follows: bool = False,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
         with open_source(self.path) as (view, path):
             return batch_at(view, position, path, stop=stop)
@@ -99,12 +99,16 @@ class MappedFile:
 class RemoteBytes:
     """An object's bytes read in ranges (see the module docstring).
     ``raw``: a ``RangeSource`` or a ``TieredSource`` (``size``, ``read``,
-    ``blocks``, ``url``, ``block``)."""
+    ``blocks``, ``url``, ``block``). ``ahead``: what a batch check fetches
+    when the read follows from that batch (an object: a first range that
+    often holds the whole read; a tiered segment: its chunks cost a
+    decode each, so less)."""
 
     remote = True
 
-    def __init__(self, raw, version=None):
+    def __init__(self, raw, version=None, ahead: int = FIRST_BLOCK):
         self.raw = raw
+        self.ahead = ahead
         self.name = raw.url
         self.url = raw.url
         self.block = raw.block
@@ -262,17 +266,18 @@ class RemoteBytes:
             return None
         return int.from_bytes(head[Header.LENGTH:Header.LENGTH + 4], "big", signed=True)
 
-    def batch_at(self, position: int, stop: int | None = None, *,
+    def batch_at(self, position: int, stop: int | None = None, *, read_follows: bool = False,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
         """The header row of a whole CRC-valid batch at ``position`` (ending
-        by ``stop``), or None; fetches that batch only (at least
-        ``CHECK_BYTES`` from it, kept for the read that follows), nothing
-        when a range fetched before holds it."""
+        by ``stop``), or None; fetches that batch (at least ``CHECK_BYTES``
+        from it, or ``ahead`` when ``read_follows`` from it: kept for the
+        read), nothing when a range fetched before holds it."""
         size = self.size if stop is None else min(stop, self.size)
         if position < 0 or size - position < LOG_OVERHEAD:
             return None
         if self._cached(position, position + LOG_OVERHEAD) is None:
-            self.read(position, min(size, position + CHECK_BYTES))   # kept for what follows
+            first = max(self.ahead, CHECK_BYTES) if read_follows else CHECK_BYTES
+            self.read(position, min(size, position + first))   # kept for what follows
         length = self._length_at(position)
         if length is None or length < 0 or length > max_batch_bytes \
                 or LOG_OVERHEAD + length > size - position:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kbatch.lib.records import Records, _optional
+from kbatch.lib.records import Records, optional_module
 
 
 def _order(keys) -> list:
@@ -28,7 +28,7 @@ class PartitionRecords(dict):
         """One ``pyarrow.Table``: ``topic`` (dictionary<int32, string>),
         ``partition`` (int32), then the columns of ``Records.to_arrow()``
         (every partition read with the same options has the same ones)."""
-        pa = _optional("pyarrow", "arrow", "PartitionRecords.to_arrow()")
+        pa = optional_module("pyarrow", "arrow", "PartitionRecords.to_arrow()")
         keys = _order(self)
         topics = sorted({str(t) for t, _ in keys if t is not None})
         dictionary = pa.array(topics, pa.string())
@@ -55,7 +55,7 @@ class PartitionRecords(dict):
     def to_pandas(self, *, binary: str = "bytes"):
         """One ``pandas.DataFrame`` of ``to_arrow()`` (``topic`` categorical);
         ``binary`` as in ``Records.to_pandas``."""
-        pd = _optional("pandas", "pandas", "PartitionRecords.to_pandas()")
+        pd = optional_module("pandas", "pandas", "PartitionRecords.to_pandas()")
         table = self.to_arrow()
         if binary == "arrow":
             return table.to_pandas(types_mapper=pd.ArrowDtype)

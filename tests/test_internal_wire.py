@@ -97,9 +97,9 @@ def test_hostile_counts_and_varints():
     with pytest.raises(CorruptRecordError, match="varint"):
         wire.decode("TopicRecord", 0, b"\xff" * 6)
     with pytest.raises(CorruptRecordError, match="non-nullable"):
-        wire.decode("OffsetCommitKey", 1, struct.pack(">h", -1))
+        wire.decode("OffsetCommitKey", 0, struct.pack(">h", -1))
     with pytest.raises(CorruptRecordError, match="UTF-8"):
-        wire.decode("OffsetCommitKey", 1, struct.pack(">h", 2) + b"\xff\xfe")
+        wire.decode("OffsetCommitKey", 0, struct.pack(">h", 2) + b"\xff\xfe")
 
 
 def test_unknown_types_and_versions_come_out_raw():

@@ -18,8 +18,10 @@ field = {name, column (snake_case), type, struct, versions, nullable, tagged,
 Version ranges are inclusive (lo, hi); hi = 0x7FFF means 'and later'.
 
 VARIANTS[name] = [message from an older commit (its 'commit'), valid only for
-                  the versions it lists]: layouts Kafka's trunk once wrote under
-                  a version number it later reused (see HISTORICAL in the script).
+                  the versions it lists]: layouts Kafka once wrote under a
+                  version number it later reused (trunk's ELR PartitionRecord v1,
+                  Kafka 4.0's share-group records; see HISTORICAL in the script).
+                  The decoder keeps the layout that reads a record to its end.
 """
 
 KAFKA_COMMIT = 'd79bd502ec7fa49335afa422f442af80ed0ab8f6'

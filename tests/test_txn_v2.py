@@ -272,6 +272,12 @@ def test_cli_txn_of_a_missing_path(tmp_path, capfd):
 
 def test_producer_id_links_from_transaction_state(tmp_path):
     tv2_transaction_state(tmp_path / "__transaction_state-0")
+    rows = transaction_log(tmp_path).to_pylist()
+    assert [(r["producer_id"], r["producer_epoch"], r["state"], r["previous_producer_id"],
+             r["next_producer_id"], r["next_producer_epoch"], r["client_transaction_version"])
+            for r in rows[:3]] == [
+        (A, 32766, "Ongoing", A, -1, -1, 2), (A, 32767, "PrepareCommit", A, B, -1, 2),
+        (B, 0, "CompleteCommit", A, -1, -1, 2)]
     ids = producer_ids(transaction_log(tmp_path))
     assert ids.chains == {"t": [A, B]}
     a, b = ids.states[A], ids.states[B]

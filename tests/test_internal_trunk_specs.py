@@ -143,9 +143,10 @@ def _check(row, key_fields, key, value_fields, value, version=0):
 
 STREAMS_CASES = {
     # type: (type id, key spec, key, value spec, value)
-    "ConsumerGroupRegularExpression": (16, REGEX_KEY, {"group_id": "g", "regular_expression": "or.*"},
-                                       REGEX_VALUE, {"topics": ["orders", "ordersX"],
-                                                     "version": 41, "timestamp": 1_750_000_000_000}),
+    "ConsumerGroupRegularExpression": (
+        16, REGEX_KEY, {"group_id": "g", "regular_expression": "or.*"},
+        REGEX_VALUE, {"topics": ["orders", "ordersX"], "version": 41,
+                      "timestamp": 1_750_000_000_000}),
     "StreamsGroupMetadata": (17, GROUP_KEY, {"group_id": "app"}, STREAMS_META, {
         "epoch": 7, "metadata_hash": -123456789012345, "validated_topology_epoch": 3,
         "last_assignment_configs": [{"key": "num.standby.replicas", "value": "1"}],

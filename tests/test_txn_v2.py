@@ -50,7 +50,7 @@ import kbatch.tools.cli
 from kbatch.internal import producer_ids, transaction_log
 from kbatch.internal.encode import coordinator_record
 
-from .test_txn import check_partition, partition_dir, report_rows, run_cli
+from .test_txn import check_partition, partition_dir, report_rows
 from .txn_model import model
 from .txn_v2_model import expected_protocol, tv2_scenarios
 
@@ -263,9 +263,15 @@ def test_cli_txn_json(tmp_path, capfd):
         {"transactional_id": "t", "producer_ids": [A, B]}]
 
 
-def test_cli_txn_of_a_missing_path(tmp_path, capfd):
+def test_cli_txn_exit_codes(tmp_path, capfd):
+    # an open transaction is reported, not an error; a missing path is one
+    tv2_partition(tmp_path / "orders-0")
+    assert kbatch.tools.cli.main(["txn", str(tmp_path / "orders-0")]) == 0
+    capfd.readouterr()
     code = kbatch.tools.cli.main(["txn", str(tmp_path / "nope")])
-    assert code != 0
+    out, err = capfd.readouterr()
+    assert code == 2 and out == ""
+    assert err.strip() == f"kbatch txn: {tmp_path / 'nope'}: no such file or directory"
 
 
 # --- __transaction_state: producer id links ----------------------------------------

@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml setup.py | cksum | cut -
 SOURCES := $(wildcard kbatch/_core/*.pyx kbatch/_core/*.pxd kbatch/_core/*.h)
 BUILT  := $(VENV)/.built
 
-.PHONY: run test test-asan bench fuzz clean build
+.PHONY: run test test-asan bench fuzz clean build schemas
 
 build: $(BUILT)
 
@@ -62,6 +62,13 @@ bench: build
 	$(PY) -c "import os; open('bench/.load', 'a').write(f'-> {os.getloadavg()[0]:.2f}')"
 	$(PY) bench/report.py bench/results.json
 	$(PY) bench/memory.py
+
+# Regenerate kbatch/internal/_schemas.py from Kafka's JSON message specs, read
+# with git from KAFKA_GIT (a clone or bare git directory of apache/kafka) at
+# KAFKA_COMMIT (default: the commit pinned in _gen_schemas.py). Standard library only.
+schemas:
+	$(if $(KAFKA_GIT),,$(error usage: make schemas KAFKA_GIT=/path/to/kafka.git [KAFKA_COMMIT=trunk]))
+	$(PYTHON) kbatch/internal/_gen_schemas.py $(KAFKA_GIT) $(KAFKA_COMMIT)
 
 clean:
 	rm -rf build kbatch/_core/*.c kbatch/_core/*.so $(BUILT)

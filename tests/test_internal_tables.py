@@ -251,9 +251,12 @@ def test_remote_log_metadata_and_share_state(tmp_path):
         "group_id": "sg", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ", "partition": 3}, 0, False)
     value = struct.pack(">h", 0) + enc_struct(MESSAGES["ShareSnapshotValue"]["fields"], {
         "snapshot_epoch": 1, "state_epoch": 2, "leader_epoch": 3, "start_offset": 10,
+        "create_timestamp": 20, "write_timestamp": 21,
         "state_batches": [{"first_offset": 10, "last_offset": 12, "delivery_state": 2,
                            "delivery_count": 1}]}, 0, True)
     kbatch.write_log(tmp_path / "__share_group_state-0", [(key, value, 1)])
     s = share_state(tmp_path).to_pylist()
     assert s[0]["key_group_id"] == "sg" and s[0]["start_offset"] == 10
     assert s[0]["state_batches"][0]["last_offset"] == 12
+    assert (s[0]["create_timestamp"], s[0]["write_timestamp"]) == (20, 21)
+    assert s[0]["schema_commit"] is None

@@ -32,6 +32,14 @@ def test_schema_table_is_complete():
                                                  "ConsumerGroupMemberMetadata",
                                                  "ConsumerGroupCurrentMemberAssignment"}
     assert "ShareGroupStatePartitionMetadata" in offsets.values()
+    assert offsets[16] == "ConsumerGroupRegularExpression"
+    assert {offsets[k] for k in (17, 19, 20, 21, 22, 23)} == {
+        "StreamsGroupMetadata", "StreamsGroupMemberMetadata",
+        "StreamsGroupTargetAssignmentMetadata", "StreamsGroupTargetAssignmentMember",
+        "StreamsGroupCurrentMemberAssignment", "StreamsGroupTopology"}
+    assert offsets[9] == "ShareGroupPartitionMetadata"        # Kafka 4.0, deleted since
+    assert FAMILIES["metadata"][1][28] == "ClearElrRecord"
+    assert FAMILIES["metadata"][1][29] == "UnregisterControllerRecord"
     assert FAMILIES["transactions"][1] == {0: "TransactionLog"}
     assert FAMILIES["share-state"][1] == {0: "ShareSnapshot", 1: "ShareUpdate"}
     assert FAMILIES["metadata"][1][3] == "PartitionRecord"
@@ -97,9 +105,9 @@ def test_hostile_counts_and_varints():
     with pytest.raises(CorruptRecordError, match="varint"):
         wire.decode("TopicRecord", 0, b"\xff" * 6)
     with pytest.raises(CorruptRecordError, match="non-nullable"):
-        wire.decode("OffsetCommitKey", 1, struct.pack(">h", -1))
+        wire.decode("OffsetCommitKey", 0, struct.pack(">h", -1))
     with pytest.raises(CorruptRecordError, match="UTF-8"):
-        wire.decode("OffsetCommitKey", 1, struct.pack(">h", 2) + b"\xff\xfe")
+        wire.decode("OffsetCommitKey", 0, struct.pack(">h", 2) + b"\xff\xfe")
 
 
 def test_unknown_types_and_versions_come_out_raw():

@@ -1,16 +1,24 @@
 """Generate ``kbatch/internal/_schemas.py`` from Kafka's JSON message specs.
 
-    python -m kbatch.internal._gen_schemas /path/to/kafka.git [commit]
+    make schemas KAFKA_GIT=/path/to/kafka.git [KAFKA_COMMIT=trunk]
+    python -m kbatch.internal._gen_schemas [/path/to/kafka.git] [commit]
 
 Reads the specs straight out of a git directory of apache/kafka (``git show
 <commit>:<file>``), strips their ``//`` comments, and writes every message
-as plain Python data: no code from Kafka, only the field tables. Run it
-again against a newer Kafka commit to pick up new record types or versions.
+as plain Python data: no code from Kafka, only the field tables. The git
+directory defaults to ``$KAFKA_GIT``, the commit to ``PINNED`` (the one the
+checked-in table comes from, so a rerun reproduces it byte for byte); name
+a newer commit to pick up new record types or versions, then move
+``PINNED``. The older commits named in ``RETIRED`` and ``HISTORICAL`` must
+be in the same git directory (any clone of apache/kafka has them).
+
+Memory held: the parsed specs of one commit (a few hundred kB).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,14 +37,42 @@ EXTRA = (
     "clients/src/main/resources/common/message/ConsumerProtocolAssignment.json",
 )
 MAX = 0x7FFF
-# Layouts that Kafka's trunk wrote for a while and later changed in place
-# (unreleased metadata versions that test and early-access clusters did
-# write): (spec file, commit, versions of that layout). The decoder falls
-# back to them only when the current layout cannot read a record.
+# apache/kafka trunk, 2026-08-22 ("MINOR: Revert setup-gradle action to v5.0.2 (#23240)").
+PINNED = "d79bd502ec7fa49335afa422f442af80ed0ab8f6"
+# The 4.0 branch as released (4.0.0, 2025-03-18): the parent of "MINOR: Bump to
+# 4.0.1-SNAPSHOT (#19224)". KIP-932 share groups were early access in 4.0 and
+# changed their record layouts afterwards without bumping versions.
+KAFKA_4_0 = "4ae681446f18f9a6d7a59f317013ef82379a4ba4"
+# Record types a release wrote that trunk has since deleted: (spec file, commit).
+# They are decoded like any other type (their message names the commit).
+RETIRED = (
+    # share-group partition metadata (key 9), 4.0 only: replaced by a metadata hash
+    ("group-coordinator/src/main/resources/common/message/ShareGroupPartitionMetadataKey.json",
+     KAFKA_4_0),
+    ("group-coordinator/src/main/resources/common/message/ShareGroupPartitionMetadataValue.json",
+     KAFKA_4_0),
+)
+# Layouts that Kafka wrote for a while and later changed in place, without a
+# new version number (unreleased metadata versions that test and
+# early-access clusters did write; early-access record types of a release):
+# (spec file, commit, versions of that layout). The decoder reads a record of
+# such a version with every layout it has and keeps the one that reads the
+# record exactly to its end (see protocol.decode).
+_SHARE = "group-coordinator/src/main/resources/common/message/"
+_SHARE_STATE = "share-coordinator/src/main/resources/common/message/"
 HISTORICAL = (
     # PartitionRecord v1 was ELR (KIP-966) from af747fbfed7 until a94bc8d6d52
     # renumbered it (v1 Directories, v2 ELR); Kafka's own test data has it.
     ("metadata/src/main/resources/common/metadata/PartitionRecord.json", "af747fbfed7", (1, 1)),
+    # Kafka 4.0's share groups (KIP-932 early access), changed for 4.1:
+    # MetadataHash added after Epoch
+    (_SHARE + "ShareGroupMetadataValue.json", KAFKA_4_0, (0, 0)),
+    # InitializingTopics added before InitializedTopics
+    (_SHARE + "ShareGroupStatePartitionMetadataValue.json", KAFKA_4_0, (0, 0)),
+    # SnapshotEpoch uint16 -> int32; CreateTimestamp, WriteTimestamp added
+    (_SHARE_STATE + "ShareSnapshotValue.json", KAFKA_4_0, (0, 0)),
+    # SnapshotEpoch uint16 -> int32
+    (_SHARE_STATE + "ShareUpdateValue.json", KAFKA_4_0, (0, 0)),
 )
 
 
@@ -134,6 +170,10 @@ def _fields(fields: list, commons: dict) -> tuple:
 
 
 def _message(spec: dict, path: str) -> dict:
+    """One spec as data. ``kind`` is the spec's type: "metadata" (framed,
+    ``api_key``), "coordinator-key"/"coordinator-value" (a coordinator record
+    whose type id on the wire is ``api_key``; keys have one version, 0) or
+    "data" (older coordinator specs: a key's versions are its type ids)."""
     commons: dict = {}
     for c in spec.get("commonStructs", ()):
         commons[c["name"]] = _fields(c["fields"], commons)
@@ -147,11 +187,19 @@ def _message(spec: dict, path: str) -> dict:
     }
 
 
+def _spec(git_dir: str, commit: str, path: str) -> dict:
+    return json.loads(_strip_comments(_git(git_dir, "show", f"{commit}:{path}")))
+
+
+def _full(git_dir: str, commit: str) -> str:
+    return _git(git_dir, "rev-parse", "--verify", commit + "^{commit}").strip()
+
+
 def load_variants(git_dir: str) -> dict:
     out: dict = {}
     for path, commit, versions in HISTORICAL:
-        full = _git(git_dir, "rev-parse", commit).strip()
-        spec = json.loads(_strip_comments(_git(git_dir, "show", f"{full}:{path}")))
+        full = _full(git_dir, commit)
+        spec = _spec(git_dir, full, path)
         m = _message(spec, path)
         m["valid"] = versions
         m["commit"] = full
@@ -159,15 +207,23 @@ def load_variants(git_dir: str) -> dict:
     return out
 
 
-def load(git_dir: str, commit: str) -> dict:
+def spec_files(git_dir: str, commit: str) -> list[str]:
     names = _git(git_dir, "ls-tree", "-r", "--name-only", commit).splitlines()
     files = [n for n in names if n.endswith(".json")
              and any(n.startswith(d) and "/" not in n[len(d):] for d in SPEC_DIRS)]
-    files = sorted(set(files) | set(EXTRA))
+    return sorted(set(files) | set(EXTRA))
+
+
+def load(git_dir: str, commit: str, retired=RETIRED) -> dict:
     messages = {}
-    for path in files:
-        spec = json.loads(_strip_comments(_git(git_dir, "show", f"{commit}:{path}")))
+    for path in spec_files(git_dir, commit):
+        spec = _spec(git_dir, commit, path)
         messages[spec["name"]] = _message(spec, path)
+    for path, old in retired:
+        full = _full(git_dir, old)
+        spec = _spec(git_dir, full, path)
+        if spec["name"] not in messages:
+            messages[spec["name"]] = dict(_message(spec, path), commit=full)
     return messages
 
 
@@ -182,14 +238,21 @@ def render(messages: dict, variants: dict, commit: str) -> str:
         "Apache-2.0 licensed data; this table is our own rendering of them.",
         "",
         "MESSAGES[name] = {kind, api_key, valid: (lo, hi), flexible: (lo, hi) | None,",
-        "                  fields, spec}",
+        "                  fields, spec[, commit]}",
+        "kind: 'metadata' (framed: api_key), 'coordinator-key'/'coordinator-value' (the",
+        "      record type id on the wire is api_key; the key struct is version 0) or",
+        "      'data' (older coordinator specs: a key's valid versions are its type ids).",
+        "commit: only for a record type trunk deleted, the older commit it comes from",
+        "        (see RETIRED in the script).",
         "field = {name, column (snake_case), type, struct, versions, nullable, tagged,",
         "         tag, default, fields (for struct and []struct types)}",
         "Version ranges are inclusive (lo, hi); hi = 0x7FFF means 'and later'.",
         "",
         "VARIANTS[name] = [message from an older commit (its 'commit'), valid only for",
-        "                  the versions it lists]: layouts Kafka's trunk once wrote under",
-        "                  a version number it later reused (see HISTORICAL in the script).",
+        "                  the versions it lists]: layouts Kafka once wrote under a",
+        "                  version number it later reused (trunk's ELR PartitionRecord v1,",
+        "                  Kafka 4.0's share-group records; see HISTORICAL in the script).",
+        "                  The decoder keeps the layout that reads a record to its end.",
         '"""',
         "",
         f"KAFKA_COMMIT = {commit!r}",
@@ -209,11 +272,17 @@ def render(messages: dict, variants: dict, commit: str) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    git_dir = argv[0]
-    commit = _git(git_dir, "rev-parse", argv[1] if len(argv) > 1 else "HEAD").strip()
+    git_dir = argv[0] if argv else os.environ.get("KAFKA_GIT")
+    if not git_dir:
+        print("usage: python -m kbatch.internal._gen_schemas [KAFKA_GIT] [COMMIT]\n"
+              "  KAFKA_GIT: a git directory of apache/kafka (or set $KAFKA_GIT)\n"
+              f"  COMMIT: default {PINNED} (the pinned one)", file=sys.stderr)
+        return 2
+    commit = _full(git_dir, argv[1] if len(argv) > 1 else PINNED)
     out = Path(__file__).with_name("_schemas.py")
-    out.write_text(render(load(git_dir, commit), load_variants(git_dir), commit))
-    print(f"wrote {out} from {commit}")
+    messages = load(git_dir, commit)
+    out.write_text(render(messages, load_variants(git_dir), commit))
+    print(f"wrote {out} from {commit}: {len(messages)} messages")
     return 0
 
 

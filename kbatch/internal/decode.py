@@ -12,7 +12,7 @@ import struct
 
 from kbatch.errors import CorruptRecordError
 from kbatch.internal import protocol as wire
-from kbatch.internal.registry import FAMILIES, FRAMED
+from kbatch.internal.registry import FAMILIES, FRAMED, key_schema_version
 
 _INT16 = struct.Struct(">h")
 
@@ -43,12 +43,12 @@ def decode_coordinator(family: str, key: bytes | None, value: bytes | None,
         if name is None:
             return out
         out["type"] = name
-        if not wire.knows(name + "Key", kver):
+        kschema = key_schema_version(name + "Key", kver)
+        if not wire.knows(name + "Key", kschema):
             return out
+        out["key"] = wire.decode(name + "Key", kschema, key, 2)
         if value is not None and not wire.knows(name + "Value", out["value_version"]):
-            out["key"] = wire.decode(name + "Key", kver, key, 2)
             return out
-        out["key"] = wire.decode(name + "Key", kver, key, 2)
         if value is not None:
             out["value"] = wire.decode(name + "Value", out["value_version"], value, 2)
         out["known"] = True

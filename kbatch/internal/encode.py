@@ -12,6 +12,7 @@ import struct
 
 from kbatch.internal._schemas import MESSAGES
 from kbatch.internal.protocol import FIXED_TYPES, in_range, uuid_bytes
+from kbatch.internal.registry import key_schema_version
 
 
 def _uvarint(n: int) -> bytes:
@@ -98,8 +99,10 @@ def coordinator_record(key_name: str, key_version: int, key: dict,
                        value_name: str | None, value_version: int,
                        value: dict | None) -> tuple[bytes, bytes | None]:
     """A ``__consumer_offsets``/``__transaction_state`` record: int16 version
-    + struct for the key and the value (None value: a tombstone)."""
-    k = struct.pack(">h", key_version) + encode(key_name, key_version, key)
+    + struct for the key and the value (None value: a tombstone).
+    ``key_version`` is the record type id written before the key."""
+    kschema = key_schema_version(key_name, key_version)
+    k = struct.pack(">h", key_version) + encode(key_name, kschema, key)
     if value is None:
         return k, None
     return k, struct.pack(">h", value_version) + encode(value_name, value_version, value)

@@ -4,7 +4,7 @@
     group_metadata(source)   one row per classic group-metadata record (key version 2),
                              members with their consumer-protocol subscription and
                              assignment decoded
-    group_records(source, type)  any other record type (KIP-848 ConsumerGroup*,
+    group_records(source, type)  any other record type (KIP-848 ConsumerGroup*, StreamsGroup*,
                              ShareGroup*) with typed columns
 
 ``offset_commits`` decodes column-wise in the compiled ``_offsets`` kernel

@@ -209,27 +209,42 @@ def decode(name: str, version: int, buf, pos: int = 0, end: int | None = None,
            *, whole: bool = True) -> dict:
     """The message ``name`` at ``version`` from ``buf[pos:end]`` as a dict
     keyed by snake_case field names (None for fields the version lacks).
-    When the current layout cannot read it, a historical layout of that
-    version (``VARIANTS``) is tried; the result then names its commit under
-    ``_schema_commit``.
+
+    Where Kafka wrote another layout under the same version (``VARIANTS``:
+    PartitionRecord v1 while it was ELR, Kafka 4.0's share-group records),
+    the record is read with every layout of that version and the one that
+    reads it exactly to its end is kept: a historical one names its commit
+    under ``_schema_commit``. If several fit, the newest (the current
+    layout, else the first variant listed) is kept and
+    ``_schema_ambiguous`` lists the commits of the others that fit too
+    ("current" for the current layout); if none fits, the current layout's
+    error is raised.
 
     ``whole``: the message must use every byte (trailing bytes are an error).
     """
     m = MESSAGES[name]
     if not in_range(m["valid"], version):
         raise CorruptRecordError(f"{name}: version {version} outside {m['valid']}")
-    try:
+    olds = [old for old in VARIANTS.get(name, ()) if in_range(old["valid"], version)]
+    if not olds:
         return _decode(m, name, version, buf, pos, end, whole)
-    except CorruptRecordError:
-        for old in VARIANTS.get(name, ()):
-            if in_range(old["valid"], version):
-                try:
-                    out = _decode(old, name, version, buf, pos, end, whole)
-                except CorruptRecordError:
-                    continue
-                out["_schema_commit"] = old["commit"]
-                return out
-        raise
+    fits: list[tuple[str, dict]] = []
+    error = None
+    for layout in [m] + olds:
+        try:
+            out = _decode(layout, name, version, buf, pos, end, whole)
+        except CorruptRecordError as exc:
+            error = error or exc
+            continue
+        fits.append((layout.get("commit", "current"), out))
+    if not fits:
+        raise error
+    commit, out = fits[0]
+    if commit != "current":
+        out["_schema_commit"] = commit
+    if len(fits) > 1:
+        out["_schema_ambiguous"] = [c for c, _ in fits[1:]]
+    return out
 
 
 def _decode(m: dict, name: str, version: int, buf, pos: int, end, whole: bool) -> dict:

@@ -16,6 +16,7 @@ from typing import Iterator
 
 import numpy as np
 
+from kbatch.internal._schemas import VARIANTS
 from kbatch.internal.arrow import message_fields
 from kbatch.internal.decode import decode_record, jsonable
 from kbatch.internal.registry import FAMILIES, FRAMED
@@ -102,7 +103,13 @@ def typed_records(source, family: str, type: str, **options):
 
 
 def typed_table(decoded, family: str, type: str):
-    """``typed_records`` over already decoded ``(meta, decoded)`` pairs."""
+    """``typed_records`` over already decoded ``(meta, decoded)`` pairs.
+
+    A type that Kafka wrote in another layout under the same version (the
+    schema table's VARIANTS) gets two more columns: ``schema_commit``, the
+    Kafka commit of the layout that read the record (null: the current one;
+    the columns are the current layout's, null where the older one lacks a
+    field), and ``schema_ambiguous``, other layouts that read it too."""
     import pyarrow as pa
     framed = family in FRAMED
     value_name = type if framed else type + "Value"
@@ -112,6 +119,9 @@ def typed_table(decoded, family: str, type: str):
         fields += [pa.field("key_version", pa.int16()), pa.field("tombstone", pa.bool_())]
         fields += message_fields(type + "Key", "key_")
     fields += message_fields(value_name)
+    if value_name in VARIANTS:
+        fields += [pa.field("schema_commit", pa.string()),
+                   pa.field("schema_ambiguous", pa.list_(pa.string()))]
     rows = []
     for meta, d in decoded:
         if d["type"] != type or not d["known"]:
@@ -126,6 +136,8 @@ def typed_table(decoded, family: str, type: str):
             row.update({"key_" + k: v for k, v in d["key"].items()})
         if d["value"]:
             row.update(d["value"])
+            row["schema_commit"] = d["value"].get("_schema_commit")
+            row["schema_ambiguous"] = d["value"].get("_schema_ambiguous")
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=pa.schema(fields))
 

@@ -27,6 +27,7 @@ def transaction_log_schema():
         pa.field("transaction_timeout_ms", pa.int32()),
         pa.field("last_update_timestamp", ts), pa.field("start_timestamp", ts),
         pa.field("previous_producer_id", pa.int64()), pa.field("next_producer_id", pa.int64()),
+        pa.field("next_producer_epoch", pa.int16()),
         pa.field("client_transaction_version", pa.int16()), pa.field("tombstone", pa.bool_()),
         pa.field("value_version", pa.int16()), pa.field("error", pa.string()),
     ] + record_meta_fields())
@@ -54,6 +55,7 @@ def _rows(source, **options):
                 "start_timestamp": None if start in (None, -1) else start,
                 "previous_producer_id": v.get("previous_producer_id"),
                 "next_producer_id": v.get("next_producer_id"),
+                "next_producer_epoch": v.get("next_producer_epoch"),
                 "client_transaction_version": v.get("client_transaction_version"),
                 "tombstone": d["tombstone"], "value_version": d["value_version"],
                 "error": d["error"] or (None if d["known"] else "unknown type or version"),
@@ -69,7 +71,10 @@ def transaction_log(source, **options):
     ``state`` is the coordinator's state name (Empty, Ongoing,
     PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, Dead,
     PrepareEpochFence); ``partitions`` the topics and partitions in the
-    transaction. Memory held: one partition's records and the rows."""
+    transaction; ``previous_producer_id``, ``next_producer_id`` and
+    ``next_producer_epoch`` (value version 1 tags, -1 when not written)
+    link the producer ids of a transactional id (``producer_ids``).
+    Memory held: one partition's records and the rows."""
     import pyarrow as pa
     return pa.Table.from_pylist(list(_rows(source, **options)), schema=transaction_log_schema())
 

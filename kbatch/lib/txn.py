@@ -17,6 +17,12 @@ What a read_committed consumer sees (SPEC.md section 3), from the log alone:
 - A ``.txnindex`` entry (producer, first offset, last offset) aborts the
   producer's transactional batches in that range too, so a partition whose
   markers were cleaned away still filters correctly.
+- Transactions v2 (KIP-890) need nothing more: its markers carry the data
+  epoch + 1 (matched by producer id, they end the transaction all the
+  same), a retried marker written twice ends no data the second time, and
+  a producer id moving on after epoch exhaustion is a new producer.
+  ``kbatch.lib.txn_protocol`` tells the report which protocol a producer's
+  markers follow and which markers are retries.
 
 The state is computed once per log from the batch table and the control
 records (``TxnState``); filtering a chunk is a few numpy operations over its
@@ -31,6 +37,7 @@ import numpy as np
 
 from kbatch.lib.index import TxnIndex
 from kbatch.lib.records import BatchTable, ControlRecords, Records
+from kbatch.lib.txn_protocol import MarkerEnd, ProducerProtocol, classify
 from kbatch.wire import ControlType
 
 ABORT, COMMIT = ControlType.ABORT, ControlType.COMMIT
@@ -190,7 +197,7 @@ def apply_isolation(records: Records, isolation: str, state: TxnState | None = N
 @dataclass
 class Transaction:
     producer_id: int
-    producer_epoch: int
+    producer_epoch: int         # of its first data batch (the marker's when empty)
     first_offset: int
     last_offset: int            # last data offset (the marker offset when empty)
     marker_offset: int | None   # None while open
@@ -198,20 +205,29 @@ class Transaction:
     records: int
     batches: int
     coordinator_epoch: int | None
+    marker_epoch: int | None = None     # None while open; -1 for a .txnindex stand-in
+    retry_of: int | None = None         # a TV2 marker written again: the first one's offset
 
 
 @dataclass
 class TransactionReport:
-    """Transactions of one partition (or segment), in first-offset order."""
+    """Transactions of one partition (or segment), in first-offset order,
+    and per producer id the transaction protocol its markers follow."""
 
     source: str
     transactions: list[Transaction] = field(default_factory=list)
     last_stable_offset: int = 0
     log_end_offset: int = 0
+    producers: dict[int, ProducerProtocol] = field(default_factory=dict)
 
     @property
     def open(self) -> list[Transaction]:
         return [t for t in self.transactions if t.status == "OPEN"]
+
+    @property
+    def retried(self) -> list[Transaction]:
+        """Markers written again (TV2 retries): no transaction of their own."""
+        return [t for t in self.transactions if t.retry_of is not None]
 
 
 def transaction_report(source: str, batches: BatchTable, control: ControlRecords,
@@ -237,6 +253,7 @@ def transaction_report(source: str, batches: BatchTable, control: ControlRecords
         order = np.argsort(ends, kind="stable")
         rows, ends = rows[order], ends[order]
         bounds = np.searchsorted(ends, np.arange(len(offsets) + 2))
+        ended: list[tuple[Transaction, MarkerEnd]] = []
         for k in range(len(offsets) + 1):
             group = rows[bounds[k]:bounds[k + 1]]
             if k < len(offsets):
@@ -250,14 +267,24 @@ def transaction_report(source: str, batches: BatchTable, control: ControlRecords
             else:
                 continue
             if not len(group):   # an empty transaction: a marker, no data
-                report.transactions.append(Transaction(
-                    pid, epoch, marker, marker, marker, status, 0, 0, coord))
+                t = Transaction(pid, epoch, marker, marker, marker, status, 0, 0, coord, epoch)
+                report.transactions.append(t)
+                ended.append((t, MarkerEnd(status, marker, epoch, None)))
                 continue
             if status != "OPEN" and (verdict[group] == ABORTED).all():
                 status = "ABORT"
-            report.transactions.append(Transaction(
+            t = Transaction(
                 pid, int(batches.producer_epoch[group[0]]),
                 int(batches.base_offset[group].min()), int(batches.last_offset[group].max()),
-                marker, status, int(batches.records_count[group].sum()), len(group), coord))
+                marker, status, int(batches.records_count[group].sum()), len(group), coord,
+                None if marker is None else epoch)
+            report.transactions.append(t)
+            if marker is not None:
+                ended.append((t, MarkerEnd(status, marker, epoch,
+                                           int(batches.producer_epoch[group].max()))))
+        summary, retry_of = classify(pid, [e for _, e in ended])
+        for (t, _), first in zip(ended, retry_of):
+            t.retry_of = first
+        report.producers[pid] = summary
     report.transactions.sort(key=lambda t: (t.first_offset, t.producer_id))
     return report

@@ -358,28 +358,16 @@ def cmd_verify(args) -> int:
 
 def cmd_txn(args) -> int:
     from kbatch.tools.transactions import transactions
+    from kbatch.tools.txn_output import print_json, print_text
 
     found = _resolve(args.path, storage=_storage(args))
     reports = transactions(found, validate_crc=not args.no_crc)
     hanging = 0
     for rep in reports:
         if args.format == "json":
-            for t in rep.transactions:
-                print(json.dumps({"source": rep.source, **t.__dict__}))
-            print(json.dumps({"source": rep.source, "last_stable_offset": rep.last_stable_offset,
-                              "log_end_offset": rep.log_end_offset, "open": len(rep.open)}))
+            print_json(rep)
         else:
-            print(f"{rep.source}: {len(rep.transactions)} transactions, "
-                  f"LSO {rep.last_stable_offset}, log end offset {rep.log_end_offset}")
-            if rep.transactions:
-                print(f"  {'producer':>10} {'epoch':>5} {'first':>12} {'last':>12} "
-                      f"{'marker':>12} {'status':<7} {'records':>8} {'batches':>7}")
-            for t in rep.transactions:
-                flag = "  <-- open (hanging)" if t.status == "OPEN" else ""
-                marker = "-" if t.marker_offset is None else t.marker_offset
-                print(f"  {t.producer_id:>10} {t.producer_epoch:>5} {t.first_offset:>12} "
-                      f"{t.last_offset:>12} {marker:>12} {t.status:<7} {t.records:>8} "
-                      f"{t.batches:>7}{flag}")
+            print_text(rep)
         hanging += len(rep.open)
     if hanging and args.format == "text":
         print(f"{hanging} open transaction(s): read_committed stops at the LSO")

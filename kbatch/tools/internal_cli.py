@@ -204,32 +204,49 @@ def extend_dump(parser: argparse.ArgumentParser, cmd_dump, check_path) -> None:
 def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
     """After ``kbatch txn``'s report, name the transactional id behind each
     producer id from the directory's ``__transaction_state`` (when it holds
-    one): the join that tells whose transaction is hanging."""
+    one): the join that tells whose transaction is hanging. Producer ids
+    that followed one another under one transactional id (an exhausted
+    epoch, KIP-890) are linked (``kbatch.internal.producer_ids``)."""
 
     def run(args) -> int:
         status = cmd_txn(args)
         path = Path(args.path)
         if not path.is_dir():
             return status
+        from kbatch.internal.producer_ids import producer_ids
         from kbatch.internal.transactions import transaction_log
-        log = [r for r in transaction_log(path).to_pylist()
-               if r["producer_id"] is not None and r["transactional_id"] is not None]
-        if not log:
+        ids = producer_ids(transaction_log(path).to_pylist())
+        if not ids.states:
             return status
-        latest = {}
-        for r in log:
-            latest[r["producer_id"]] = r
         if args.format == "json":
-            for pid, r in sorted(latest.items()):
-                _out({"producer_id": pid, "transactional_id": r["transactional_id"],
-                      "coordinator_state": r["state"], "producer_epoch": r["producer_epoch"],
-                      "last_update_timestamp": r["last_update_timestamp"]})
+            for pid, st in sorted(ids.states.items()):
+                _out({"producer_id": pid, "transactional_id": st.transactional_id,
+                      "coordinator_state": st.state, "producer_epoch": st.producer_epoch,
+                      "last_update_timestamp": st.last_update_timestamp,
+                      "client_transaction_version": st.client_transaction_version,
+                      "previous_producer_id": st.previous_producer_id,
+                      "next_producer_id": st.next_producer_id,
+                      "producer_id_change": st.change})
+            for tid, chain in sorted(ids.chains.items()):
+                if len(chain) > 1:
+                    _out({"transactional_id": tid, "producer_ids": chain})
             return status
         print("transactional ids (from __transaction_state; the coordinator's last state):")
-        for pid, r in sorted(latest.items()):
-            print(f"  producer {pid:>10} epoch {r['producer_epoch']:>5}: "
-                  f"{r['transactional_id']}  {r['state']} at "
-                  f"{_when(_ms(r['last_update_timestamp']))}")
+        for pid, st in sorted(ids.states.items()):
+            epoch = "-" if st.producer_epoch is None else st.producer_epoch
+            state = st.state or "(known only as a previous producer id)"
+            line = (f"  producer {pid:>10} epoch {epoch:>5}: {st.transactional_id}  {state}"
+                    f" at {_when(_ms(st.last_update_timestamp))}")
+            if st.client_transaction_version is not None:
+                line += f", client transaction version {st.client_transaction_version}"
+            if st.next_producer_id is not None:
+                line += f"  -> producer {st.next_producer_id} ({st.change or 'next'})"
+            if st.previous_producer_id is not None:
+                line += f"  (after producer {st.previous_producer_id})"
+            print(line)
+        for tid, chain in sorted(ids.chains.items()):
+            if len(chain) > 1:
+                print(f"  {tid}: producer ids " + " -> ".join(str(p) for p in chain))
         return status
 
     parser.set_defaults(func=run)

@@ -649,10 +649,11 @@ def test_time_index_entry_that_agrees_with_its_batch_but_not_with_the_log(tmp_pa
     """A time-index entry (T, O) promises that every record up to O is at most
     T. Here the entry matches the batch holding O (its max timestamp is T) but
     an earlier batch is newer, so the promise is false. verify() reports it;
-    the default seek (a walk over the batch headers) is exact anyway; with
-    ``use_index=True`` the seek trusts an entry that passes the checks, as
-    Kafka does (proving the running maximum would mean reading every batch
-    header before the entry), and this lie steers it."""
+    the exhaustive seek (``use_index=False``: a walk over the batch headers)
+    is exact anyway; by default (``use_index=True``) the seek trusts an
+    entry that passes the checks, as Kafka does (proving the running maximum
+    would mean reading every batch header before the entry), and this lie
+    steers it."""
     part = tmp_path / "skew-0"
     part.mkdir()
     a = build_batch([(1000, None, b"new", [])], base_offset=0)
@@ -665,11 +666,11 @@ def test_time_index_entry_that_agrees_with_its_batch_but_not_with_the_log(tmp_pa
     problems = report.segments[0].timeindex_problems
     assert any("below the largest timestamp before it (1000)" in p for p in problems), problems
     exact = [(400, 0), (500, 0), (800, 0), (1000, 0), (1001, None)]
-    log = kbatch.open_log(part)
+    log = kbatch.open_log(part, use_index=False)
     for t, want in exact:
         assert log.offset_for_timestamp(t) == want, t
     assert log.read(start_timestamp=800).value.to_pylist() == [b"new", b"old"]
-    steered = kbatch.open_log(part, use_index=True)
+    steered = kbatch.open_log(part)
     assert steered.offset_for_timestamp(800) is None
     (part / "00000000000000000000.timeindex").unlink()
     steered = kbatch.open_log(part, use_index=True)
@@ -695,7 +696,8 @@ def test_use_index_seeks_without_walking_the_segments(refs, name, monkeypatch):
         args, kw = _pos_args(b)
         ref.check(log.read(*args, **kw), **b)
     with pytest.raises(AssertionError, match="walked"):
-        kbatch.open_log(DATA_DIR / name).read(int(ref.offset[len(ref.offset) // 2]))
+        kbatch.open_log(DATA_DIR / name, use_index=False).read(
+            int(ref.offset[len(ref.offset) // 2]))
 
 
 # --- other broker directories of the corpus ----------------------------------------------

@@ -1,5 +1,5 @@
-"""``on_corrupt="skip"`` over a URL streams: the remote scan stops at damage,
-searches past it in windows and goes on, giving what the same bytes give as
+"""``on_corrupt="skip"`` over a URL streams: the windowed decode stops at
+damage, searches past it in windows and goes on, giving what the same bytes give as
 a local file (records, skipped ranges, end), without holding the object.
 
 Truth is the local read of the same bytes (the mapped path, a separate
@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import kbatch
-from kbatch.lib import scan as scan_module
+from kbatch.lib import sources as scan_module
 from kbatch.lib.objects import RangeSource
 from kbatch.lib.segment import DecodeOptions
+from kbatch.lib.sources import RemoteBytes
 
 BLOCK = 1 << 16        # the smallest block a RangeSource reads
 
@@ -73,7 +74,7 @@ def _remote(data, window, chunk_records=1 << 62):
     old = scan_module.RESYNC_WINDOW
     scan_module.RESYNC_WINDOW = window
     try:
-        parts = list(scan_module.scan(src, DecodeOptions(on_corrupt="skip"),
+        parts = list(RemoteBytes(src).chunks(DecodeOptions(on_corrupt="skip"),
                                       chunk_records=chunk_records))
     finally:
         scan_module.RESYNC_WINDOW = old
@@ -143,10 +144,10 @@ def test_zeros_inside_an_object_are_damage_not_its_end(tmp_path, segment):
             with pytest.raises(kbatch.CorruptRecordError):
                 kbatch.read_segment(path)
             with pytest.raises(kbatch.CorruptRecordError):
-                list(scan_module.scan(src, opts))
+                list(RemoteBytes(src).chunks(opts))
             continue
         local = kbatch.read_segment(path, on_corrupt=mode)
-        remote = kbatch.Records.concat(list(scan_module.scan(src, opts)))
+        remote = kbatch.Records.concat(list(RemoteBytes(src).chunks(opts)))
         assert remote.offset.tolist() == local.offset.tolist()
         assert (remote.end.valid_bytes, remote.end.reason) == (local.end.valid_bytes,
                                                                local.end.reason)

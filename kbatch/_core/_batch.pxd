@@ -16,6 +16,7 @@ cdef class BatchDecoder:
     cdef Py_ssize_t _end
     cdef Py_ssize_t _zeros_from
     cdef bint _more_follows
+    cdef Py_ssize_t _data_end
     cdef bint _control_crc
     cdef RecordColumns _data
     cdef RecordColumns _ctrl

@@ -265,7 +265,7 @@ cdef class BatchDecoder:
                  bint zero_copy=False, bint skip_key=False, bint skip_value=False,
                  bint skip_headers=False,
                  bint more_follows=False, bint validate_control_crc=False,
-                 Py_ssize_t expect_bytes=0):
+                 Py_ssize_t expect_bytes=0, Py_ssize_t data_end=-1):
         cdef Py_ssize_t size = view.shape[0]
         if stop < 0 or stop > size:
             stop = size
@@ -280,9 +280,12 @@ cdef class BatchDecoder:
         # a trailing hole of the file (kbatch.lib.files.data_end): known zeros, so
         # a zero-padded tail is not scanned (nor its pages faulted in)
         self._zeros_from = zeros_from if 0 <= zeros_from < stop else stop
-        # a range of a larger object (kbatch.lib.remote.scan): the data goes on
-        # past ``stop``, so zeros reaching it are not a padded tail
+        # a window of a larger object (kbatch.lib.sources.RangeWindows): the data
+        # goes on past ``stop`` (to ``data_end``), so zeros reaching it are not a
+        # padded tail, and a batch cut by it is only truncated if it also runs
+        # past the data's end (else the next window holds it)
         self._more_follows = more_follows
+        self._data_end = data_end if data_end >= stop else stop
         # CRCs off, but control batches (transaction markers) checked anyway:
         # a transaction pass whose data batches the decode then checks
         self._control_crc = validate_control_crc
@@ -430,7 +433,8 @@ cdef class BatchDecoder:
 
     def continue_with(self, const uint8_t[::1] view not None, *, Py_ssize_t start=0,
                       Py_ssize_t stop=-1, object path=None, Py_ssize_t zeros_from=-1,
-                      const int64_t[::1] drop_positions=None):
+                      const int64_t[::1] drop_positions=None, object more_follows=None,
+                      Py_ssize_t data_end=-1):
         """Go on decoding ``view[start:stop]`` into the chunk being built,
         as if its batches followed the last source's (a partition's next
         segment, or the same source after a damaged range: no columns are
@@ -440,7 +444,10 @@ cdef class BatchDecoder:
         their own buffer objects.
         Batch rows keep their positions in their own source; ``batch_rows``
         before the switch says where one source's rows end.
-        ``drop_positions``: as in the constructor, for this source."""
+        ``drop_positions``, ``more_follows`` (None: unchanged), ``data_end``:
+        as in the constructor, for this source (a range read window by
+        window: the windows before the last are followed by more of the
+        object)."""
         cdef Py_ssize_t size = view.shape[0]
         if self._zero_copy and self.source_windows():
             raise RuntimeError("zero_copy: the chunk's views still name windows of the last "
@@ -462,6 +469,9 @@ cdef class BatchDecoder:
         self._err.code = E_NONE    # a corrupt batch it stopped at (stop_on_corrupt) is passed
         self._drop = drop_positions if drop_positions is not None else _NO_DROP
         self._drop_next = 0
+        if more_follows is not None:
+            self._more_follows = bool(more_follows)
+        self._data_end = data_end if data_end >= stop else stop
         self._done = False
 
     # --- the walk ------------------------------------------------------
@@ -675,10 +685,13 @@ cdef class BatchDecoder:
                     return ST_END
                 return self._fail(E_BATCH_LENGTH, pos + H_LENGTH, length, MIN_LENGTH_ANY)
             if length > rem - LOG_OVERHEAD:
-                if not (self._more_follows and length > self._limits.max_batch_bytes):
+                # past the data's end (a torn tail, or a damaged length: the caller
+                # decides), or past this window of it (the next one holds it)
+                if (length > self._data_end - pos - LOG_OVERHEAD
+                        or length <= self._limits.max_batch_bytes):
                     self._end_reason = END_TRUNCATED
                     return ST_END
-                # a range of a larger object: this length is refused whatever follows
+                # within the data, and larger than any batch may be
                 if magic == 0 or magic == 1:
                     return self._fail(E_LIMIT_BATCH_BYTES, pos + H_LENGTH, length,
                                       self._limits.max_batch_bytes)

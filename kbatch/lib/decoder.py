@@ -48,10 +48,12 @@ read_mapped = _mapguard.read_mapped
 def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
             chunk_bytes: int, *, control_only: bool = False, drop_positions=None,
             zeros_from: int = -1, more_follows: bool = False,
-            control_crc: bool = False, expect_bytes: int = 0) -> _batch.BatchDecoder:
+            control_crc: bool = False, expect_bytes: int = 0,
+            data_end: int = -1) -> _batch.BatchDecoder:
     """A decoder of ``view[start:stop]`` with every option of the read.
     ``more_follows``: the view is a range of a larger object (zeros up to
-    its end are damage, not a padded tail). ``control_crc``: with the CRC
+    its end are damage, not a padded tail; ``data_end``: where the data
+    ends, past ``stop``). ``control_crc``: with the CRC
     off, control batches are still checked (a failure raises).
     ``expect_bytes``: the data the first chunk will span over this source
     and those ``continue_with`` adds (sizes its first reservation)."""
@@ -72,7 +74,7 @@ def decoder(view, path, opts, start: int, stop: int | None, chunk_records: int,
         skip_key=skips(opts, "key"), skip_value=skips(opts, "value"),
         skip_headers=skips(opts, "headers"),
         more_follows=more_follows, validate_control_crc=control_crc,
-        expect_bytes=expect_bytes)
+        expect_bytes=expect_bytes, data_end=data_end)
 
 
 def skips(opts, column: str) -> bool:
@@ -125,14 +127,18 @@ def header_walk(view, path, start: int = 0, *, zeros_from: int = -1) -> np.ndarr
 
 
 def header_walk_ends(view, path, start: int = 0, stop: int | None = None, *,
-                     zeros_from: int = -1) -> tuple[np.ndarray, int, str | None]:
+                     zeros_from: int = -1, crc: bool = False, more_follows: bool = False
+                     ) -> tuple[np.ndarray, int, str | None]:
     """``header_walk`` of ``view[start:stop]``, with where and why it
     ended: ``(rows, valid_end, end_reason)`` (None: at ``stop``;
     "truncated": a batch runs past ``stop``, which a walk in windows reads
-    on from ``valid_end``)."""
+    on from ``valid_end``). ``crc``: a batch whose CRC fails ends it too
+    (``chains_to_end``'s walk). ``more_follows``: ``stop`` is not the end
+    of the data (a window of an object): zeros there are not its end."""
     dec = _batch.BatchDecoder(view, start=start, stop=-1 if stop is None else stop,
-                              validate_crc=False, headers_only=True, path=path,
-                              stop_on_corrupt=True, zeros_from=zeros_from)
+                              validate_crc=crc, headers_only=True, path=path,
+                              stop_on_corrupt=True, zeros_from=zeros_from,
+                              more_follows=more_follows)
     try:
         dec.run()
         return dec.take()["batches"], dec.valid_end, dec.end_reason

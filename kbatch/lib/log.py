@@ -167,14 +167,14 @@ class PartitionLog:
     module docstring for what each guarantees.
     """
 
-    def __init__(self, path, *, use_index: bool = False, storage: Storage | None = None):
+    def __init__(self, path, *, use_index: bool = True, storage: Storage | None = None):
         found = expect(path, PathKind.PARTITION, what="open_log needs a partition directory",
                        storage=storage)
         self._setup(Partition(found.topic, found.partition, found.location), found.storage,
                     use_index, found.segments())
 
     @classmethod
-    def at(cls, part: Partition, storage: Storage, use_index: bool = False) -> "PartitionLog":
+    def at(cls, part: Partition, storage: Storage, use_index: bool = True) -> "PartitionLog":
         """The partition of a data directory's expansion (``Resolved.partitions``)."""
         log = cls.__new__(cls)
         log._setup(part, storage, use_index, list_segments(part.location, storage))
@@ -199,9 +199,11 @@ class PartitionLog:
 
     # --- seeking ---------------------------------------------------------
 
-    def plan(self, lo: int, hi: int) -> list[ReadPlan]:
-        """The byte ranges to decode for offsets ``[lo, hi)`` (``kbatch.lib.plan``)."""
-        return planner.plan(self.segments, lo, hi, self.use_index, overlapping=self.overlapping)
+    def plan(self, lo: int, hi: int, *, read_follows: bool = True) -> list[ReadPlan]:
+        """The byte ranges to decode for offsets ``[lo, hi)`` (``kbatch.lib.plan``;
+        ``read_follows=False``: the bytes are read elsewhere, Spark's executors)."""
+        return planner.plan(self.segments, lo, hi, self.use_index, overlapping=self.overlapping,
+                            read_follows=read_follows)
 
     def offset_for_timestamp(self, timestamp, **options) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp``
@@ -468,10 +470,11 @@ def open_log(path, *, use_index: bool | None = None, **kwargs) -> PartitionLog:
     ``storage_options`` (fsspec options of a URL), ``filesystem`` (an fsspec
     filesystem: ``path`` is then a path in it), ``layout`` ("plain" or
     "tiered"), ``private_key``, ``block``, ``concurrency``, ``retries``,
-    ``remote_log_metadata``. ``use_index``: seek with the index files (see
-    ``PartitionLog``); default False for local files (the exact header
-    walk), True in object storage (where a walk reads the whole segment;
-    every entry is checked, see ``kbatch.lib.plan``)."""
+    ``remote_log_metadata``. ``use_index`` (default True, wherever the files
+    are): seek with the index files, every entry checked before use and a
+    lie falling back to the walk (``kbatch.lib.plan``); False: the
+    exhaustive walk over every batch header, which no index file can steer
+    (in object storage it reads the segment up to the offset)."""
     storage, rest = Storage.split(kwargs)
     if rest:
         raise ArgumentError(f"open_log: unknown argument(s) {', '.join(sorted(rest))}; "
@@ -480,7 +483,7 @@ def open_log(path, *, use_index: bool | None = None, **kwargs) -> PartitionLog:
                    storage=storage)
     log = PartitionLog.__new__(PartitionLog)
     log._setup(Partition(found.topic, found.partition, found.location), found.storage,
-               found.remote if use_index is None else use_index, found.segments())
+               True if use_index is None else use_index, found.segments())
     return log
 
 
@@ -489,7 +492,7 @@ class LogDir:
     plain or tiered): every partition in it (``use_index``: see
     ``PartitionLog``)."""
 
-    def __init__(self, path, *, use_index: bool = False, storage: Storage | None = None):
+    def __init__(self, path, *, use_index: bool = True, storage: Storage | None = None):
         # a data directory whose partitions are all being deleted or moved
         # (``-delete``, ``-future``, ``-stray``) holds nothing live
         found = expect(path, PathKind.DATA_DIR, what="open_log_dir needs a broker data directory",
@@ -694,7 +697,7 @@ def open_log_dir(path, *, use_index: bool | None = None, **kwargs) -> LogDir:
     logs = LogDir.__new__(LogDir)
     logs.location, logs.storage, logs.path, logs.name = (found.location, found.storage,
                                                          found.path, found.name)
-    index = found.remote if use_index is None else use_index
+    index = True if use_index is None else use_index
     logs.partitions = [PartitionLog.at(p, found.storage, index) for p in found.partitions()]
     return logs
 
@@ -714,7 +717,7 @@ def read_table(path, topics: str | Sequence[str] | None = None, *,
     found = resolve(path, storage, transient_ok=True)
     if found.kind is PathKind.PARTITION:
         log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
-                              found.storage, found.remote if use_index is None else use_index)
+                              found.storage, True if use_index is None else use_index)
         select_topics([log], topics, found.name)
         options.pop("threads", None)
         options.pop("visibility", None)

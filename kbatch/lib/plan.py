@@ -75,25 +75,26 @@ def checked_batch(seg, position: int, read_follows: bool = False):
     return seg.source.batch_at(position, read_follows=read_follows)
 
 
-def indexed_start(seg, offset: int) -> int | None:
+def indexed_start(seg, offset: int, read_follows: bool = True) -> int | None:
     """The ``.index`` lower bound for ``offset`` when it checks out (the
     trust rule in the module docstring), else None."""
     entry_offset, position = seg.offset_index.lookup(offset)
     if position == 0:
         return 0
-    row = checked_batch(seg, position, read_follows=True)
+    row = checked_batch(seg, position, read_follows=read_follows)
     if row is None or int(row["base_offset"]) > offset or int(row["last_offset"]) > entry_offset:
         return None
     return position
 
 
-def start_position(seg, offset: int, use_index: bool) -> int:
+def start_position(seg, offset: int, use_index: bool, read_follows: bool = True) -> int:
     """The first batch that may hold ``offset`` or more: every earlier
-    batch ends below it."""
+    batch ends below it. ``read_follows``: the caller reads from there (an
+    object's check of the index entry fetches ahead for it)."""
     if offset <= seg.base_offset:
         return 0
     if use_index:
-        hint = indexed_start(seg, offset)
+        hint = indexed_start(seg, offset, read_follows)
         if hint is not None:
             return hint
     bounds = seg.batch_bounds()
@@ -133,16 +134,18 @@ def stop_position(seg, offset: int, use_index: bool) -> int | None:
 
 
 def plan(segments, lo: int, hi: int, use_index: bool, *,
-         overlapping: bool = False) -> list[ReadPlan]:
+         overlapping: bool = False, read_follows: bool = True) -> list[ReadPlan]:
     """The byte ranges to decode for offsets ``[lo, hi)``. ``overlapping``
     (tiered uploads): each segment's records stop at the next segment's
-    base offset (``ReadPlan.limit``), the next one holds them."""
+    base offset (``ReadPlan.limit``), the next one holds them.
+    ``read_follows=False``: only planned here (Spark's driver), read
+    elsewhere: an object's index checks fetch only the batches they check."""
     plans = []
     chosen = segments_for(segments, lo, hi)
     for k, i in enumerate(chosen):
         seg = segments[i]
         nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
-        start = start_position(seg, lo, use_index) if k == 0 else 0
+        start = start_position(seg, lo, use_index, read_follows) if k == 0 else 0
         whole_tail = (nxt is not None and nxt <= hi) or hi >= UNBOUNDED
         stop = None if k < len(chosen) - 1 or whole_tail else stop_position(seg, hi, use_index)
         plans.append(ReadPlan(seg, start, stop, nxt if overlapping else None))

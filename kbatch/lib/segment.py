@@ -340,21 +340,75 @@ def project_columns(data: dict, columns: tuple) -> None:
         data["headers"] = data["header_key"] = data["header_value"] = None
 
 
+class ViewFinders:
+    """What the end of a decode looks past the decoder's bytes with, over
+    one buffer: the next valid batch (``kbatch.lib.resync``), whether valid
+    batches chain to an end, the base offset at a position."""
+
+    def __init__(self, view, path, max_batch_bytes: int):
+        self.view, self.path, self.max_batch_bytes = view, path, max_batch_bytes
+
+    def next_valid(self, start: int, stop: int, after_offset: int) -> tuple[int, int] | None:
+        found = next_valid_batch(self.view, start, stop, after_offset=after_offset,
+                                 max_batch_bytes=self.max_batch_bytes, path=self.path)
+        return None if found is None else (found[0], int(found[1]["base_offset"]))
+
+    def chains(self, position: int, stop: int) -> bool:
+        return chains_to_end(self.view, position, stop, self.path)
+
+    def base_offset_at(self, position: int) -> int | None:
+        return _base_offset_at(self.view, position)
+
+
+class OneView:
+    """The windows of ``decode_chunks`` over one buffer: the buffer itself.
+    (A ranged source gives a window at a time: ``sources.RangeWindows``.)"""
+
+    def __init__(self, view, stop: int | None, more_follows: bool, path, max_batch_bytes: int):
+        self.view = view
+        self.stop = len(view) if stop is None else min(stop, len(view))
+        self._stop_arg = stop
+        self._more = more_follows
+        self._finders = ViewFinders(view, path, max_batch_bytes)
+
+    def first(self, start: int):
+        return self.view, self._stop_arg
+
+    def more_follows(self, window_stop) -> bool:
+        return self._more
+
+    def needs(self, dec, window_stop) -> int | None:
+        return None                  # one buffer: where the decoder stops, the data ends
+
+    def holds(self, view, position: int) -> bool:
+        return True
+
+    def finders(self, view):
+        return self._finders
+
+
 def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                   stop: int | None = None, chunk_records: int = UNBOUNDED,
                   chunk_bytes: int = 1 << 30, control_only: bool = False,
                   drop_positions=None, after_offset: int = -1,
-                  more_follows: bool = False, control_crc: bool = False) -> Iterator[Records]:
+                  more_follows: bool = False, control_crc: bool = False,
+                  windows=None) -> Iterator[Records]:
     """Decode ``view[start:stop]`` into Records chunks of whole batches.
 
     ``after_offset``: the last offset read before ``start`` (a resync after
     damage only accepts batches above it; skipped ranges name it).
-    ``more_follows``: the view is a range of a larger object (a remote
-    scan): zeros reaching its end are damage, not a padded tail.
+    ``more_follows``: the view is a range of a larger object: zeros
+    reaching its end are damage, not a padded tail.
     ``control_crc``: with ``validate_crc=False``, control batches are still
     checked (a transaction pass trusts their markers).
+    ``windows``: the bytes a window at a time instead of ``view`` (an
+    object read in ranges, ``kbatch.lib.sources.RangeWindows``): one
+    decoder goes on from window to window (``continue_with``), so chunks,
+    ends, skipped ranges and errors are those of the same bytes in one
+    buffer; ``stop`` is then the windows'.
 
-    Keeps in memory: the columns of one chunk and one decompressed batch.
+    Keeps in memory: the columns of one chunk and one decompressed batch
+    (and, with ``windows``, the window being decoded).
     The last chunk carries ``end``; earlier ones have ``end=None``.
     ``control_only``: data batches are listed but their records not decoded.
     ``drop_positions`` (sorted int64 batch positions): the records of those
@@ -367,24 +421,30 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
     batch (``kbatch.lib.resync``) and the chunk after the gap lists it in
     ``skipped``.
     """
+    if windows is None:
+        windows = OneView(view, stop, more_follows, path, opts.max_batch_bytes)
     # a chunk never holds more than max_read_bytes (plus one batch)
     chunk_bytes = min(chunk_bytes, max(opts.max_read_bytes // 2, 1))
-    skip = opts.on_corrupt == "skip"
     # zero_copy: the columns point into the source (control_only reads have none)
-    hold = (SourceHold(view, path) if getattr(opts, "zero_copy", False) and not control_only
-            and not skips_payload(opts) else None)
-    if hold is not None and not hold.guarded:
-        # the SIGBUS guard's table is full: copy rather than leave an unguarded view
-        opts, hold = replace(opts, zero_copy=False), None
+    views = getattr(opts, "zero_copy", False) and not control_only and not skips_payload(opts)
     held = 0
     skipped: list[SkippedRange] = []
     last_offset = after_offset
     position = start
+    view, wstop = windows.first(start)
+    holds: list = []                 # zero_copy: the windows this chunk's views point into
+    if views:
+        hold = SourceHold(view, path)
+        if not hold.guarded:
+            # the SIGBUS guard's table is full: copy rather than leave an unguarded view
+            opts, views = replace(opts, zero_copy=False), False
+        else:
+            holds.append(hold)
     while True:
-        dec = decoder(view, path, opts, position, stop, chunk_records, chunk_bytes,
+        dec = decoder(view, path, opts, position, wstop, chunk_records, chunk_bytes,
                       control_only=control_only, drop_positions=drop_positions,
-                      zeros_from=zeros_from(view), more_follows=more_follows,
-                      control_crc=control_crc)
+                      zeros_from=zeros_from(view), more_follows=windows.more_follows(wstop),
+                      control_crc=control_crc, data_end=windows.stop)
         if chunk_records >= UNBOUNDED and held:
             dec.set_read_budget(opts.max_read_bytes - held)   # one budget per read
         resume = None
@@ -394,19 +454,38 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
                 if status == _batch.STATUS_COMPRESSED:
                     decompress_pending(dec, path, opts.max_decompressed_bytes)
                     continue
+                if status != _batch.STATUS_CHUNK_FULL:
+                    need = windows.needs(dec, wstop)
+                    if need is not None:        # the window ended, not the data: the next one
+                        at = dec.valid_end
+                        if views:
+                            found = dec.source_windows()
+                            if found:
+                                dec.replace_source_windows(SourceHold.windows(view, found))
+                        view, wstop = windows.next(at, need)
+                        if views:
+                            holds.append(SourceHold(view, path))
+                        dec.continue_with(view, start=at, stop=wstop, path=path,
+                                          zeros_from=zeros_from(view),
+                                          drop_positions=drop_positions,
+                                          more_follows=windows.more_follows(wstop),
+                                          data_end=windows.stop)
+                        continue
                 cols = dec.take()
                 if opts.columns is not None:
                     project_columns(cols["data"], opts.columns)
-                if hold is not None:      # zero_copy: what the views point into
+                if views:      # zero_copy: what the views point into
                     data = cols["data"]
-                    data["buffers"] = hold.windows(view, data["buffers"])
-                    data["holds"] = (hold,)
+                    data["buffers"] = SourceHold.windows(view, data["buffers"])
+                    data["holds"] = tuple(holds)
+                    holds = holds[-1:]
                 rows = cols["batches"]
                 if len(rows):
                     last_offset = max(last_offset, int(rows["last_offset"].max()))
                 end, gap = None, None
                 if status != _batch.STATUS_CHUNK_FULL:
-                    end, resume, gap = end_of_data(view, path, opts, dec, last_offset)
+                    end, resume, gap = end_of_data(view, path, opts, dec, last_offset,
+                                                   windows.finders(view), windows.stop)
                 chunk = Records.from_chunk(cols, end, path, skipped)
                 skipped = []
                 held = chunk.nbytes if chunk_records < UNBOUNDED else held + chunk.nbytes
@@ -434,36 +513,45 @@ def decode_chunks(view, path, opts: DecodeOptions, *, start: int = 0,
         if resume is None:
             return
         position = resume
+        if not windows.holds(view, resume):      # resume beyond the window: a new one
+            view, wstop = windows.next(resume, 0)
+            if views:
+                holds = [SourceHold(view, path)]
 
 
-def end_of_data(view, path, opts: DecodeOptions, dec, last_offset: int) -> tuple:
+def end_of_data(view, path, opts: DecodeOptions, dec, last_offset: int, finders=None,
+                stop: int | None = None) -> tuple:
     """``(end, resume, gap)`` when the decoder stopped: where the data ends
     (None when the decode resumes), and with ``on_corrupt="skip"`` the
-    position to resume at (None: the data ends) and the damaged range."""
-    end = SegmentEnd(dec.valid_end, dec.stop - dec.valid_end, dec.end_reason, dec.end_error)
+    position to resume at (None: the data ends) and the damaged range.
+    ``finders``: what looks past the decoder's bytes (default: ``view``'s
+    ``ViewFinders``); ``stop``: where the data ends (default: the
+    decoder's stop)."""
+    stop = dec.stop if stop is None else stop
+    finders = finders or ViewFinders(view, path, opts.max_batch_bytes)
+    end = SegmentEnd(dec.valid_end, stop - dec.valid_end, dec.end_reason, dec.end_error)
     if end.reason not in ("corrupt", "truncated"):
         return end, None, None
-    found = next_valid_batch(view, end.valid_bytes + 1, dec.stop, after_offset=last_offset,
-                             max_batch_bytes=opts.max_batch_bytes, path=path)
+    found = finders.next_valid(end.valid_bytes + 1, stop, last_offset)
     error = end.error
     if end.reason == "truncated":
-        if found is None or not chains_to_end(view, found[0], dec.stop, path):
+        if found is None or not finders.chains(found[0], stop):
             return end, None, None    # a torn tail: no run of valid batches follows
         error = DamagedLengthError(
             f"batch length runs past the end of the data, but a valid batch starts "
             f"{found[0] - end.valid_bytes} bytes on: a damaged length field", path=path,
-            position=end.valid_bytes + 8, base_offset=_base_offset_at(view, end.valid_bytes),
+            position=end.valid_bytes + 8, base_offset=finders.base_offset_at(end.valid_bytes),
             batch_position=end.valid_bytes)
         if opts.on_corrupt == "raise":
             raise error
     if opts.on_corrupt != "skip":
         return SegmentEnd(end.valid_bytes, end.trailing_bytes, "corrupt", error), None, None
-    gap = SkippedRange(path, end.valid_bytes, dec.stop if found is None else found[0],
+    gap = SkippedRange(path, end.valid_bytes, stop if found is None else found[0],
                        end.reason, last_offset if last_offset >= 0 else None,
-                       None if found is None else int(found[1]["base_offset"]),
+                       None if found is None else found[1],
                        None if error is None else str(error))
     if found is None:
-        return SegmentEnd(dec.stop, 0, None, None), None, gap
+        return SegmentEnd(stop, 0, None, None), None, gap
     return None, found[0], gap
 
 

@@ -36,14 +36,23 @@ import numpy as np
 
 from kbatch.lib.decoder import batch_at, header_walk_ends
 from kbatch.lib.objects import FIRST_BLOCK
-from kbatch.lib.scan import scan
+from kbatch.lib.resync import HEADER_BYTES, candidates, next_valid_batch
 from kbatch.lib.segment import (DEFAULT_MAX_BATCH_BYTES, decode_chunks, open_source,
                                 zeros_from)
 from kbatch.wire import LOG_OVERHEAD, UNBOUNDED, Header
 
+_LENGTH, _MAGIC = int(Header.LENGTH), int(Header.MAGIC)
+_DELTA = int(Header.LAST_OFFSET_DELTA)
+
+
+def _int_at(buf, at: int, size: int) -> int:
+    """The big-endian signed integer of ``size`` bytes at ``at``."""
+    return int.from_bytes(buf[at:at + size], "big", signed=True)
+
 CACHE_SPAN = 2 * FIRST_BLOCK      # ranges kept for a following read are at most this long
 CACHE_SPANS = 4
 CHECK_BYTES = 64 << 10            # what a batch check fetches first (most batches fit)
+RESYNC_WINDOW = 4 << 20           # what a search for the next valid batch reads at a time
 
 
 class MappedFile:
@@ -86,9 +95,23 @@ class MappedFile:
 
     def header_rows(self, start: int = 0, *,
                     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[np.ndarray]:
+        """Header rows from ``start``, past damage to the next valid batch
+        (``kbatch.lib.resync``), to the end of the data."""
         with open_source(self.path) as (view, path):
-            rows, _, _ = header_walk_ends(view, path, start, zeros_from=zeros_from(view))
-        yield rows
+            pos, last, stop = start, -1, len(view)
+            while True:
+                rows, valid_end, reason = header_walk_ends(view, path, pos,
+                                                           zeros_from=zeros_from(view))
+                yield rows
+                if len(rows):
+                    last = max(last, int(rows["last_offset"].max()))
+                if reason not in ("corrupt", "truncated") or valid_end >= stop:
+                    return
+                found = next_valid_batch(view, valid_end + 1, stop, after_offset=last,
+                                         max_batch_bytes=max_batch_bytes, path=path)
+                if found is None:
+                    return
+                pos = found[0]
 
     def batch_at(self, position: int, stop: int | None = None, *, read_follows: bool = False,
                  max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES):
@@ -173,7 +196,7 @@ class RemoteBytes:
 
     def _fetched(self, start: int, stop: int) -> np.ndarray:
         # calloc'd zeros: a large buffer's untouched pages cost nothing
-        buf = np.zeros(max(stop, 1), np.uint8)
+        buf = np.zeros(max(stop, 0), np.uint8)
         self._fill(buf, start, stop)
         return buf
 
@@ -223,42 +246,64 @@ class RemoteBytes:
 
     # --- decoding ----------------------------------------------------------
 
+    def fetched_view(self, start: int, stop: int) -> memoryview:
+        """``[start, stop)`` fetched into a buffer whose positions are the
+        object's (see ``window``), as a memoryview that keeps it alive."""
+        stop = min(stop, self.size)
+        if stop <= 0:
+            return memoryview(b"")
+        return memoryview(self._fetched(min(start, stop), stop))
+
     def chunks(self, opts, *, start: int = 0, stop: int | None = None,
                chunk_records: int = UNBOUNDED, chunk_bytes: int = 1 << 30,
                after_offset: int = -1, **extra) -> Iterator:
-        """A streaming decode in ranges (``kbatch.lib.scan``)."""
-        yield from scan(self.raw, opts, start=start, stop=stop, chunk_records=chunk_records,
-                        chunk_bytes=chunk_bytes, after_offset=after_offset,
-                        extra=extra or None)
+        """A streaming decode window by window: the one chunked decode
+        (``segment.decode_chunks``) over ``RangeWindows``, so the chunks,
+        ends, skipped ranges and errors are those of the same bytes in a
+        file. Keeps in memory one chunk and one window (``block`` bytes, or
+        one batch when a batch is longer; the windows a zero-copy chunk's
+        views point into)."""
+        stop = self.size if stop is None else min(stop, self.size)
+        windows = RangeWindows(self, start, stop, opts.max_batch_bytes)
+        yield from decode_chunks(None, self.name, opts, start=start, stop=stop,
+                                 chunk_records=chunk_records, chunk_bytes=chunk_bytes,
+                                 after_offset=after_offset, windows=windows, **extra)
 
     def header_rows(self, start: int = 0, *,
                     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[np.ndarray]:
-        """Header rows from ``start`` to the first damage, one window of
-        ``block`` bytes at a time (a batch cut by a window's end is read
-        again at the start of the next one, whole). Keeps in memory one
-        window and its rows."""
+        """Header rows from ``start``, past damage to the next valid batch (as
+        ``MappedFile.header_rows``), one window of ``block`` bytes at a time (a
+        batch cut by a window's end is read again at the start of the next
+        one, whole). Keeps in memory one window and its rows."""
         size = self.size
-        pos, want = start, self.block
+        pos, want, last = start, self.block, -1
         while pos < size:
             stop = min(size, pos + want)
             with self.window(pos, stop) as view:
-                rows, valid_end, reason = header_walk_ends(view, self.url, pos, stop)
+                rows, valid_end, reason = header_walk_ends(view, self.url, pos, stop,
+                                                           more_follows=stop < size)
                 length = (int.from_bytes(view[pos + Header.LENGTH:pos + LOG_OVERHEAD], "big",
                                          signed=True) if stop - pos >= LOG_OVERHEAD else -1)
             if len(rows):
                 yield rows
+                last = max(last, int(rows["last_offset"].max()))
             if valid_end >= stop:
                 pos, want = stop, self.block
                 continue
-            if reason != "truncated" or stop >= size:
-                return                       # damage, or the object's torn end
-            if valid_end > pos:
-                pos, want = valid_end, self.block    # cut by the window: on from its start
-                continue
-            # one batch longer than the window: a window that holds it whole
-            if length < 0 or length > max_batch_bytes:
+            if reason == "truncated" and stop < size:
+                if valid_end > pos:
+                    pos, want = valid_end, self.block    # cut by the window: on from there
+                    continue
+                if 0 <= length and valid_end + LOG_OVERHEAD + length <= size:
+                    want = max(self.block, LOG_OVERHEAD + length)   # one batch, whole
+                    continue
+            if reason not in ("corrupt", "truncated"):
                 return
-            want = max(self.block, LOG_OVERHEAD + length)
+            # damage (or a length past the end): on at the next valid batch
+            found = next_valid_in_ranges(self.raw, valid_end + 1, size, last, max_batch_bytes)
+            if found is None:
+                return
+            pos, want = found[0], self.block
 
     def _length_at(self, position: int) -> int | None:
         head = self.read(position, position + LOG_OVERHEAD)
@@ -285,6 +330,100 @@ class RemoteBytes:
         end = position + LOG_OVERHEAD + length
         with self.window(position, end) as view:
             return batch_at(view, position, self.url, stop=end)
+
+
+class RangeWindows:
+    """The windows ``decode_chunks`` reads an object's ``[start, stop)``
+    through: ``block`` bytes at a time, a window always holding the whole
+    batch the decoder needs next. Past the current window it looks with the
+    object's ranges (``RangeFinders``)."""
+
+    def __init__(self, src: RemoteBytes, start: int, stop: int, max_batch_bytes: int):
+        self.src = src
+        self.stop = stop
+        self.max_batch_bytes = max_batch_bytes
+        self._start = start
+        self._wstart = start
+
+    def first(self, start: int):
+        return self.next(start, 0)
+
+    def next(self, position: int, need: int):
+        """The window from ``position`` (at least ``need`` bytes, when the
+        object has them)."""
+        wstop = min(self.stop, position + max(need, self.src.block))
+        self._wstart = position
+        return self.src.fetched_view(position, wstop), wstop
+
+    def holds(self, view, position: int) -> bool:
+        return self._wstart <= position < len(view)
+
+    def more_follows(self, window_stop: int) -> bool:
+        return window_stop < self.stop
+
+    def needs(self, dec, window_stop: int) -> int | None:
+        """Bytes the next window must hold from where the decoder stopped,
+        or None when the data ends there (its end, or damage)."""
+        if window_stop >= self.stop:
+            return None
+        at = dec.valid_end
+        if dec.end_reason is None and at >= window_stop:
+            return 0                          # whole batches to the window's end
+        if dec.end_reason != "truncated":
+            return None                       # damage: the decode's end decides
+        head = self.src.read(at, at + LOG_OVERHEAD)
+        if len(head) < LOG_OVERHEAD:
+            return None
+        length = int.from_bytes(head[Header.LENGTH:Header.LENGTH + 4], "big", signed=True)
+        if length < 0 or at + LOG_OVERHEAD + length > self.stop:
+            return None                       # runs past the data: a torn tail, or damage
+        return LOG_OVERHEAD + length
+
+    def finders(self, view):
+        return RangeFinders(self.src, self.max_batch_bytes)
+
+
+class RangeFinders:
+    """``segment.ViewFinders`` over an object's ranges (the rule of
+    ``kbatch.lib.resync``, read window by window: ``next_valid_in_ranges``)."""
+
+    def __init__(self, src: RemoteBytes, max_batch_bytes: int):
+        self.src, self.max_batch_bytes = src, max_batch_bytes
+
+    def next_valid(self, start: int, stop: int, after_offset: int) -> tuple[int, int] | None:
+        return next_valid_in_ranges(self.src.raw, start, stop, after_offset,
+                                    self.max_batch_bytes)
+
+    def chains(self, position: int, stop: int) -> bool:
+        """CRC-valid batches follow one another from ``position`` exactly to
+        ``stop`` (a walk over their headers, window by window)."""
+        pos = position
+        while pos < stop:
+            head = self.src.read(pos, pos + LOG_OVERHEAD)
+            if len(head) < LOG_OVERHEAD:
+                return False
+            length = int.from_bytes(head[Header.LENGTH:Header.LENGTH + 4], "big", signed=True)
+            if length < 0 or length > self.max_batch_bytes \
+                    or pos + LOG_OVERHEAD + length > stop:
+                return False
+            wstop = min(stop, max(pos + self.src.block, pos + LOG_OVERHEAD + length))
+            view = self.src.fetched_view(pos, wstop)
+            try:
+                _, valid_end, reason = header_walk_ends(view, self.src.name, pos, wstop,
+                                                        crc=True, more_follows=wstop < stop)
+            finally:
+                view.release()
+            if reason is None and valid_end == wstop:
+                pos = wstop
+            elif reason == "truncated" and pos < valid_end and wstop < stop:
+                pos = valid_end          # a batch cut by the window: on from its start
+            else:
+                return False
+        return pos == stop
+
+    def base_offset_at(self, position: int) -> int | None:
+        head = self.src.read(position, position + 8)
+        return int.from_bytes(head, "big", signed=True) if len(head) == 8 else None
 
 
 class FileRange:
@@ -331,3 +470,52 @@ class FileRange:
             end = min(pos + step, stop)
             yield pos, self.read(pos, end)
             pos, step = end, self.block
+
+
+def next_valid_in_ranges(source, start: int, stop: int, after_offset: int,
+                         max_batch_bytes: int) -> tuple[int, int] | None:
+    """``(position, base offset)`` of the first valid batch at or after
+    ``start`` ending by ``stop`` whose last offset is above ``after_offset``
+    (``kbatch.lib.resync.next_valid_batch``'s rule, so a remote object and a
+    local file resume at the same batch), or None. Reads the object in
+    windows of ``RESYNC_WINDOW``; a candidate whose batch runs past its
+    window is read alone (one range of at most ``max_batch_bytes``).
+    Keeps in memory one window and that batch."""
+    url = source.url
+    pos = max(start, 0)
+    tail = HEADER_BYTES - 1          # the bytes after a candidate's first that it needs
+    while stop - pos >= HEADER_BYTES:
+        buf = source.read(pos, min(stop, pos + RESYNC_WINDOW + 64))
+        w = np.frombuffer(buf, np.uint8)
+        count = min(len(w) - tail, RESYNC_WINDOW)
+        for c in candidates(w[:count + tail], stop - pos, max_batch_bytes).tolist():
+            if not _may_end_above(buf, c, after_offset):
+                continue
+            length = _int_at(buf, c + _LENGTH, 4)
+            end = c + LOG_OVERHEAD + length
+            if end <= len(buf):
+                view, at = memoryview(buf), c
+            else:
+                view, at = memoryview(source.read(pos + c, pos + end)), 0
+            try:
+                row = batch_at(view, at, url, stop=at + LOG_OVERHEAD + length)
+            finally:
+                view.release()
+            if (row is not None and int(row["position"]) == at
+                    and int(row["last_offset"]) > after_offset):
+                return pos + c, int(row["base_offset"])
+        pos += count
+    return None
+
+
+def _may_end_above(buf: bytes, c: int, after_offset: int) -> bool:
+    """False when the header at ``c`` (when in ``buf``) names a last offset
+    at or below ``after_offset``: the batch cannot be the one sought, and
+    its bytes need not be read (magic 2: base offset + last offset delta;
+    magic 0/1: the message's own offset)."""
+    if len(buf) - c < _DELTA + 4:
+        return True
+    base = _int_at(buf, c, 8)
+    if buf[c + _MAGIC] == 2:
+        base += _int_at(buf, c + _DELTA, 4)
+    return base > after_offset

@@ -321,8 +321,9 @@ OPTIONS: tuple[Opt, ...] = (
         "valid batch after each damaged range (both with a warning)"),
     Opt("maxDecompressedBytes", "max_decompressed_bytes", _int(1, "a positive byte count"),
         None, "refuse batches that decompress to more"),
-    Opt("useIndex", "use_index", _bool, False,
-        "seek and split from the checked .index/.timeindex files instead of a header walk"),
+    Opt("useIndex", "use_index", _bool, True,
+        "seek and split from the checked .index/.timeindex files (false: a walk over "
+        "every batch header on the driver)"),
     Opt("maxPartitionBytes", "max_partition_bytes", _int(1, "a positive byte count"),
         128 << 20, "split segments larger than this, pack smaller ones up to it"),
     Opt("minPartitions", "min_partitions", _int(1, "a positive integer"), None,
@@ -386,7 +387,7 @@ class KafkaOptions:
     validate_crc: bool = True
     on_corrupt: str = "fail"
     max_decompressed_bytes: int | None = None
-    use_index: bool = False
+    use_index: bool = True
     max_partition_bytes: int = 128 << 20
     min_partitions: int | None = None
     chunk_records: int = 1 << 16

@@ -11,9 +11,10 @@ object, a tiered upload with its manifest), so an executor reads its own
 bytes and lists nothing. Offsets follow Spark's Kafka source
 (``kbatch.spark.options``: starting/ending offsets and timestamps, the
 timestamp strategy, ``assign``/``subscribe`` checked against what is there,
-``failOnDataLoss``). ``useIndex`` defaults to true for URLs (where a walk
-over the batch headers would read every segment on the driver) and false
-for local paths; every index entry is checked before use (``kbatch.lib.plan``).
+``failOnDataLoss``). ``useIndex`` (default true, wherever the files are):
+seeks and split points from the index files, every entry checked before
+use (``kbatch.lib.plan``); false: from a walk over every batch header on
+the driver (for object storage: every segment's bytes).
 
 Keeps in memory one row per batch header of the partitions it plans
 (read_committed: of whole partitions, to resolve transactions).
@@ -55,7 +56,7 @@ class Options:
     max_partition_bytes: int = 128 << 20
     min_partitions: int = 0
     chunk_records: int = 1 << 16
-    use_index: bool | None = None      # None: true for URLs, false for local paths
+    use_index: bool = True
     topics: set | None = None          # pushed-down filters
     partitions: set | None = None
     offset_lo: int = 0
@@ -79,7 +80,7 @@ class Options:
                    max_decompressed_bytes=k.max_decompressed_bytes, on_corrupt=k.on_corrupt,
                    max_partition_bytes=k.max_partition_bytes, min_partitions=k.partition_min(),
                    chunk_records=k.chunk_records,
-                   use_index=k.use_index if "useIndex" in k.given else None, kafka=k)
+                   use_index=k.use_index, kafka=k)
 
     def decode_options(self) -> DecodeOptions:
         extra = {}
@@ -159,7 +160,7 @@ def sources(options: Options) -> tuple[list, list]:
     logs, files, seen = [], [], {}
     for path in options.paths:
         found = resolve(path, k.store)
-        use_index = found.remote if options.use_index is None else options.use_index
+        use_index = options.use_index
         if found.kind is PathKind.SEGMENT:
             files.append((found.topic, found.partition, found.segment()))
             continue
@@ -297,7 +298,7 @@ def _partition_slices(options: Options, log_: PartitionLog, lo: int, hi: int, st
                       drops) -> list[SegmentSlice]:
     slices = []
     index = {id(seg): i for i, seg in enumerate(log_.segments)}
-    plans = log_.plan(lo, hi)
+    plans = log_.plan(lo, hi, read_follows=False)
     stop_at = None
     if options.on_corrupt != "fail":
         stop_at, gaps = scan_damage(log_, plans, options.decode_options())

@@ -158,8 +158,7 @@ class Snapshot:
         self.earliest: dict[TP, int] = {}
         self.end: dict[TP, int] = {}
         for tp, (part, storage) in discover(o).items():
-            use_index = o.use_index if "useIndex" in o.given else part.location.remote
-            plog = PartitionLog.at(part, storage, use_index)
+            plog = PartitionLog.at(part, storage, o.use_index)
             bounds = log_range(plog)
             if bounds is None:
                 continue
@@ -337,7 +336,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             drops = plog.dropped_batches(state, {"validate_crc": o.validate_crc})
         out = []
         index = {id(seg): i for i, seg in enumerate(plog.segments)}
-        for rp in plog.plan(lo, hi):
+        for rp in plog.plan(lo, hi, read_follows=False):
             i = index[id(rp.segment)]
             inner = rp.stop is None and i + 1 < len(plog.segments)
             next_base = plog.segments[i + 1].base_offset if inner else None

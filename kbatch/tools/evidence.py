@@ -4,8 +4,8 @@ A copied data directory often lacks its ``.log`` files (many repositories
 ignore ``*.log``) while everything around them remains. Each of these is a
 claim that offsets existed:
 
-    <B>.index / .timeindex    their last entry names an offset the segment held
-    <B>.index|.timeindex|.txnindex without <B>.log   a segment at B (its log is gone)
+    <B>.index|.timeindex|.txnindex without <B>.log   a segment at B (its log is
+                              gone): their last entry names an offset it held
     <N>.snapshot              producer state at log end offset N
     replication-offset-checkpoint    the high watermark: offsets below it were replicated
     recovery-point-offset-checkpoint offsets below it were flushed to disk
@@ -101,8 +101,9 @@ def side_file_claims(part: Location, segment_bases: set) -> tuple[list[Claim], l
             continue
         if base is None or "." + suffix not in SIDE_SUFFIXES:
             continue
-        if base not in segment_bases:
-            orphans.setdefault(base, []).append(e.name)
+        if base in segment_bases:
+            continue       # its segment is here: verify checks its entries against it
+        orphans.setdefault(base, []).append(e.name)
         if "." + suffix == ".txnindex":
             continue
         dtype = OFFSET_ENTRY if suffix == "index" else TIME_ENTRY

@@ -173,19 +173,31 @@ def test_log_read_is_exact_whatever_the_index_holds(steered_log, lo, hi):
     assert [(r.offset, r.key) for r in steered_log.read(lo, hi)] == want
 
 
-def test_use_index_trusts_a_crc_valid_index_position(steered_log):
-    """The documented limit of ``use_index=True`` (kbatch/log.py): an entry
-    that names a whole CRC-valid batch is trusted, as Kafka trusts its index,
-    even when that batch is stored inside a record value. The decode that
-    starts there runs into the rest of the outer batch, whose "length"
-    runs past the file while real batches follow it: that is damage, and
-    raises (before issue 11 the read ended there quietly as a torn tail)."""
+def test_an_index_seek_into_a_record_value_gives_way_to_the_walk(steered_log):
+    """The one lie the entry check cannot see (kbatch/lib/plan.py): an entry
+    naming a whole CRC-valid batch stored inside a record value. The decode
+    that starts there runs into the rest of the outer batch: damage. Damage
+    after an index seek is decided by the walk, so read() (every on_corrupt
+    mode) and an iter() whose first chunk meets it give the exhaustive
+    answer; an iter() that gave out records before meeting it raises,
+    naming the entry's byte inside the walk's batch, never ends quietly."""
+    want = [(1, b"outer"), (2, b"c")]
+    walking = kbatch.open_log(steered_log.path, use_index=False)
+    assert [(r.offset, r.key) for r in walking.read(1, 3)] == want
     trusting = kbatch.open_log(steered_log.path, use_index=True)
-    with pytest.raises(kbatch.CorruptRecordError, match="damaged length field"):
-        trusting.read(1, 3)
-    stopped = trusting.read(1, 3, on_corrupt="stop")
-    assert (1, b"inner") in [(r.offset, r.key) for r in stopped]
-    assert stopped.end.reason == "corrupt"
+    assert trusting.plan(1, 3)[0].start == 144          # the entry was trusted
+    for mode in ("raise", "stop", "skip"):
+        got = trusting.read(1, 3, on_corrupt=mode)
+        assert [(r.offset, r.key) for r in got] == want, mode
+        assert not got.skipped and got.end.reason is None, mode
+    chunks = list(trusting.iter(1, 3))
+    assert [(r.offset, r.key) for c in chunks for r in c] == want
+    seen = []
+    with pytest.raises(kbatch.CorruptRecordError, match="inside the batch at byte 70") as err:
+        for chunk in trusting.iter(1, 3, chunk_records=1):
+            seen += [(r.offset, r.key) for r in chunk]
+    assert seen == [(1, b"inner")]      # given out before the damage: then it raises
+    assert err.value.position == 144 and err.value.batch_position == 70
 
 
 # --- 4. gzip: many members, quadratic ------------------------------------------

@@ -107,7 +107,8 @@ def test_a_healthy_directory_has_no_shortfall_and_holes_are_found(tmp_path):
 
 def test_empty_partitions_and_an_empty_segment_at_a_base(tmp_path):
     """An empty partition directory is "empty", not ok; a partition holding
-    only an empty segment at B has log start and end B (stats, lag)."""
+    only an empty segment at B has log start and end B (stats, lag, txn:
+    log end and last stable offset B, never 0 or None)."""
     data = tmp_path / "data"
     (data / "hollow-0").mkdir(parents=True)
     part = data / "rolled-0"
@@ -123,6 +124,16 @@ def test_empty_partitions_and_an_empty_segment_at_a_base(tmp_path):
     text = cli("stats", data).stdout
     assert "rolled-0:" in text and "log [4242, 4242)" in text and "None" not in text
     assert "hollow-0: no segment files" in text
+    txn = cli("txn", part)
+    assert "log end offset 4242" in txn.stdout and "None" not in txn.stdout, txn.stdout
+    txn_json = [json.loads(line) for line in cli("txn", part, "--format", "json").stdout.splitlines()]
+    summary = next(r for r in txn_json if "log_end_offset" in r)
+    assert (summary["log_end_offset"], summary["last_stable_offset"]) == (4242, 4242)
+    log = kbatch.open_log(part)
+    state = log.transaction_state()
+    assert (state.last_stable_offset, state.log_end_offset) == (4242, 4242)
+    one = cli("txn", part / f"{4242:020d}.log")
+    assert "log end offset 4242" in one.stdout, one.stdout
 
 
 # --- consumer lag ------------------------------------------------------------

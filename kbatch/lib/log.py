@@ -17,25 +17,26 @@ Transient files (``.deleted``, ``.cleaned``, ``.swap``) and directories
 (``-delete``, ``-future``, ``-stray``) are skipped, and so are names above the
 largest offset (int64).
 
-By default seeks do not trust the ``.index`` and ``.timeindex`` files: an
-entry can point anywhere (even at a valid batch stored inside a record
-value), and a time index can misstate the running maximum. Each segment's
-batch boundaries come from one walk over its batch headers (no record is
-decoded; the result is cached per segment), so range and timestamp reads
-return exactly what a full read filtered to the range returns, whatever the
-index files hold. The walk touches every batch header, so on cold storage it
-reads about as much as the segment itself.
-
-``use_index=True`` seeks as Kafka does instead: the ``.index`` entry at or
+Seeks use the ``.index`` and ``.timeindex`` files as Kafka does, by
+default and wherever the segments are stored: the ``.index`` entry at or
 below the start offset (a sparse lower bound: decoding starts there and
 records below the start are dropped) and the ``.timeindex`` entry below the
 start timestamp (a running maximum) say where to start, and only the bytes
 from there on are read. Every entry is checked before use (the position
 holds a whole CRC-valid batch with fitting offsets; the time index is in
-order and matches the batch it names) and a read falls back to the walk
-when one is wrong, so damaged index files cannot change a result. An index
-crafted to point at a valid batch stored inside a record value can: use it
-on index files you trust (a broker's own). ``verify`` reports wrong entries.
+order and matches the batch it names) and the walk over the batch headers
+decides when one is wrong, so damaged index files cannot change a result.
+An entry crafted to name a valid batch stored inside a record value passes
+the check; the decode from there runs into damage, and damage after an
+index seek is decided by the walk too: ``read`` then returns the exhaustive
+answer, ``iter`` does when the first chunk meets it and raises otherwise
+(``kbatch.lib.plan.check_seek``). ``verify`` reports wrong entries.
+
+``use_index=False`` never reads the index files: each segment's batch
+boundaries come from one walk over its batch headers (no record is
+decoded; cached per segment), exact whatever the index files hold. The
+walk touches every batch header, so on object storage it reads about as
+much as the segment itself.
 
 Offset ranges are half-open, ``[start_offset, end_offset)``. Timestamps map
 to offsets as Kafka's offsets-for-times does: ``start_timestamp=t`` starts at
@@ -61,7 +62,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from kbatch.errors import ArgumentError, LimitExceededError
+from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import plan as planner
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
 from kbatch.lib.index import TxnIndex
@@ -110,6 +111,54 @@ def _in_window(records: Records, window) -> Records:
     ts = records.timestamp
     inside = (ts >= window[0]) & (ts < window[1]) & (ts != -1)
     return records if inside.all() else records.take(inside)
+
+
+def _plan_chunks(plan: ReadPlan, lo: int, hi: int, opts: DecodeOptions, **kw):
+    """``source.chunks`` of ``plan``. Damage met after an index seek: in
+    the first chunk, the segment is read again from the walk's positions;
+    later (chunks were given out), a seek inside a batch of the walk
+    raises (``kbatch.lib.plan.check_seek``), real damage is reported."""
+    source = plan.segment.source
+    chunks = source.chunks(opts, start=plan.start, stop=plan.stop, **kw)
+    if not plan.index_seek:
+        yield from chunks
+        return
+    try:
+        first = next(chunks, None)
+        damaged = first is not None and _damaged(first)
+    except CorruptRecordError:
+        first, damaged = None, True
+    if damaged:
+        chunks.close()
+        walked = planner.rewalked(plan, lo, hi)
+        yield from source.chunks(opts, start=walked.start, stop=walked.stop, **kw)
+        return
+    if first is None:
+        return
+    yield first
+    try:
+        for chunk in chunks:
+            if _damaged(chunk):
+                planner.check_seek(plan)
+            yield chunk
+    except CorruptRecordError:
+        planner.check_seek(plan)
+        raise
+
+
+def _steered(plans: list[ReadPlan]) -> bool:
+    """Whether an index entry chose a byte range of ``plans`` (a walk
+    starts every segment at 0 but the first, and stops none but the last,
+    by the batch headers; plans with ``index_seek`` came from the index)."""
+    return any(pl.index_seek for pl in plans)
+
+
+def _damaged(records: Records) -> bool:
+    """Damage a read met: skipped ranges, or an end other than a batch
+    boundary or zero padding."""
+    end = records.end
+    return bool(records.skipped) or (end is not None
+                                     and end.reason not in (None, "zero_padding"))
 
 
 def _check_timestamp_mode(mode) -> None:
@@ -269,7 +318,8 @@ class PartitionLog:
 
     def transaction_state(self, **options) -> TxnState:
         """Transactions of the whole partition, for read_committed reads."""
-        return TxnState.build(*self.transaction_tables(**options))
+        last_base = self.segments[-1].base_offset if self.segments else 0
+        return TxnState.build(*self.transaction_tables(**options), active_base=last_base)
 
     def aborted_transactions(self) -> TxnIndex:
         """All ``.txnindex`` entries of the partition, in segment order."""
@@ -367,9 +417,8 @@ class PartitionLog:
                 high = min(high, plan.limit)
             trim = ranged or plan.limit is not None
             stopped, seen = False, None
-            for chunk in source.chunks(opts, start=plan.start, stop=plan.stop,
-                                       chunk_records=chunk_records, chunk_bytes=chunk_bytes,
-                                       drop_positions=drop):
+            for chunk in _plan_chunks(plan, lo, hi, opts, chunk_records=chunk_records,
+                                      chunk_bytes=chunk_bytes, drop_positions=drop):
                 if len(chunk.batches):
                     seen = int(chunk.batches.last_offset.max())
                 if chunk.end is not None:
@@ -432,6 +481,15 @@ class PartitionLog:
         return self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
                               timestamp_mode, opts, options)
 
+    def _decode_plans(self, plans: list[ReadPlan], opts: DecodeOptions, drops) -> Records:
+        """The planned ranges decoded as one run, each held below its limit."""
+        active = self.segments[-1]
+        records = decode_run([Piece(pl.segment.source, pl.start, pl.stop,
+                                    pl.segment is active or pl.stop is not None,
+                                    self._next_base(pl.segment))
+                              for pl in plans], opts, drops=drops)
+        return _below_limits(records, [pl.limit for pl in plans])
+
     def _read_run(self, start_offset, end_offset, start_timestamp, end_timestamp,
                   timestamp_mode, opts: DecodeOptions, options: dict) -> Records:
         """``read()``: the planned ranges of the segments decoded as one run
@@ -446,12 +504,18 @@ class PartitionLog:
         if not plans:
             empty = Records.empty()
             return empty if state is None else state.filter(empty)
-        active = self.segments[-1]
-        records = decode_run([Piece(pl.segment.source, pl.start, pl.stop,
-                                    pl.segment is active or pl.stop is not None,
-                                    self._next_base(pl.segment))
-                              for pl in plans], opts, drops=drops)
-        records = _below_limits(records, [pl.limit for pl in plans])
+        try:
+            records = self._decode_plans(plans, opts, drops)
+            recheck = _damaged(records)
+        except CorruptRecordError:
+            if not _steered(plans):
+                raise
+            recheck = True
+        if recheck and _steered(plans):
+            # damage after an index seek: the walk decides (a lying entry
+            # cannot make a damaged read differ from the exhaustive one)
+            plans = planner.plan(self.segments, lo, hi, False, overlapping=self.overlapping)
+            records = self._decode_plans(plans, opts, drops)
         # a whole read keeps every record the files hold (whatever its offset)
         if (_ranged(start_offset, end_offset, start_timestamp, end_timestamp)
                 and not _inside(records.batches, lo, hi)):

@@ -5,6 +5,7 @@ so the same bytes give the same plan.
 
     segments_for(segments, lo, hi)     the segments that may hold offsets [lo, hi)
     plan(segments, lo, hi, use_index)  ReadPlan(segment, start, stop) per segment
+    rewalked(plan, lo, hi), check_seek  the walk's answer once an index seek met damage
     offset_for_timestamp(...)          Kafka's offsets-for-times over the segments
     log_end_offset(segments, ...)      one past the last offset of the last whole batch
     split_points(seg, start, stop, n)  batch boundaries about every n bytes (Spark)
@@ -29,8 +30,12 @@ walk decides instead:
 - a split point ``p``: a whole CRC-valid batch at ``p``.
 
 An index crafted to point at a valid batch stored inside a record value
-can pass these checks: use ``use_index`` on index files you trust (a
-broker's own).
+passes these checks; the decode from there meets the rest of the outer
+batch as damage, and a read that met damage after an index seek is read
+again by the walk (``rewalked``), or raises where records were already
+given out (``check_seek``). A crafted entry whose false chain of batches
+ends exactly where the outer batch does reads clean: ``use_index=False``
+is the exhaustive mode for files you do not trust.
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kbatch.errors import CorruptRecordError
 from kbatch.lib.records import Records
-from kbatch.wire import UNBOUNDED, Codec
+from kbatch.wire import INT64_MIN, UNBOUNDED, Codec
 
 CHECKED_STOP_ENTRIES = 3     # index entries at or past a range's end tried as its stop
 
@@ -55,6 +61,7 @@ class ReadPlan:
     start: int
     stop: int | None
     limit: int | None = None
+    index_seek: bool = False     # start or stop may have come from an index entry
 
 
 def segments_for(segments, lo: int, hi: int) -> list[int]:
@@ -133,6 +140,35 @@ def stop_position(seg, offset: int, use_index: bool) -> int | None:
     return int(bounds["position"][after])
 
 
+def rewalked(plan: ReadPlan, lo: int, hi: int) -> ReadPlan:
+    """``plan`` with the walk's positions for ``[lo, hi)`` in place of the
+    index's (the same segment, the same ends)."""
+    seg = plan.segment
+    start = start_position(seg, lo, False) if plan.start else 0
+    stop = None if plan.stop is None else stop_position(seg, hi, False)
+    return ReadPlan(seg, start, stop, plan.limit, False)
+
+
+def check_seek(plan: ReadPlan) -> None:
+    """Raise ``CorruptRecordError`` when an index seek started ``plan``
+    inside a batch of the walk (an entry that named a valid batch stored
+    in a record value): what was read from there is not the log's."""
+    if not plan.index_seek or not plan.start:
+        return
+    bounds = plan.segment.batch_bounds()
+    i = int(np.searchsorted(bounds["position"], plan.start, side="right")) - 1
+    if i < 0:
+        return
+    at, size = int(bounds["position"][i]), int(bounds["size"][i])
+    if at < plan.start < at + size:
+        raise CorruptRecordError(
+            f"an .index entry seeks inside the batch at byte {at} (records read "
+            f"from there are not the log's; read with use_index=False)", path=plan.segment.source.name,
+            position=plan.start, base_offset=int(bounds["last_offset"][i]) if
+            int(bounds["base_offset"][i]) == INT64_MIN else int(bounds["base_offset"][i]),
+            batch_position=at)
+
+
 def plan(segments, lo: int, hi: int, use_index: bool, *,
          overlapping: bool = False, read_follows: bool = True) -> list[ReadPlan]:
     """The byte ranges to decode for offsets ``[lo, hi)``. ``overlapping``
@@ -148,7 +184,8 @@ def plan(segments, lo: int, hi: int, use_index: bool, *,
         start = start_position(seg, lo, use_index, read_follows) if k == 0 else 0
         whole_tail = (nxt is not None and nxt <= hi) or hi >= UNBOUNDED
         stop = None if k < len(chosen) - 1 or whole_tail else stop_position(seg, hi, use_index)
-        plans.append(ReadPlan(seg, start, stop, nxt if overlapping else None))
+        plans.append(ReadPlan(seg, start, stop, nxt if overlapping else None,
+                              use_index and (start > 0 or stop is not None)))
     return plans
 
 

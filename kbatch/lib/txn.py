@@ -72,8 +72,13 @@ class TxnState:
 
     @classmethod
     def build(cls, batches: BatchTable, control: ControlRecords,
-              txn_index: TxnIndex | None = None) -> "TxnState":
-        """From a whole log's batch table and control records."""
+              txn_index: TxnIndex | None = None, *, active_base: int = 0) -> "TxnState":
+        """From a whole log's batch table and control records.
+
+        ``active_base``: the base offset of the log's last segment (the active
+        one): the log end offset is never below it, so a log whose last
+        segment holds no batch ends at that base offset, not at 0.
+        """
         is_marker = (control.type == ABORT) | (control.type == COMMIT)
         if len(control):
             is_marker &= batches.is_transactional[control.batch]
@@ -94,7 +99,7 @@ class TxnState:
                     types = np.concatenate([types, np.full(int(missing.sum()), ABORT, types.dtype)])
                     order = np.argsort(offsets, kind="stable")
                     markers[pid] = (offsets[order], types[order])
-        log_end = int(batches.last_offset.max()) + 1 if len(batches) else 0
+        log_end = max(int(batches.last_offset.max()) + 1 if len(batches) else 0, active_base)
         state = cls(markers, aborted, log_end, log_end)
         verdict = state.verdict(batches)
         open_batches = verdict == OPEN
@@ -231,12 +236,14 @@ class TransactionReport:
 
 
 def transaction_report(source: str, batches: BatchTable, control: ControlRecords,
-                       txn_index: TxnIndex | None = None) -> TransactionReport:
-    """Every transaction (committed, aborted, open, empty) of a log.
+                       txn_index: TxnIndex | None = None, *,
+                       active_base: int = 0) -> TransactionReport:
+    """Every transaction (committed, aborted, open, empty) of a log
+    (``active_base`` as ``TxnState.build``).
 
     One pass per producer over its batches and markers (linear in both).
     """
-    state = TxnState.build(batches, control, txn_index)
+    state = TxnState.build(batches, control, txn_index, active_base=active_base)
     report = TransactionReport(source, [], state.last_stable_offset, state.log_end_offset)
     verdict = state.verdict(batches)
     txn_rows = np.flatnonzero(batches.is_transactional & ~batches.is_control)

@@ -33,10 +33,13 @@ def transactions(path, **options) -> list[TransactionReport]:
     if found.kind is PathKind.SEGMENT:
         seg = found.segment()
         whole = Records.concat(list(seg.source.chunks(opts, control_only=True)))
-        return [transaction_report(seg.name, whole.batches, whole.control)]
+        return [transaction_report(seg.name, whole.batches, whole.control,
+                                   active_base=seg.base_offset)]
     reports = []
     for part in found.partitions():
         log = PartitionLog.at(part, found.storage)
         batches, control, txn_index = log.transaction_tables(**options)
-        reports.append(transaction_report(log.name, batches, control, txn_index))
+        last_base = log.segments[-1].base_offset if log.segments else 0
+        reports.append(transaction_report(log.name, batches, control, txn_index,
+                                          active_base=last_base))
     return reports

@@ -52,6 +52,7 @@ from __future__ import annotations
 import ast
 import pathlib
 import re
+import textwrap
 from collections import deque
 from typing import NamedTuple
 
@@ -1202,3 +1203,62 @@ def test_the_decoder_check_finds_constructions():
     assert decoder_constructions("from kbatch._core._batch import BatchDecoder as D\nd = D(v)\n") == [2]
     assert decoder_constructions("D = _batch.BatchDecoder\nd = D(v)\n") == [2]
     assert decoder_constructions('"""BatchDecoder(...) in a docstring"""\nx: _batch.BatchDecoder = d\n') == []
+
+
+# --- one "local or remote?" rule ------------------------------------------------
+
+# where the question may be asked: the door's trees decide, objects.py
+# recognises a URL and opens its filesystem
+REMOTE_RULE_HOMES = {"kbatch/lib/tree.py": {"is_url", "://", "url_to_fs"},
+                     "kbatch/lib/objects.py": {"is_url", "://", "url_to_fs"}}
+REMOTE_TELLS = ("is_url", "url_to_fs", "urlparse", "urlsplit", "split_protocol",
+                "get_protocol")
+
+
+def remote_rule_sites(source: str) -> list[tuple[int, str]]:
+    """``(line, what)`` for each place ``source`` decides "local or remote?"
+    by itself: a call of a URL test or an fsspec path splitter, or a string
+    holding ``://`` in a comparison, an ``in`` test or a ``startswith``."""
+    sites = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", None)
+            if name in REMOTE_TELLS:
+                sites.append((node.lineno, name))
+            elif name in ("startswith", "endswith", "split", "partition", "find") and any(
+                    isinstance(a, ast.Constant) and isinstance(a.value, str) and "://" in a.value
+                    for a in ast.walk(node) if a is not node.func):
+                sites.append((node.lineno, "://"))
+        elif isinstance(node, ast.Compare) and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str) and "://" in a.value
+                for a in [node.left, *node.comparators]):
+            sites.append((node.lineno, "://"))
+    return sites
+
+
+def test_one_local_or_remote_rule():
+    """Only the door's trees (``kbatch.lib.tree.is_remote`` / ``tree_of``)
+    decide whether a target is local or remote; everything else asks them."""
+    found = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG.parent).as_posix()
+        allowed = REMOTE_RULE_HOMES.get(rel, set())
+        found += [f"{rel}:{line}: {what}" for line, what in
+                  remote_rule_sites(path.read_text()) if what not in allowed]
+    assert found == []
+
+
+def test_the_remote_rule_check_finds_sites():
+    src = textwrap.dedent('''
+        from urllib.parse import urlparse
+        def f(p, fs):
+            if "://" in p: pass
+            if p.startswith(("s3://", "gs://")): pass
+            if p.split("://")[0] == "s3": pass
+            urlparse(p); fs.split_protocol(p); is_url(p)
+            return p.startswith("/") or p == "name"
+        ''')
+    assert sorted(remote_rule_sites(src)) == [
+        (4, "://"), (5, "://"), (6, "://"), (7, "is_url"), (7, "split_protocol"),
+        (7, "urlparse")]

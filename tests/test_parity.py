@@ -875,7 +875,8 @@ def tiered(tree, keys) -> dict:
 @pytest.fixture(scope="module")
 def s3_tiered(s3, tiered) -> dict:
     for variant, (objects, _) in tiered.items():
-        pc.put_s3(s3, objects, f"tiered-{variant}")
+        # a prefix of its own: the S3 server (and its bucket) is the session's
+        pc.put_s3(s3, objects, f"parity-tiered-{variant}")
     return tiered
 
 
@@ -885,7 +886,7 @@ def tiered_site(kind: str, variant: str, objects, mapping, keys, request) -> pc.
         kw["private_key"] = keys[0]
     if kind == "s3":
         request.getfixturevalue("s3_tiered")
-        base = f"s3://{BUCKET}/tiered-{variant}"
+        base = f"s3://{BUCKET}/parity-tiered-{variant}"
         kw["storage_options"] = pc.s3_options(request.getfixturevalue("s3"))
         return pc.Site(f"s3-tiered-{variant}", base, kw, (base, base[5:]), mapping=mapping)
     import fsspec

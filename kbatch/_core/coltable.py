@@ -49,7 +49,8 @@ class FixedColumn(NamedTuple):
     name: str            # Records attribute and key of the decoder's chunk
     ctype: str           # a key of C_TYPES
     role: int            # memory-pool role (FIXED_ROLES)
-    arrow: str | None    # Arrow type in to_arrow() (None: not an Arrow column)
+    arrow: str | None    # Arrow type in to_arrow(): the dtype's name (int64: pa.int64()),
+                         # "timestamp_ms" (an int64_t; -1 is null), None: none
     doc: str
 
     @property
@@ -72,7 +73,8 @@ FIXED_COLUMNS = (
 
 
 def check(columns=FIXED_COLUMNS) -> None:
-    """Names unique identifiers, known C types, own roles in FIXED_ROLES."""
+    """Names unique identifiers, known C types, own roles in FIXED_ROLES,
+    Arrow types to_arrow() knows."""
     names = [c.name for c in columns]
     roles = [c.role for c in columns]
     if len(set(names)) != len(names) or not all(n.isidentifier() for n in names):
@@ -82,6 +84,9 @@ def check(columns=FIXED_COLUMNS) -> None:
             raise ValueError(f"{c.name}: C type {c.ctype!r} is not one of {list(C_TYPES)}")
         if c.role not in FIXED_ROLES or c.role == HEADERS_ROLE:
             raise ValueError(f"{c.name}: pool role {c.role} is not in 1..9 less {HEADERS_ROLE}")
+        if c.arrow not in (None, c.dtype) and (c.arrow, c.ctype) != ("timestamp_ms", "int64_t"):
+            raise ValueError(f"{c.name}: Arrow type {c.arrow!r} is not None, {c.dtype!r} "
+                             f"or (for an int64_t) 'timestamp_ms'")
     if len(set(roles)) != len(roles):
         raise ValueError(f"fixed column roles must differ: {roles}")
 

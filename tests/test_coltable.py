@@ -71,27 +71,32 @@ def test_records_columns_follow_the_table():
     assert not {c.name for c in FIXED_COLUMNS if not c.arrow} & arrow_names
 
 
+def _free_role() -> int:
+    return min(set(coltable.FIXED_ROLES) - {coltable.HEADERS_ROLE} - {c.role for c in FIXED_COLUMNS})
+
+
 def test_a_new_column_is_one_row():
-    """What the generator makes of a table with one more column."""
-    extra = FIXED_COLUMNS + (FixedColumn("leader_epoch", "int32_t", 6, "int32", "the batch's"),)
+    """What the generator makes of a table with one more column (say a
+    leader epoch, int32)."""
+    extra = FIXED_COLUMNS + (FixedColumn("example_epoch", "int32_t", _free_role(), "int32", ""),)
     text = coltable.pxd_text(extra)
     n = len(FIXED_COLUMNS)
-    assert f"    COL_LEADER_EPOCH = {n}\n" in text
+    assert f"    COL_EXAMPLE_EPOCH = {n}\n" in text
     assert f"    N_FIXED = {n + 1}\n" in text
     assert f"    FIXED_ROW_BYTES = {sum(c.width for c in FIXED_COLUMNS) + 4}\n" in text
-    assert "ctypedef int32_t col_leader_epoch_t\n" in text
+    assert "ctypedef int32_t col_example_epoch_t\n" in text
     assert f"        (fixed)[{n}].len += (rows) * 4; \\\\\n" in text
-    assert '"leader_epoch"}' in text
+    assert '"example_epoch"}' in text
 
 
 @pytest.mark.parametrize("row,message", [
-    (FixedColumn("offset", "int64_t", 6, "int64", ""), "unique"),
-    (FixedColumn("epoch", "int24_t", 6, None, ""), "C type"),
-    (FixedColumn("epoch", "int32_t", 5, None, ""), "pool role"),     # the header offsets'
-    (FixedColumn("epoch", "int32_t", 10, None, ""), "pool role"),    # the key builder's
-    (FixedColumn("epoch", "int32_t", 1, None, ""), "roles must differ"),
-    (FixedColumn("epoch", "int32_t", 6, "int64", ""), "Arrow type"),
-    (FixedColumn("epoch", "int32_t", 6, "timestamp_ms", ""), "Arrow type"),
+    (FixedColumn("offset", "int64_t", _free_role(), "int64", ""), "unique"),
+    (FixedColumn("example_epoch", "int24_t", _free_role(), None, ""), "C type"),
+    (FixedColumn("example_epoch", "int32_t", 5, None, ""), "pool role"),     # the header offsets'
+    (FixedColumn("example_epoch", "int32_t", 10, None, ""), "pool role"),    # the key builder's
+    (FixedColumn("example_epoch", "int32_t", FIXED_COLUMNS[0].role, None, ""), "roles must differ"),
+    (FixedColumn("example_epoch", "int32_t", _free_role(), "int64", ""), "Arrow type"),
+    (FixedColumn("example_epoch", "int32_t", _free_role(), "timestamp_ms", ""), "Arrow type"),
 ])
 def test_the_table_check_refuses_bad_rows(row, message):
     with pytest.raises(ValueError, match=message):

@@ -612,9 +612,6 @@ class Records:
             bits = np.packbits(np.asarray(arr, dtype=bool), bitorder="little")
             return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
 
-        has_ts = self.timestamp != -1
-        ts_nulls = int(n - has_ts.sum())
-        ts_valid = pa.py_buffer(np.packbits(has_ts, bitorder="little")) if ts_nulls else None
         bt = self.batches
         cols = {}
         for c in RECORD_COLUMNS:
@@ -624,7 +621,10 @@ class Records:
             if c.kind != "fixed":
                 cols[c.name] = col.to_arrow()
             elif c.arrow == "timestamp_ms":
-                cols[c.name] = prim(col, pa.timestamp("ms", tz="UTC"), ts_valid, ts_nulls)
+                has = col != -1     # -1: none, null
+                nulls = int(n - has.sum())
+                valid = pa.py_buffer(np.packbits(has, bitorder="little")) if nulls else None
+                cols[c.name] = prim(col, pa.timestamp("ms", tz="UTC"), valid, nulls)
             else:       # an integer type named as numpy and pyarrow name it (int64)
                 cols[c.name] = prim(col, getattr(pa, c.arrow)())
         return pa.table(cols | {

@@ -66,6 +66,7 @@ from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import plan as planner
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
 from kbatch.lib.index import TxnIndex
+from kbatch.lib.latest import apply_view, check_columns, check_view
 from kbatch.lib.logfiles import Segment, list_segments
 from kbatch.lib.open import Partition, expect
 from kbatch.lib.paths import PathKind
@@ -159,6 +160,14 @@ def _damaged(records: Records) -> bool:
     end = records.end
     return bool(records.skipped) or (end is not None
                                      and end.reason not in (None, "zero_padding"))
+
+
+def _no_view_in_chunks(options: dict) -> None:
+    """``view=`` is for whole reads: a key's latest record may sit in any chunk."""
+    view = options.pop("view", "all")
+    if check_view(view) != "all":
+        raise ArgumentError(f"view={view!r} needs every record of the partition at once: "
+                            "use read(), not iter()")
 
 
 def _check_timestamp_mode(mode) -> None:
@@ -367,6 +376,7 @@ class PartitionLog:
         of the last segment read, maybe empty) carries ``end``.
         """
         check_isolation(isolation)
+        _no_view_in_chunks(options)
         opts = decode_options("PartitionLog.iter", options)
         if chunk_records < 1 or chunk_bytes < 1:
             raise ArgumentError("chunk_records and chunk_bytes must be positive")
@@ -469,17 +479,25 @@ class PartitionLog:
         Damage in a segment that is not the last one (a torn tail can only
         be in the last) raises; ``on_corrupt="stop"`` ends the whole read
         there, ``"skip"`` lists it in ``Records.skipped``.
+        ``view="latest"``: the table a compacted topic stands for, one row
+        per key (its record with the highest offset), keys whose latest
+        record is a tombstone and records without a key left out
+        (``kbatch.lib.latest``), after ``isolation`` and the range.
         The segments (the byte ranges the range needs) are decoded as one
         run into one set of columns (``kbatch.lib.chain``): nothing is
         joined; ``max_read_bytes`` bounds the whole read. Keeps in memory
         the result and one decompressed batch (from object storage, also
         the bytes of one or two planned ranges while they are decoded).
         """
-        check_options("PartitionLog.read", options, ("isolation",))
+        check_options("PartitionLog.read", options, ("isolation", "view"))
         _check_timestamp_mode(timestamp_mode)
+        view = check_view(options.pop("view", "all"))
+        if view == "latest":
+            check_columns(options.get("columns"))
         opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
-        return self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
-                              timestamp_mode, opts, options)
+        records = self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
+                                 timestamp_mode, opts, options)
+        return apply_view(records, view, self.name)
 
     def _decode_plans(self, plans: list[ReadPlan], opts: DecodeOptions, drops) -> Records:
         """The planned ranges decoded as one run, each held below its limit."""
@@ -596,6 +614,7 @@ class LogDir:
         partition in turn, with the range arguments of ``PartitionLog.iter``
         applied to each partition. Keeps in memory one chunk (and one
         decompressed batch)."""
+        _no_view_in_chunks(options)
         check_options("LogDir.iter", options)
         parts = self.select(topics)
         for p in parts:
@@ -609,7 +628,7 @@ class LogDir:
              start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              threads: int | None = None, isolation: str = "read_uncommitted",
-             visibility: str = "all",
+             visibility: str = "all", view: str = "all",
              **options) -> PartitionRecords:
         """Every selected partition as ``{(topic, partition): Records}``:
         whole, or the range (arguments of ``PartitionLog.read``) of each.
@@ -625,6 +644,8 @@ class LogDir:
         ``visibility="consumer"``: only ``[log start offset, high watermark)``
         of each partition, from the checkpoint files
         (``kbatch.lib.visibility``); "all" (default): everything.
+        ``view="latest"``: each partition as the table of its keys (see
+        ``PartitionLog.read``), after isolation and visibility.
 
         Each partition's segments are decoded one after another into one
         set of columns (``kbatch.lib.chain``): nothing is joined, except a
@@ -636,6 +657,8 @@ class LogDir:
         from kbatch.lib.visibility import check_visibility
         check_visibility(visibility)
         check_isolation(isolation)
+        if check_view(view) == "latest":
+            check_columns(options.get("columns"))
         opts = decode_options("LogDir.read", options)
         parts = self.select(topics)
         workers = threads or os.cpu_count() or 1
@@ -647,7 +670,7 @@ class LogDir:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 result = {(p.topic, p.partition): rec
                           for p, rec in zip(parts, pool.map(read_part, parts))}
-            return self._visible(result, visibility)
+            return self._viewed(self._visible(result, visibility), view, workers)
 
         def decode(job):     # a run of a partition's segments into one set of columns
             p, run, nbytes = job       # (sized once, by _jobs)
@@ -664,15 +687,27 @@ class LogDir:
             results: list = [None] * len(jobs)
             for i, rec in zip(order, done):
                 results[i] = rec
-            return self._joined(parts, jobs, results, opts, options, isolation, visibility,
-                                pool)
+            joined = self._joined(parts, jobs, results, opts, options, isolation, visibility,
+                                  pool)
         finally:
             if pool is not None:
                 pool.shutdown()
+        return self._viewed(joined, view, workers)
 
     def _visible(self, result: dict, visibility: str) -> PartitionRecords:
         from kbatch.lib.visibility import apply_visibility
         return PartitionRecords(apply_visibility(self.location, result, visibility))
+
+    def _viewed(self, result: PartitionRecords, view: str, workers: int) -> PartitionRecords:
+        """Each partition as ``view`` shows it (the kernel releases the GIL:
+        partitions on ``workers`` threads)."""
+        if view == "all":
+            return result
+        homes = {(p.topic, p.partition): p.name for p in self.partitions}
+        keys = list(result)
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(keys) or 1))) as pool:
+            done = pool.map(lambda k: apply_view(result[k], view, homes.get(k)), keys)
+            return PartitionRecords(dict(zip(keys, done)))
 
     def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool):
         """Each partition's runs joined into one ``Records`` (the copies on

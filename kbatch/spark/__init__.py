@@ -80,7 +80,7 @@ from pyspark.sql.types import StructType
 from kbatch.spark import read as spark_read
 from kbatch.spark.arrow import to_record_batch
 from kbatch.spark.options import output_columns, schema_ddl
-from kbatch.spark.plan import Options, SegmentSlice, SlicePack, pack, plan
+from kbatch.spark.plan import Options, SegmentSlice, SlicePack, by_partition, pack, plan
 from kbatch.spark.read import HEADER_COLUMNS
 from kbatch.spark.timefilter import narrow
 
@@ -112,6 +112,9 @@ class KbatchReader(DataSourceReader):
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def partitions(self):
+        if self.options.kafka.view == "latest":
+            # the table of a Kafka partition needs all of it in one place
+            return by_partition(plan(self.options))
         max_bytes = self.options.max_partition_bytes
         if (set(self.arrow_schema.names) <= HEADER_COLUMNS
                 and "maxPartitionBytes" not in self.options.kafka.given):
@@ -123,6 +126,9 @@ class KbatchReader(DataSourceReader):
     def read(self, partition):
         if not isinstance(partition, SlicePack):   # Spark's single empty partition
             return iter(())
+        if self.options.kafka.view == "latest":
+            return spark_read.read_latest(partition.slices, self.options.kafka,
+                                          self.arrow_schema)
         return (batch for piece in partition.slices
                 for batch in read_slice(piece, self.options, self.arrow_schema))
 
@@ -140,6 +146,9 @@ class KbatchPushdownReader(KbatchReader):
         for f in filters:
             col = _column(f)
             v = getattr(f, "value", None)
+            if opts.kafka.view == "latest" and col not in ("topic", "partition"):
+                yield f          # the table of a pruned read is not the pruned table
+                continue
             if col == "offset" and isinstance(v, int) and not isinstance(v, bool):
                 if isinstance(f, GreaterThan):
                     opts.offset_lo = max(opts.offset_lo, v + 1)

@@ -315,6 +315,10 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("isolation", "isolation", _choice("read_uncommitted", "read_committed"),
         "read_uncommitted", "read_committed: no aborted or open transactions, nothing at "
         "or after the LSO", aliases=("kafka.isolation.level",)),
+    Opt("view", "view", _choice("all", "latest"), "all",
+        "latest: the table a compacted topic stands for, one row per key (its record with "
+        "the highest offset; tombstoned keys and records without a key left out), each "
+        "Kafka partition read as one input partition", BATCH),
     Opt("validateCrc", "validate_crc", _bool, True, "check every batch's CRC"),
     Opt("onCorrupt", "on_corrupt", _choice("fail", "stop", "skip"), "fail",
         "damaged data: fail; stop each partition at its first damage; or skip to the next "
@@ -384,6 +388,7 @@ class KafkaOptions:
     include_headers: bool = False
     columns: tuple = COLUMNS
     isolation: str = "read_uncommitted"
+    view: str = "all"
     validate_crc: bool = True
     on_corrupt: str = "fail"
     max_decompressed_bytes: int | None = None

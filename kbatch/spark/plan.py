@@ -144,6 +144,14 @@ def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> lis
     return [SlicePack([slices[i] for i in g]) for g in groups]
 
 
+def by_partition(slices: list[SegmentSlice]) -> list[SlicePack]:
+    """One pack per Kafka partition, its slices in order (``view=latest``)."""
+    groups: dict = {}
+    for s in slices:
+        groups.setdefault((s.topic, s.partition), []).append(s)
+    return [SlicePack(g) for g in groups.values()]
+
+
 def split_bytes(max_bytes: int) -> int:
     """Segments are cut into slices of an eighth of ``maxPartitionBytes``
     (at least 8 MiB, or all of it when smaller), which ``pack`` then groups

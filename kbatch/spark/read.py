@@ -46,13 +46,15 @@ _RECORD_COLUMNS = {"key": ("key",), "value": ("value",), "offset": ("offset",),
 def decode_options(o: KafkaOptions, schema: pa.Schema | None = None) -> DecodeOptions:
     """The decode options of a read; with ``schema`` (the columns the query
     produces), a projection: key, value and headers not in it are not stored
-    (offsets are always decoded: slices are cut by offset)."""
+    (offsets are always decoded: slices are cut by offset; ``view=latest``
+    needs the key and the value)."""
     extra = {}
     if o.max_decompressed_bytes is not None:
         extra["max_decompressed_bytes"] = o.max_decompressed_bytes
     if schema is not None:
-        extra["columns"] = tuple({"offset", *(c for f in schema
-                                              for c in _RECORD_COLUMNS.get(f.name, ()))})
+        needed = ("offset", "key", "value") if o.view == "latest" else ("offset",)
+        extra["columns"] = tuple({*needed, *(c for f in schema
+                                             for c in _RECORD_COLUMNS.get(f.name, ()))})
     on_corrupt = {"fail": "raise", "stop": "stop", "skip": "skip"}[o.on_corrupt]
     return DecodeOptions(validate_crc=o.validate_crc, on_corrupt=on_corrupt, **extra)
 
@@ -86,7 +88,33 @@ def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
 
 def _decoded(source, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
     # a projection: key, value and headers the query does not produce are not stored
+    for chunk in decoded_records(source, piece, o, decode_options(o, schema), keep):
+        yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+
+
+def read_latest(slices: list, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the table view (``view=latest``) of one Kafka
+    partition, from all its slices (in offset order) at once: a key's
+    latest record may be in any of them. No pushed filter prunes records
+    first (the table of a pruned read is not the pruned table)."""
+    from kbatch.lib.latest import latest
     opts = decode_options(o, schema)
+    chunks = [c for piece in slices
+              for c in decoded_records(piece.segment.source, piece, o, opts)]
+    if not chunks:
+        return
+    first = slices[0]
+    table, _ = latest(Records.concat(chunks), where=f"{first.topic}-{first.partition}")
+    del chunks
+    for start in range(0, len(table), o.chunk_records):
+        rows = np.arange(start, min(start + o.chunk_records, len(table)), dtype=np.int64)
+        yield to_record_batch(table.take(rows), first.topic, first.partition, schema)
+
+
+def decoded_records(source, piece, o: KafkaOptions, opts: DecodeOptions,
+                    keep=None) -> Iterator[Records]:
+    """The slice's records, chunk by chunk: its offsets, read_committed
+    applied, damage warned about as ``onCorrupt`` says (chunks with records only)."""
     path = source.name
     for chunk in source.chunks(opts, start=piece.start, stop=piece.stop,
                                chunk_records=o.chunk_records, chunk_bytes=64 << 20,
@@ -107,7 +135,7 @@ def _decoded(source, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
         if keep is not None:
             chunk = keep(chunk)
         if len(chunk):
-            yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+            yield chunk
 
 
 def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
@@ -155,7 +183,8 @@ def _constant_batches(n: int, piece, schema: pa.Schema, chunk: int):
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-__all__ = ["decode_options", "header_count_batches", "read_slice"]
+__all__ = ["decode_options", "decoded_records", "header_count_batches", "read_latest",
+           "read_slice"]
 
 
 def group_by_size(sizes: list[int], max_bytes: int, min_partitions: int) -> list[list[int]]:

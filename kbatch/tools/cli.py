@@ -5,6 +5,7 @@
     kbatch verify PATH      CRCs, offsets, indexes, where valid data ends
     kbatch txn PATH         transactions per producer, open ones flagged
     kbatch lag DATA_DIR     consumer lag over time (kbatch.internal)
+    kbatch latest PATH      the table view: the latest record of every key
     kbatch sample DIR       write a realistic broker data directory
     kbatch main             the main job (make run): sample + Spark pipeline
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from kbatch.wire import INT64_MAX
 from kbatch.errors import KbatchError
-from kbatch.tools import internal_cli
+from kbatch.tools import internal_cli, lifecycle_cli
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -493,6 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_txn)
     internal_cli.extend_txn(p, cmd_txn)
     internal_cli.add_subcommands(sub, _resolve, _storage, _url_flags)
+    lifecycle_cli.add_subcommands(sub, _resolve, _storage, _url_flags)
 
     p = sub.add_parser("sample", help="write a realistic broker data directory",
                        description="Write a broker data directory: several topics and "

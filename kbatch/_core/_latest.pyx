@@ -1,0 +1,381 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The table view of a log (``view="latest"``): for every key, the row of
+its record with the highest offset, found by hashing the key bytes.
+
+    key column (what the decoder gave):
+      binary   offsets int32|int64[n + 1] | data uint8[...] | validity bitmap
+      views    16 bytes per value (Arrow binary views):
+               length int32 | value (<= 12 bytes, zero padded)
+               length int32 | prefix 4 B | buffer int32 | offset int32
+    record offsets  int64[n]   (the row with the larger offset wins a key)
+    value validity  LSB-first bitmap (None: no null value); a null value is
+                    a tombstone: its key leaves the table
+
+    hash table (open addressing, linear probing, doubled at half full)
+      slot uint64 = hash >> 32 (tag) << 32 | (row + 1);  0 = empty
+
+One pass over the rows, in blocks of ``BLOCK``: the block's keys are hashed
+first and their slots prefetched, then probed (a table larger than the
+cache costs one overlapped miss per row, not one serial miss). Rows with a
+null key are counted and left out (a compacted topic refuses them and
+Kafka's cleaner drops them). Every key's bytes are checked to lie inside
+their buffer before they are read; nothing is allocated from a count
+larger than the rows given. The GIL is released for the whole pass.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcpy
+
+import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* a 64-bit hash of a byte string: 8-byte words folded by 128-bit
+       multiplication (the construction of wyhash), our own constants */
+    static inline uint64_t kb_fold(uint64_t a, uint64_t b) {
+        __uint128_t r = (__uint128_t)a * b;
+        return (uint64_t)r ^ (uint64_t)(r >> 64);
+    }
+    static inline uint64_t kb_r8(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+    static inline uint64_t kb_r4(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+    static inline uint64_t kb_hash(const uint8_t *p, int64_t len) {
+        const uint64_t k0 = 0x9e3779b97f4a7c15ull, k1 = 0xd6e8feb86659fd93ull,
+                       k2 = 0xa0761d6478bd642full;
+        uint64_t seed = k0 ^ kb_fold((uint64_t)len ^ k1, k2), a, b;
+        if (len <= 16) {
+            if (len >= 4) {
+                int64_t q = (len >> 3) << 2;
+                a = (kb_r4(p) << 32) | kb_r4(p + q);
+                b = (kb_r4(p + len - 4) << 32) | kb_r4(p + len - 4 - q);
+            } else if (len > 0) {
+                a = ((uint64_t)p[0] << 16) | ((uint64_t)p[len >> 1] << 8) | p[len - 1];
+                b = 0;
+            } else {
+                a = b = 0;
+            }
+        } else {
+            int64_t i = len;
+            while (i > 16) {
+                seed = kb_fold(kb_r8(p) ^ k1, kb_r8(p + 8) ^ seed);
+                p += 16;
+                i -= 16;
+            }
+            a = kb_r8(p + i - 16);
+            b = kb_r8(p + i - 8);
+        }
+        return kb_fold(k1 ^ (uint64_t)len, kb_fold(a ^ k1, b ^ seed));
+    }
+    /* equal byte strings of length n: 8-byte words, the last one overlapping */
+    static inline int kb_eq(const uint8_t *a, const uint8_t *b, int64_t n) {
+        if (n >= 8) {
+            int64_t i = 0;
+            for (; i + 8 < n; i += 8)
+                if (kb_r8(a + i) != kb_r8(b + i)) return 0;
+            return kb_r8(a + n - 8) == kb_r8(b + n - 8);
+        }
+        if (n >= 4)
+            return kb_r4(a) == kb_r4(b) && kb_r4(a + n - 4) == kb_r4(b + n - 4);
+        for (int64_t i = 0; i < n; i++)
+            if (a[i] != b[i]) return 0;
+        return 1;
+    }
+    #define KB_PREFETCH(p) __builtin_prefetch((const void *)(p))
+    """
+    uint64_t kb_hash(const uint8_t *p, int64_t length) noexcept nogil
+    bint kb_eq(const uint8_t *a, const uint8_t *b, int64_t n) noexcept nogil
+    void KB_PREFETCH(const void *p) noexcept nogil
+
+cdef enum:
+    BLOCK = 32
+    MODE_OFF32 = 0
+    MODE_OFF64 = 1
+    MODE_VIEWS = 2
+    KEY_OK = 0
+    KEY_NULL = 1
+    KEY_BAD = -1
+    INITIAL_SLOTS = 1024
+
+
+cdef struct Keys:
+    int mode
+    const int32_t *off32
+    const int64_t *off64
+    const uint8_t *data
+    int64_t data_len
+    const uint8_t *views
+    const uint8_t **bufs
+    const int64_t *buf_len
+    int32_t nbuf
+    const uint8_t *validity      # NULL: no null key
+
+
+cdef struct Table:
+    uint64_t *slots
+    uint64_t mask
+    int64_t used
+
+
+cdef inline bint _bit(const uint8_t *bits, int64_t i) noexcept nogil:
+    return (bits[i >> 3] >> (i & 7)) & 1
+
+
+cdef inline int _key(const Keys *k, int64_t i, const uint8_t **p, int64_t *n) noexcept nogil:
+    """Key ``i``'s bytes, checked to lie inside their buffer."""
+    cdef int64_t start, stop
+    cdef int32_t length, b, off
+    cdef const uint8_t *v
+    if k.validity != NULL and not _bit(k.validity, i):
+        return KEY_NULL
+    if k.mode == MODE_VIEWS:
+        v = k.views + i * 16
+        memcpy(&length, v, 4)
+        if length < 0:
+            return KEY_BAD
+        if length <= 12:
+            p[0] = v + 4
+            n[0] = length
+            return KEY_OK
+        memcpy(&b, v + 8, 4)
+        memcpy(&off, v + 12, 4)
+        if b < 0 or b >= k.nbuf or off < 0 or length > k.buf_len[b] - off:
+            return KEY_BAD
+        p[0] = k.bufs[b] + off
+        n[0] = length
+        return KEY_OK
+    if k.mode == MODE_OFF32:
+        start = k.off32[i]
+        stop = k.off32[i + 1]
+    else:
+        start = k.off64[i]
+        stop = k.off64[i + 1]
+    if start < 0 or stop < start or stop > k.data_len:
+        return KEY_BAD
+    p[0] = k.data + start
+    n[0] = stop - start
+    return KEY_OK
+
+
+cdef int _grow(Table *t, const Keys *k) noexcept nogil:
+    """Double the table, every entry placed again (hashes recomputed)."""
+    cdef uint64_t cap = (t.mask + 1) * 2
+    cdef uint64_t *fresh = <uint64_t *>calloc(cap, sizeof(uint64_t))
+    cdef uint64_t i, e, h, j
+    cdef int64_t row, n = 0
+    cdef const uint8_t *p = NULL
+    if fresh == NULL:
+        return -1
+    for i in range(t.mask + 1):
+        e = t.slots[i]
+        if e == 0:
+            continue
+        row = <int64_t>(e & 0xFFFFFFFFu) - 1
+        _key(k, row, &p, &n)             # checked when it was inserted
+        h = kb_hash(p, n)
+        j = h & (cap - 1)
+        while fresh[j] != 0:
+            j = (j + 1) & (cap - 1)
+        fresh[j] = e
+    free(t.slots)
+    t.slots = fresh
+    t.mask = cap - 1
+    return 0
+
+
+cdef int64_t _latest(const Keys *k, const int64_t *offsets, int64_t n, Table *t,
+                     int64_t *nulls) noexcept nogil:
+    """Fill ``t`` with each key's latest row. Returns 0, the row of a key
+    outside its buffer + 1 as a negative number, or ``-(n + 2)`` when
+    memory runs out."""
+    cdef uint64_t hashes[BLOCK]
+    cdef const uint8_t *ptrs[BLOCK]
+    cdef int64_t lens[BLOCK]
+    cdef int status[BLOCK]
+    cdef int64_t base, i, m, j, row, other_n = -1
+    cdef uint64_t h, idx, e, tag
+    cdef const uint8_t *other = NULL
+    base = 0
+    while base < n:
+        m = n - base if n - base < BLOCK else BLOCK
+        # 1: hash the block's keys, prefetch their slots
+        for j in range(m):
+            status[j] = _key(k, base + j, &ptrs[j], &lens[j])
+            if status[j] == KEY_OK:
+                hashes[j] = kb_hash(ptrs[j], lens[j])
+                KB_PREFETCH(&t.slots[hashes[j] & t.mask])
+            elif status[j] == KEY_BAD:
+                return -(base + j + 1)
+        # 2: the key bytes of the row a slot holds (when its tag matches),
+        # prefetched for the comparison (a hint: 3 probes again)
+        for j in range(m):
+            if status[j] == KEY_OK:
+                e = t.slots[hashes[j] & t.mask]
+                if e != 0 and (e >> 32) == (hashes[j] >> 32):
+                    if _key(k, <int64_t>(e & 0xFFFFFFFFu) - 1, &other, &other_n) == KEY_OK:
+                        KB_PREFETCH(other)
+        # 3: probe and insert
+        for j in range(m):
+            if status[j] == KEY_NULL:
+                nulls[0] += 1
+                continue
+            i = base + j
+            h = hashes[j]
+            tag = h >> 32
+            idx = h & t.mask
+            while True:
+                e = t.slots[idx]
+                if e == 0:
+                    t.slots[idx] = (tag << 32) | <uint64_t>(i + 1)
+                    t.used += 1
+                    if t.used * 2 > <int64_t>(t.mask + 1):
+                        if _grow(t, k) != 0:
+                            return -(n + 2)
+                    break
+                if (e >> 32) == tag:
+                    row = <int64_t>(e & 0xFFFFFFFFu) - 1
+                    _key(k, row, &other, &other_n)
+                    if other_n == lens[j] and kb_eq(other, ptrs[j], other_n):
+                        if offsets[i] >= offsets[row]:
+                            t.slots[idx] = (tag << 32) | <uint64_t>(i + 1)
+                        break
+                idx = (idx + 1) & t.mask
+        base += m
+    return 0
+
+
+cdef inline void memset_keys(Keys *k) noexcept:
+    k.mode = MODE_OFF32
+    k.off32 = NULL
+    k.off64 = NULL
+    k.data = NULL
+    k.data_len = 0
+    k.views = NULL
+    k.bufs = NULL
+    k.buf_len = NULL
+    k.nbuf = 0
+    k.validity = NULL
+
+
+def latest_rows(object key_offsets, object key_data, object key_validity,
+                object key_views, list key_buffers, const int64_t[::1] offsets,
+                object value_validity):
+    """``(rows, keys, tombstones, null_keys)``: the rows (int64, ascending)
+    holding the latest record of each key whose latest value is not null;
+    how many distinct keys there were, how many of them end in a tombstone,
+    and how many rows had a null key (left out).
+
+    The key column is either ``key_offsets``/``key_data`` (binary layout)
+    or ``key_views``/``key_buffers`` (binary views); ``key_validity`` and
+    ``value_validity`` are LSB-first bitmaps or None (no nulls). A key
+    outside its buffer raises ValueError."""
+    cdef int64_t n = offsets.shape[0], i, status, nulls = 0, keys = 0, tombs = 0, kept = 0
+    cdef Keys k
+    cdef Table t
+    cdef const int32_t[::1] o32
+    cdef const int64_t[::1] o64
+    cdef const uint8_t[::1] data, views, kbits, vbits
+    cdef const uint8_t *vvalid = NULL
+    cdef uint8_t *keep = NULL
+    cdef uint64_t s, e
+    cdef int64_t *out_ptr
+    cdef const uint8_t[::1] mv
+    held = []
+    if n >= 0xFFFFFFFF:
+        raise ValueError(f"{n} rows: the table view takes at most 2**32 - 2 rows at once")
+    memset_keys(&k)
+    if key_validity is not None:
+        kbits = key_validity
+        if kbits.shape[0] * 8 < n:
+            raise ValueError("key validity bitmap too short")
+        if n:
+            k.validity = &kbits[0]
+    if value_validity is not None:
+        vbits = value_validity
+        if vbits.shape[0] * 8 < n:
+            raise ValueError("value validity bitmap too short")
+        if n:
+            vvalid = &vbits[0]
+    if key_views is not None:
+        views = key_views
+        if views.shape[0] != n * 16:
+            raise ValueError("key views must hold 16 bytes per row")
+        k.mode = MODE_VIEWS
+        k.views = &views[0] if n else NULL
+        k.nbuf = <int32_t>len(key_buffers)
+        k.bufs = <const uint8_t **>malloc(sizeof(void *) * (k.nbuf + 1))
+        k.buf_len = <const int64_t *>malloc(sizeof(int64_t) * (k.nbuf + 1))
+        if k.bufs == NULL or k.buf_len == NULL:
+            free(<void *>k.bufs)
+            free(<void *>k.buf_len)
+            raise MemoryError()
+        for i in range(k.nbuf):
+            mv = memoryview(key_buffers[i]).cast("B")
+            held.append(mv)
+            (<int64_t *>k.buf_len)[i] = mv.shape[0]
+            k.bufs[i] = &mv[0] if mv.shape[0] else NULL
+    else:
+        data = key_data
+        k.data = &data[0] if data.shape[0] else NULL
+        k.data_len = data.shape[0]
+        if key_offsets.dtype == np.int32:
+            o32 = key_offsets
+            if o32.shape[0] != n + 1:
+                raise ValueError("key offsets must have one entry per row and one more")
+            k.mode = MODE_OFF32
+            k.off32 = &o32[0]
+        else:
+            o64 = key_offsets
+            if o64.shape[0] != n + 1:
+                raise ValueError("key offsets must have one entry per row and one more")
+            k.mode = MODE_OFF64
+            k.off64 = &o64[0]
+    t.slots = <uint64_t *>calloc(INITIAL_SLOTS, sizeof(uint64_t))
+    t.mask = INITIAL_SLOTS - 1
+    t.used = 0
+    if t.slots == NULL:
+        free(<void *>k.bufs)
+        free(<void *>k.buf_len)
+        raise MemoryError()
+    try:
+        with nogil:
+            status = _latest(&k, &offsets[0] if n else NULL, n, &t, &nulls)
+        if status == -(n + 2):
+            raise MemoryError()
+        if status < 0:
+            raise ValueError(f"key of row {-status - 1} lies outside its data buffer")
+        keep = <uint8_t *>calloc(n + 1, 1)
+        if keep == NULL:
+            raise MemoryError()
+        with nogil:
+            for s in range(t.mask + 1):
+                e = t.slots[s]
+                if e == 0:
+                    continue
+                keys += 1
+                i = <int64_t>(e & 0xFFFFFFFFu) - 1
+                if vvalid != NULL and not _bit(vvalid, i):
+                    tombs += 1
+                else:
+                    keep[i] = 1
+                    kept += 1
+        rows = np.empty(kept, dtype=np.int64)
+        if kept:
+            out_ptr = <int64_t *>cnp.PyArray_DATA(rows)
+            with nogil:
+                kept = 0
+                for i in range(n):
+                    if keep[i]:
+                        out_ptr[kept] = i
+                        kept += 1
+        return rows, keys, tombs, nulls
+    finally:
+        free(t.slots)
+        free(keep)
+        free(<void *>k.bufs)
+        free(<void *>k.buf_len)
+

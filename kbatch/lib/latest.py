@@ -1,0 +1,126 @@
+"""The table view of a log: ``view="latest"``.
+
+A compacted topic (a changelog, a CDC stream, ``__consumer_offsets``)
+stands for a table: for each key, the value of its record with the highest
+offset; a key whose latest record is a tombstone (a null value) is not in
+the table. ``latest(records)`` keeps exactly those rows, in offset order,
+with every column of the read (offset, timestamp, headers...).
+
+    read(view="latest")    what every partition read accepts (open_log,
+                           open_log_dir, read_table, Spark's view option)
+
+The rows are chosen by the compiled kernel ``kbatch._core._latest`` (the
+key bytes hashed without the GIL, no per-row Python), then gathered by
+``Records.take``. It runs on what the read returns: with
+``isolation="read_committed"`` aborted and open transactions never count
+(their records were left out before); with ``visibility="consumer"`` only
+``[log start, high watermark)`` counts.
+
+Records without a key: a compacted topic refuses them (the broker rejects
+the produce request) and Kafka's log cleaner drops them from cleaned
+segments, so they have no place in the table: they are left out, counted
+in ``LatestSummary.null_keys`` and logged (a warning on the ``kbatch``
+logger).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from kbatch._core._latest import latest_rows
+from kbatch.errors import ArgumentError
+from kbatch.lib.columns import BinaryColumn, MissingColumn
+from kbatch.lib.records import Records
+from kbatch.lib.views import ViewColumn
+
+VIEWS = ("all", "latest")
+log = logging.getLogger("kbatch")
+
+
+@dataclass(frozen=True)
+class LatestSummary:
+    """What the table view of a read kept and left out."""
+
+    records: int       # data records looked at
+    keys: int          # distinct (non-null) keys among them
+    rows: int          # rows of the table: keys whose latest record has a value
+    tombstones: int    # keys whose latest record is a tombstone (not in the table)
+    null_keys: int     # records without a key (not in the table)
+
+
+def check_view(view) -> str:
+    """``view`` if it is one of ``VIEWS`` (``ArgumentError`` otherwise)."""
+    if view not in VIEWS:
+        raise ArgumentError(f"view must be one of {', '.join(map(repr, VIEWS))}, not {view!r}")
+    return view
+
+
+def check_columns(columns) -> None:
+    """A projection for the table view must read the key and the value
+    (the value only to tell tombstones): ``ArgumentError`` otherwise."""
+    if columns is None:
+        return
+    wanted = set(columns)
+    missing = [c for c in ("key", "value") if c not in wanted]
+    if missing:
+        raise ArgumentError(f"view='latest' needs the {' and '.join(missing)} column(s): "
+                            f"add {', '.join(map(repr, missing))} to columns=")
+
+
+def _validity(col) -> np.ndarray | None:
+    return None if col.validity is None or not col.null_count else \
+        np.ascontiguousarray(col.validity, np.uint8)
+
+
+def latest_indices(records: Records) -> tuple[np.ndarray, LatestSummary]:
+    """The rows of ``records`` that make its table (ascending), and the
+    summary. Rows are compared by offset: of two records with one key, the
+    one with the higher offset wins."""
+    key, value = records.key, records.value
+    for name, col in (("key", key), ("value", value)):
+        if isinstance(col, MissingColumn):
+            raise ArgumentError(f"view='latest' needs the {name} column, which this read "
+                                "left out (columns=)")
+    vbits = _validity(value)
+    offsets = np.ascontiguousarray(records.offset, np.int64)
+    if isinstance(key, ViewColumn):
+        for hold in key.holds:
+            hold.revalidate()
+        rows, keys, tombs, nulls = latest_rows(None, None, _validity(key),
+                                               np.ascontiguousarray(key.views),
+                                               list(key.buffers), offsets, vbits)
+        for hold in key.holds:
+            hold.check()
+    elif isinstance(key, BinaryColumn):
+        koffsets = key.offsets if key.offsets.dtype in (np.int32, np.int64) \
+            else key.offsets.astype(np.int64)
+        rows, keys, tombs, nulls = latest_rows(np.ascontiguousarray(koffsets),
+                                               np.ascontiguousarray(key.data, np.uint8),
+                                               _validity(key), None, [], offsets, vbits)
+    else:
+        raise ArgumentError(f"view='latest' cannot read a key column of type "
+                            f"{type(key).__name__}")
+    return rows, LatestSummary(len(records), keys, len(rows), tombs, nulls)
+
+
+def latest(records: Records, *, where: str | None = None,
+           warn: bool = True) -> tuple[Records, LatestSummary]:
+    """The table view of ``records`` and its summary; records without a
+    key are left out, with a warning naming ``where`` (the partition)
+    unless ``warn`` is False (the caller reports the summary)."""
+    rows, summary = latest_indices(records)
+    if summary.null_keys and warn:
+        log.warning("%s: %d record(s) without a key left out of view='latest' (a compacted "
+                    "topic refuses them; Kafka's cleaner drops them)",
+                    where or records.path or "read", summary.null_keys)
+    return records.take(rows), summary
+
+
+def apply_view(records: Records, view: str, where: str | None = None) -> Records:
+    """``records`` as ``view`` shows them ("all": unchanged)."""
+    if check_view(view) == "all":
+        return records
+    return latest(records, where=where)[0]

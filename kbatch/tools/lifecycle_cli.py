@@ -1,0 +1,131 @@
+"""The command line of a log's life (``kbatch.tools.cli`` registers them):
+
+    kbatch latest PATH          the table view: one row per key (view="latest")
+    kbatch recover SRC DST      the valid prefix of every partition, indexes rebuilt
+    kbatch retention SRC ...    what retention.ms / retention.bytes would delete
+    kbatch compact SRC DST      what Kafka's log cleaner would leave
+
+Paths go through the CLI's door (``resolve_path``, ``storage_of``: the
+functions of ``kbatch.tools.cli``), so errors and exit codes are those of
+every other command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kbatch.lib.paths import PathKind
+from kbatch.wire import INT64_MAX
+
+EXIT_OK, EXIT_PROBLEMS = 0, 1
+
+
+def count(text: str) -> int:
+    """A whole number in 0..2**63-1 (an argparse type)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= INT64_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: expected 0..{INT64_MAX}")
+    return value
+
+
+def _bytes(b: bytes | None, decode: str | None):
+    """A key or value for output: UTF-8 text with ``decode="utf8"`` (other
+    bytes as ``{"base64": ...}``), base64 otherwise; None stays None."""
+    import base64
+    if b is None:
+        return None
+    if decode == "utf8":
+        try:
+            return b.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
+    return {"base64": base64.b64encode(b).decode("ascii")} if decode == "utf8" \
+        else base64.b64encode(b).decode("ascii")
+
+
+def _shown(b: bytes | None) -> str:
+    """Printable UTF-8 as text, anything else escaped (``b'\\x00..'``)."""
+    if b is None:
+        return "null"
+    try:
+        text = b.decode("utf-8")
+        if text.isprintable():
+            return text
+    except UnicodeDecodeError:
+        pass
+    return repr(b)
+
+
+def _partitions(found):
+    from kbatch.lib.log import PartitionLog
+    from kbatch.lib.open import Partition
+    if found.kind is PathKind.PARTITION:
+        return [PartitionLog.at(Partition(found.topic, found.partition, found.location),
+                                found.storage)]
+    return [PartitionLog.at(p, found.storage) for p in found.partitions()]
+
+
+def cmd_latest(args, resolve_path, storage_of) -> int:
+    """``kbatch latest``: each partition's table (view="latest"), one line
+    (or JSON object) per key, then what was left out."""
+    from kbatch.lib.latest import latest
+    from kbatch.lib.log import select_topics
+    found = resolve_path(args.path, PathKind.PARTITION, PathKind.DATA_DIR, PathKind.DATA_DIRS,
+                         what="latest reads a partition or a broker data directory",
+                         storage=storage_of(args))
+    logs = _partitions(found)
+    if args.topic:
+        logs = select_topics(logs, args.topic, found.name)
+    shown = 0
+    for log in logs:
+        name = f"{log.topic}-{log.partition}" if log.topic is not None else log.name
+        records = log.read(isolation=args.isolation)
+        table, summary = latest(records, where=name, warn=False)
+        rows = range(len(table)) if args.limit is None else range(min(args.limit, len(table)))
+        for i in rows:
+            offset, ts = int(table.offset[i]), int(table.timestamp[i])
+            key, value = table.key[i], table.value[i]
+            if args.format == "json":
+                print(json.dumps({"topic": log.topic, "partition": log.partition,
+                                  "offset": offset, "timestamp": ts,
+                                  "key": _bytes(key, args.decode),
+                                  "value": _bytes(value, args.decode)}))
+            else:
+                print(f"{name} offset {offset} timestamp {ts} key {_shown(key)} "
+                      f"value {_shown(value)}")
+        shown += len(table)
+        note = {"topic": log.topic, "partition": log.partition, "records": summary.records,
+                "keys": summary.keys, "rows": summary.rows, "tombstones": summary.tombstones,
+                "null_keys": summary.null_keys}
+        if args.format == "json":
+            print(json.dumps({"summary": note}))
+        else:
+            print(f"{name}: {summary.rows} keys in the table from {summary.records} records; "
+                  f"{summary.tombstones} keys deleted by a tombstone, {summary.null_keys} "
+                  "records without a key left out", file=sys.stderr)
+    return EXIT_OK if shown or logs else EXIT_PROBLEMS
+
+
+def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
+    """Register ``kbatch latest`` (and the other commands of a log's life)."""
+    p = sub.add_parser("latest", help="the table view: the latest record of every key",
+                       description="One row per key: the record with the highest offset, keys "
+                                   "whose latest record is a tombstone left out (what a "
+                                   "compacted topic stands for). Records without a key are "
+                                   "left out and counted.")
+    p.add_argument("path")
+    p.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    p.add_argument("--isolation", choices=["read_uncommitted", "read_committed"],
+                   default="read_uncommitted",
+                   help="read_committed: aborted and open transactions never count")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--decode", choices=["utf8"], default=None,
+                   help="JSON: keys/values as UTF-8 text instead of base64")
+    p.add_argument("--limit", type=count, default=None, help="at most this many rows per partition")
+    url_flags(p)
+    p.set_defaults(func=lambda args: cmd_latest(args, resolve_path, storage_of))

@@ -54,7 +54,7 @@ def collect(results: dict):
             continue   # bench/test_remote.py writes bench/REMOTE.md itself
         info, median = b["extra_info"], b["stats"]["median"]
         test = b["name"].split("[")[0]
-        if b.get("group") == "internal":      # internal_table
+        if b.get("group") in ("internal", "latest (paired)"):   # their own tables
             continue
         if b.get("group") == "spark floor":
             spark_floor[info.get("label", "count, one row")] = median
@@ -208,6 +208,24 @@ def internal_table(results: dict) -> str:
     return "\n".join(out)
 
 
+def latest_table(results: dict) -> str:
+    """The table view next to a plain read (bench/test_latest.py)."""
+    rows = [b for b in results["benchmarks"] if b.get("group") == "latest (paired)"]
+    if not rows:
+        return ""
+    out = ["| partition (2 M records, 4 segments) | rows of the table | plain read + "
+           "view=\"latest\", median s | speed of view=\"latest\" / plain read |",
+           "|---|---:|---:|---:|"]
+    for b in rows:
+        info = b["extra_info"]
+        lo, hi = info["ratio_quartiles"]
+        out.append(f"| {info['dataset']} | {info['rows']:,} | {b['stats']['median']:.3f} | "
+                   f"**{info['speed_ratio']:.2f}** ({lo:.2f}-{hi:.2f}) |")
+    out += ["", "Paired: a plain `open_log(p).read()` and `read(view=\"latest\")` timed back "
+            "to back in each round, median of the per-round ratios (quartiles in brackets)."]
+    return "\n".join(out)
+
+
 def decode_table(decode) -> str:
     out = ["| dataset | decoder | records/s | MB/s | median s | vs aiokafka |",
            "|---|---|---:|---:|---:|---:|"]
@@ -352,6 +370,8 @@ def main():
         parts += [spark_table(spark), ""]
     if internal_table(results):
         parts += [internal_table(results), ""]
+    if latest_table(results):
+        parts += [latest_table(results), ""]
     if has_chart:
         parts += ["![throughput](bench/throughput.png)", ""]
     text = "\n".join(parts)

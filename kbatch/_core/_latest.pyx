@@ -100,6 +100,7 @@ cdef enum:
     KEY_NULL = 1
     KEY_BAD = -1
     INITIAL_SLOTS = 1024
+    CACHED_SLOTS = 1 << 16      # 512 KiB of slots: about what L2 holds
 
 
 cdef struct Keys:
@@ -187,9 +188,10 @@ cdef int _grow(Table *t, const Keys *k) noexcept nogil:
     return 0
 
 
-cdef int64_t _latest(const Keys *k, const int64_t *offsets, int64_t n, Table *t,
-                     int64_t *nulls) noexcept nogil:
-    """Fill ``t`` with each key's latest row. Returns 0, the row of a key
+cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_t n,
+                     Table *t, int64_t *nulls) noexcept nogil:
+    """Fill ``t`` with each key's latest row (``ordered``: offsets increase
+    with the rows, so a later row always wins). Returns 0, the row of a key
     outside its buffer + 1 as a negative number, or ``-(n + 2)`` when
     memory runs out."""
     cdef uint64_t hashes[BLOCK]
@@ -211,8 +213,9 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, int64_t n, Table *t,
             elif status[j] == KEY_BAD:
                 return -(base + j + 1)
         # 2: the key bytes of the row a slot holds (when its tag matches),
-        # prefetched for the comparison (a hint: 3 probes again)
-        for j in range(m):
+        # prefetched for the comparison (a hint: 3 probes again); a table
+        # that fits the cache needs no hint
+        for j in range(m if t.mask >= CACHED_SLOTS else 0):
             if status[j] == KEY_OK:
                 e = t.slots[hashes[j] & t.mask]
                 if e != 0 and (e >> 32) == (hashes[j] >> 32):
@@ -240,7 +243,7 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, int64_t n, Table *t,
                     row = <int64_t>(e & 0xFFFFFFFFu) - 1
                     _key(k, row, &other, &other_n)
                     if other_n == lens[j] and kb_eq(other, ptrs[j], other_n):
-                        if offsets[i] >= offsets[row]:
+                        if ordered or offsets[i] >= offsets[row]:
                             t.slots[idx] = (tag << 32) | <uint64_t>(i + 1)
                         break
                 idx = (idx + 1) & t.mask
@@ -284,6 +287,7 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
     cdef uint64_t s, e
     cdef int64_t *out_ptr
     cdef const uint8_t[::1] mv
+    cdef bint ordered = True
     held = []
     if n >= 0xFFFFFFFF:
         raise ValueError(f"{n} rows: the table view takes at most 2**32 - 2 rows at once")
@@ -334,6 +338,11 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
                 raise ValueError("key offsets must have one entry per row and one more")
             k.mode = MODE_OFF64
             k.off64 = &o64[0]
+    with nogil:
+        for i in range(1, n):
+            if offsets[i] <= offsets[i - 1]:
+                ordered = False
+                break
     t.slots = <uint64_t *>calloc(INITIAL_SLOTS, sizeof(uint64_t))
     t.mask = INITIAL_SLOTS - 1
     t.used = 0
@@ -343,7 +352,7 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
         raise MemoryError()
     try:
         with nogil:
-            status = _latest(&k, &offsets[0] if n else NULL, n, &t, &nulls)
+            status = _latest(&k, &offsets[0] if n else NULL, ordered, n, &t, &nulls)
         if status == -(n + 2):
             raise MemoryError()
         if status < 0:

@@ -323,6 +323,73 @@ def _batch_bounds(cols: Columns, batch_records: int, batch_bytes: int,
     return bounds
 
 
+# --- index entries ------------------------------------------------------------
+
+class IndexBuilder:
+    """A segment's ``.index`` and ``.timeindex`` entries, as a broker makes
+    them (LogSegment.append / LogSegment.recover, OffsetIndex.append,
+    TimeIndex.maybeAppend).
+
+    ``append(position, size, largest_offset, largest_timestamp, shallow)``:
+    one append of ``size`` bytes at ``position``. When more than
+    ``interval`` bytes were appended since the last entry (decided before
+    this append's size is added), an offset index entry (``largest_offset``,
+    ``position``) and a time index entry (the largest timestamp so far and
+    the offset recorded with it) are added. The largest timestamp moves
+    only when an append's is strictly larger; the time index only grows (an
+    entry whose timestamp is not above the last one is not written, nor one
+    without a timestamp, -1). ``close()`` adds the final time index entry a
+    rolled or closed segment ends with (onBecomeInactiveSegment, close,
+    and the end of recover). A broker's recovery appends batch by batch;
+    a running broker appends what one produce or fetch request carried
+    (before Kafka 3.9: one entry at most per request).
+    """
+
+    def __init__(self, base_offset: int, interval: int = DEFAULT_INDEX_INTERVAL):
+        self.base_offset = base_offset
+        self.interval = interval
+        self.offset_index: list[tuple[int, int]] = []   # (offset, position)
+        self.time_index: list[tuple[int, int]] = []     # (timestamp, offset)
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = -1
+        self.since_index = 0
+
+    def append(self, position: int, size: int, largest_offset: int, largest_timestamp: int,
+               shallow_offset_of_max_timestamp: int) -> None:
+        if largest_timestamp > self.max_timestamp:
+            self.max_timestamp = largest_timestamp
+            self.offset_of_max_timestamp = shallow_offset_of_max_timestamp
+        if self.since_index > self.interval:
+            self.offset_index.append((largest_offset, position))
+            self.close()
+            self.since_index = 0
+        self.since_index += size
+
+    def close(self) -> None:
+        """TimeIndex.maybeAppend(maxTimestampSoFar, its offset)."""
+        if self.max_timestamp >= 0 and (not self.time_index
+                                        or self.max_timestamp > self.time_index[-1][0]):
+            self.time_index.append((self.max_timestamp, self.offset_of_max_timestamp))
+
+    def restart(self) -> None:
+        """A new LogSegment object over the same files (a broker restart):
+        the bytes-since-last-entry counter starts again from 0."""
+        self.since_index = 0
+
+    def full(self) -> bool:
+        """Whether an index holds as many entries as 10 MiB (the broker rolls)."""
+        return (len(self.offset_index) >= INDEX_PREALLOCATE // 8
+                or len(self.time_index) >= INDEX_PREALLOCATE // 12)
+
+    def index_bytes(self) -> bytes:
+        """The ``.index`` file: ``relativeOffset int32 | position int32`` each."""
+        return b"".join(struct.pack(">ii", o - self.base_offset, p) for o, p in self.offset_index)
+
+    def timeindex_bytes(self) -> bytes:
+        """The ``.timeindex`` file: ``timestamp int64 | relativeOffset int32`` each."""
+        return b"".join(struct.pack(">qi", t, o - self.base_offset) for t, o in self.time_index)
+
+
 # --- segment writer -----------------------------------------------------------
 
 class SegmentWriter:
@@ -360,12 +427,16 @@ class SegmentWriter:
                             f"not {type(target).__name__}")
         self.next_offset = self.base_offset
         self.position = 0
-        self.offset_index: list[tuple[int, int]] = []   # (offset, position)
-        self.time_index: list[tuple[int, int]] = []     # (timestamp, offset)
-        self.max_timestamp = -1
-        self.offset_of_max_timestamp = -1
-        self._since_index = 0
+        self.indexes = IndexBuilder(self.base_offset, self.index_interval_bytes)
         self._sequences: dict[int, int] = {}
+
+    @property
+    def offset_index(self) -> list[tuple[int, int]]:
+        return self.indexes.offset_index
+
+    @property
+    def time_index(self) -> list[tuple[int, int]]:
+        return self.indexes.time_index
 
     def __enter__(self) -> "SegmentWriter":
         return self
@@ -391,25 +462,13 @@ class SegmentWriter:
         position = self.position
         self._file.write(data)
         self.position += len(data)
-        if largest_timestamp > self.max_timestamp:
-            self.max_timestamp = largest_timestamp
-            self.offset_of_max_timestamp = shallow_offset_of_max_timestamp
-        if self._since_index > self.index_interval_bytes:
-            self.offset_index.append((largest_offset, position))
-            self._add_time_entry()
-            self._since_index = 0
-        self._since_index += len(data)
+        self.indexes.append(position, len(data), largest_offset, largest_timestamp,
+                            shallow_offset_of_max_timestamp)
         self.next_offset = largest_offset + 1
-
-    def _add_time_entry(self) -> None:
-        if self.max_timestamp >= 0 and (not self.time_index
-                                        or self.max_timestamp > self.time_index[-1][0]):
-            self.time_index.append((self.max_timestamp, self.offset_of_max_timestamp))
 
     def index_full(self) -> bool:
         """Whether an index holds as many entries as 10 MiB (the broker rolls)."""
-        return (len(self.offset_index) >= INDEX_PREALLOCATE // 8
-                or len(self.time_index) >= INDEX_PREALLOCATE // 12)
+        return self.indexes.full()
 
     def encode(self, records, *, producer_id: int = -1, producer_epoch: int | None = None,
                transactional: bool = False, codec=None, timestamp_type: str = "create",
@@ -520,9 +579,7 @@ class SegmentWriter:
         ``preallocate`` leaves them zero-padded to 10 MiB, as the broker keeps
         the indexes of its active segment (sparse files: no disk used).
         """
-        rel = lambda off: off - self.base_offset  # noqa: E731
-        index = b"".join(struct.pack(">ii", rel(o), p) for o, p in self.offset_index)
-        times = b"".join(struct.pack(">qi", t, rel(o)) for t, o in self.time_index)
+        index, times = self.indexes.index_bytes(), self.indexes.timeindex_bytes()
         for suffix, data in ((".index", index), (".timeindex", times)):
             path = Path(str(stem) + suffix)
             with open(path, "wb") as f:
@@ -757,7 +814,7 @@ class LogWriter:
         prealloc = active and self.preallocate_indexes
         if not prealloc:
             # the final entry of a rolled (onBecomeInactiveSegment) or closed segment
-            seg._add_time_entry()
+            seg.indexes.close()
         seg.close()
         stem = self._stem(seg.base_offset)
         seg.write_indexes(stem, preallocate=prealloc)
@@ -776,8 +833,8 @@ class LogWriter:
         """What a broker's clean restart leaves in the active segment: the
         final time index entry of LogSegment.close, and an offset index
         counter that starts again from 0 (a new LogSegment object)."""
-        self._segment._add_time_entry()
-        self._segment._since_index = 0
+        self._segment.indexes.close()
+        self._segment.indexes.restart()
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> None:
         """LogSegment.shouldRoll before an append; the new segment starts at

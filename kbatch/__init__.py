@@ -7,6 +7,7 @@
     read_table(path, ...)       a data directory's records as one table (topic, partition)
     resolve(path)               what a path or URL names: segment / partition / data directory
     verify(path)                CRCs, offsets, indexes, where valid data ends
+    recover(source, dest)       the valid prefix of every partition, indexes rebuilt
     transactions(path)          committed / aborted / open transactions, LSO
     consumer_lag(data_dir)      committed offsets vs log end offsets over time
     kbatch.internal             internal topics, producer snapshots, checkpoints as tables
@@ -30,6 +31,7 @@ from kbatch.lib.entry import iter_segment, read_segment   # paths, URLs, buffers
 from kbatch.lib.views import ViewColumn
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
 from kbatch.tools.transactions import transactions
+from kbatch.tools.recover import recover
 from kbatch.tools.verify import verify
 
 __all__ = [
@@ -39,6 +41,6 @@ __all__ = [
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "Records",
     "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
-    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "resolve",
+    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "recover", "resolve",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

@@ -111,6 +111,35 @@ def cmd_latest(args, resolve_path, storage_of) -> int:
     return EXIT_OK if shown or logs else EXIT_PROBLEMS
 
 
+def cmd_recover(args, resolve_path, storage_of) -> int:
+    """``kbatch recover``: the valid prefix of every partition into DST;
+    exit 1 when something was dropped (the report says what)."""
+    from kbatch.tools.recover import recover
+    found = resolve_path(args.source, PathKind.PARTITION, PathKind.DATA_DIR,
+                         what="recover takes a partition or a broker data directory",
+                         storage=storage_of(args, [args.source]), check=False)
+    report = recover(found, args.dest, index_interval_bytes=args.index_interval_bytes)
+    for p in report.partitions:
+        if args.format == "json":
+            print(json.dumps({"partition": p.name, "log_start_offset": p.log_start_offset,
+                              "log_end_offset": p.log_end_offset,
+                              "segments": [s.__dict__ for s in p.segments],
+                              "dropped": [d.__dict__ for d in p.dropped]}))
+            continue
+        print(f"{p.name}: {len(p.segments)} segments copied, log [{p.log_start_offset}, "
+              f"{p.log_end_offset})" + ("" if p.dropped else ", nothing dropped"))
+        for d in p.dropped:
+            what = "whole segment" if d.start == 0 else f"from byte {d.start}"
+            print(f"  dropped {d.file} {what}: {d.bytes} bytes from offset {d.first_offset} "
+                  f"({d.reason})")
+    for note in report.notes:
+        if args.format == "json":
+            print(json.dumps({"note": note}))
+        else:
+            print(f"note: {note}")
+    return EXIT_OK if report.ok else EXIT_PROBLEMS
+
+
 def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     """Register ``kbatch latest`` (and the other commands of a log's life)."""
     p = sub.add_parser("latest", help="the table view: the latest record of every key",
@@ -129,3 +158,19 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     p.add_argument("--limit", type=count, default=None, help="at most this many rows per partition")
     url_flags(p)
     p.set_defaults(func=lambda args: cmd_latest(args, resolve_path, storage_of))
+
+    p = sub.add_parser("recover", help="copy the valid prefix of every partition, indexes rebuilt",
+                       description="What a broker's recovery keeps, written to a new directory: "
+                                   "every batch checked as verify checks it, each partition cut "
+                                   "at its first invalid batch (the rest of that segment and "
+                                   "every later segment dropped and reported), .index, "
+                                   ".timeindex, .txnindex, leader-epoch and checkpoint files "
+                                   "rebuilt. The source is never written. Exit 1 when something "
+                                   "was dropped.")
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("dest", metavar="DST", help="a new directory (must not exist)")
+    p.add_argument("--index-interval-bytes", type=count, default=4096,
+                   help="the topic's index.interval.bytes (default 4096)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    url_flags(p)
+    p.set_defaults(func=lambda args: cmd_recover(args, resolve_path, storage_of))

@@ -132,16 +132,55 @@ def check(report: SegmentReport, batches: BatchTable, idx, idx_name: str, ti,
     report.timeindex_problems = _timeindex_problems(ti, ti_name, batches)
 
 
+def offset_violations(batches: BatchTable, base_offset: int) -> tuple[bool, np.ndarray,
+                                                                         np.ndarray]:
+    """The offset rules of a segment's batches: ``(below, back, inverted)``:
+    whether the first batch starts below the segment's base offset, the
+    rows of batches that do not start above the previous batch's last
+    offset, and the rows whose last offset is below their base offset."""
+    below = bool(len(batches) and batches.base_offset[0] < base_offset)
+    back = np.flatnonzero(batches.base_offset[1:] <= batches.last_offset[:-1]) + 1
+    inverted = np.flatnonzero(batches.last_offset < batches.base_offset)
+    return below, back, inverted
+
+
+def first_damage(report: SegmentReport, batches: BatchTable) -> tuple[int, str] | None:
+    """Where a segment's valid prefix ends by the rules ``check`` reports
+    (``report`` and ``batches`` from ``walk`` and ``check``): ``(byte,
+    reason)`` of the first batch that fails its CRC or the offset rules,
+    the first damaged range, or a truncated, zero-padded or corrupt end;
+    None when every byte of the segment is valid. Recovery (``kbatch.
+    tools.recover``) truncates there, as Kafka's LogSegment.recover does."""
+    cuts = []
+    bad = np.flatnonzero(batches.crc_valid == 0)
+    if len(bad):
+        cuts.append((int(batches.position[bad[0]]), "crc mismatch"))
+    below, back, inverted = offset_violations(batches, report.base_offset)
+    if below:
+        cuts.append((int(batches.position[0]), "offset below the segment's base offset"))
+    for rows, why in ((back, "offsets do not increase"),
+                      (inverted, "last offset below the base offset")):
+        if len(rows):
+            cuts.append((int(batches.position[rows[0]]), why))
+    if report.skipped:
+        gap = report.skipped[0]
+        cuts.append((gap.start, gap.error or gap.reason))
+    if report.end_reason in ("truncated", "zero_padding", "corrupt"):
+        reason = {"truncated": "truncated batch", "zero_padding": "zero padding"}.get(
+            report.end_reason, report.error or "corrupt batch")
+        cuts.append((report.valid_bytes, reason))
+    return min(cuts, key=lambda c: c[0]) if cuts else None
+
+
 def _offset_problems(batches: BatchTable, base_offset: int) -> list[str]:
     out = []
-    if len(batches) and batches.base_offset[0] < base_offset:
+    below, back, inverted = offset_violations(batches, base_offset)
+    if below:
         out.append(f"first batch offset {int(batches.base_offset[0])} is below the "
                    f"segment's base offset {base_offset}")
-    back = np.flatnonzero(batches.base_offset[1:] <= batches.last_offset[:-1]) + 1
     for i in back[:100]:
         out.append(f"non-monotonic offsets: batch at byte {int(batches.position[i])} starts at "
                    f"{int(batches.base_offset[i])} after offset {int(batches.last_offset[i - 1])}")
-    inverted = np.flatnonzero(batches.last_offset < batches.base_offset)
     for i in inverted[:100]:
         out.append(f"batch at byte {int(batches.position[i])} ends at offset "
                    f"{int(batches.last_offset[i])} before its base offset {int(batches.base_offset[i])}")

@@ -1,0 +1,392 @@
+"""Recovery: ``kbatch.recover(source, dest)``, ``kbatch recover SRC DST``.
+
+What a broker does to a log on an unclean start (LogLoader.recoverLog,
+LogSegment.recover), done on a copy: every batch of every segment is
+checked by the rules ``verify`` applies (``kbatch.tools.verify_rules``:
+CRC, sizes, records, offsets that increase and stay above the segment's
+base; ``first_damage`` says where a segment's valid prefix ends), and the
+partition is cut at the first invalid batch: the rest of that segment and
+every later segment are not copied. The report says what was dropped, per
+partition (file, bytes, first offset, reason). The source is never
+written; ``dest`` must not exist.
+
+Each copied segment gets its side files rebuilt as LogSegment.recover
+builds them, batch by batch (``kbatch.lib.writer.IndexBuilder``):
+
+    .index       an entry (the batch's last offset, the batch's position)
+                 when more than index.interval.bytes (default 4096) were
+                 appended since the last entry, decided before the batch's
+                 own size is added
+    .timeindex   at each such entry, the largest batch max timestamp so far
+                 and the last offset of the first batch holding it, if it
+                 grew; and a final entry of that maximum, as on roll/close
+    .txnindex    one entry per aborted non-empty transaction, in the segment
+                 holding its ABORT marker: (producer id, first offset,
+                 marker offset, last stable offset), the LSO as
+                 ProducerStateManager.lastStableOffset computes it (the
+                 first offset of the earliest transaction of another
+                 producer still open, else the marker offset + 1)
+
+and the partition's ``leader-epoch-checkpoint`` from the batches' leader
+epochs (LeaderEpochFileCache.assign: a new entry when an epoch is larger
+than the latest). A data directory's checkpoint files are written for the
+recovered logs: ``recovery-point-offset-checkpoint`` (each log end
+offset: everything is flushed), ``log-start-offset-checkpoint`` (the
+source's, kept inside the recovered log) and ``replication-offset-
+checkpoint`` (the source's high watermark, at most the new log end), and
+``cleaner-offset-checkpoint`` when the source has one; ``meta.properties``
+and each partition's ``partition.metadata`` are copied. Producer
+snapshots (``.snapshot``) are left out: a broker that finds none rebuilds
+producer state from the log (LogLoader), and the report says so.
+KRaft snapshots (``__cluster_metadata-0/*.checkpoint``) are copied as they are.
+
+Kafka's recovery trusts a CRC-valid batch's records; this one decodes them
+too (a batch whose records are malformed behind a valid CRC is cut), and
+a batch whose offsets go back (which the broker would refuse to append) is
+cut as well: the copy then reads without errors and verifies clean.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kbatch.errors import ArgumentError
+from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES, offsets_of
+from kbatch.lib.log import PartitionLog
+from kbatch.lib.logfiles import Segment
+from kbatch.lib.open import Partition, resolve
+from kbatch.lib.paths import PathKind
+from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder
+from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport, check,
+                                       first_damage, verify_options, walk)
+from kbatch.wire import ControlType
+
+INT32_MAX = (1 << 31) - 1
+TXN_ENTRY = struct.Struct(">hqqqq")
+
+
+@dataclass
+class Dropped:
+    """Bytes of a source segment the recovered log does not hold."""
+
+    file: str                  # the segment file's name
+    start: int                 # first byte not copied
+    bytes: int
+    first_offset: int | None   # the first offset not kept (None: the segment held none)
+    reason: str
+
+
+@dataclass
+class SegmentCopy:
+    """A copied segment and how its rebuilt index files compare with the
+    source's (None: the source had no such file or it was empty; an active
+    segment's preallocated index is compared on its live entries, to which
+    the final time index entry of a closed segment is then added)."""
+
+    file: str
+    bytes: int
+    index_entries: int
+    timeindex_entries: int
+    txnindex_entries: int
+    index_identical: bool | None = None
+    timeindex_identical: bool | None = None
+
+
+@dataclass
+class PartitionRecovery:
+    topic: str | None
+    partition: int | None
+    source: str
+    dest: str
+    log_start_offset: int | None = None
+    log_end_offset: int | None = None
+    segments: list[SegmentCopy] = field(default_factory=list)
+    dropped: list[Dropped] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}" if self.topic is not None else self.source
+
+
+@dataclass
+class RecoveryReport:
+    dest: str
+    partitions: list[PartitionRecovery]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing was dropped: the copy holds every byte of the source's logs."""
+        return not any(p.dropped for p in self.partitions)
+
+
+# --- one segment ------------------------------------------------------------------
+
+def check_segment(seg: Segment, last: bool, **options):
+    """``(report, batches, markers, cut)``: the verify walk of ``seg``
+    (``markers``: control type by offset of its control records) and where
+    its valid prefix ends (``(byte, reason)``, None: all of it)."""
+    opts = verify_options(options)
+    report = SegmentReport(seg.name, seg.base_offset, seg.size, last_segment=last)
+    markers: dict[int, int] = {}
+
+    def chunks():
+        for chunk in seg.source.chunks(opts, chunk_records=CHUNK_RECORDS,
+                                       chunk_bytes=CHUNK_BYTES):
+            ctl = chunk.control
+            markers.update(zip(ctl.offset.tolist(), ctl.type.tolist()))
+            yield chunk
+    batches = walk(report, chunks())
+    check(report, batches, None, "", None, "")
+    cut = first_damage(report, batches)
+    # LogSegment.ensureOffsetInRange: a relative offset must fit 32 bits
+    over = np.flatnonzero(batches.last_offset - seg.base_offset > INT32_MAX)
+    if len(over) and (cut is None or int(batches.position[over[0]]) < cut[0]):
+        cut = (int(batches.position[over[0]]), "offset overflows the segment's relative "
+               "offsets (int32)")
+    return report, batches, markers, cut
+
+
+class ProducerState:
+    """What LogSegment.recover's updateProducerState keeps to write the
+    ``.txnindex``: each producer's open transaction (ProducerAppendInfo,
+    ProducerStateManager.ongoingTxns)."""
+
+    def __init__(self):
+        self.ongoing: dict[int, int] = {}     # producer id -> first offset
+
+    def batch(self, base: int, producer_id: int, transactional: bool, control: bool,
+              marker: int | None) -> bytes | None:
+        """One batch; the ``.txnindex`` entry it completes, if any."""
+        if producer_id < 0:
+            return None
+        if not control:
+            if transactional and producer_id not in self.ongoing:
+                self.ongoing[producer_id] = base
+            return None
+        if marker not in (ControlType.ABORT, ControlType.COMMIT):
+            return None
+        first = self.ongoing.get(producer_id)
+        if first is None:
+            return None          # an empty transaction: no entry
+        others = [f for p, f in self.ongoing.items() if p != producer_id]
+        lso = min(others) if others else base + 1
+        del self.ongoing[producer_id]
+        if marker == ControlType.ABORT:
+            return TXN_ENTRY.pack(0, producer_id, first, base, lso)
+        return None
+
+
+def _live(data: bytes, size: int) -> tuple[bytes, bool]:
+    """The entries before a zero tail, and whether there was one (an active
+    segment's preallocated index)."""
+    n = len(data) // size
+    end = n
+    while end and data[(end - 1) * size:end * size] == bytes(size):
+        end -= 1
+    return data[:end * size], end != n
+
+
+def _same(source: bytes | None, rebuilt: bytes, size: int) -> bool | None:
+    """Whether a rebuilt index file equals the source's (None: no source
+    file). A preallocated source (a running broker's active segment) is
+    compared on its live entries, without the final time index entry a
+    closed segment gets."""
+    if source is None:
+        return None
+    live, padded = _live(source, size)
+    if padded and size == 12 and len(rebuilt) == len(live) + size:
+        rebuilt = rebuilt[:-size]
+    return live == rebuilt
+
+
+def _side(seg: Segment, suffix: str) -> bytes | None:
+    """A source side file's bytes (None: absent or unreadable)."""
+    name = seg.location.name
+    stem = name[:-len(".log")] if name.endswith(".log") else name
+    loc = seg.location.parent.child(stem + suffix)
+    try:
+        return loc.tree.read_small(loc.path, 64 << 20)
+    except OSError:
+        return None
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _copy_range(seg: Segment, dest: Path, stop: int) -> None:
+    """Bytes ``[0, stop)`` of ``seg`` into ``dest``, in 16 MiB pieces."""
+    with open(dest, "wb") as out:
+        if stop <= 0:
+            return
+        with seg.source.window(0, stop) as view:
+            for at in range(0, stop, 16 << 20):
+                out.write(view[at:min(stop, at + (16 << 20))])
+
+
+# --- a partition --------------------------------------------------------------------
+
+def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: int,
+                      high_watermark: int | None = None, log_start: int | None = None,
+                      **options) -> PartitionRecovery:
+    """Copy the valid prefix of ``log`` into the new directory ``dest``."""
+    dest.mkdir(parents=True)
+    out = PartitionRecovery(log.topic, log.partition, log.name, str(dest))
+    producers = ProducerState()
+    epochs: list[tuple[int, int]] = []
+    cut_done = False
+    next_offset = None
+    for i, seg in enumerate(log.segments):
+        name = seg.location.name
+        if cut_done:
+            out.dropped.append(Dropped(name, 0, seg.size, seg.base_offset,
+                                       "after the first invalid batch"))
+            continue
+        report, batches, markers, cut = check_segment(seg, i == len(log.segments) - 1,
+                                                      **options)
+        stop = report.valid_bytes if cut is None else cut[0]
+        keep = np.flatnonzero(batches.position < stop) if len(batches) else np.empty(0, int)
+        indexes = IndexBuilder(seg.base_offset, index_interval_bytes)
+        txn = []
+        pos, size = batches.position, batches.size
+        last, max_ts = batches.last_offset, batches.max_timestamp
+        for r in keep.tolist():
+            indexes.append(int(pos[r]), int(size[r]), int(last[r]), int(max_ts[r]),
+                           int(last[r]))
+            base = int(batches.base_offset[r])
+            if int(batches.magic[r]) >= 2:
+                epoch = int(batches.partition_leader_epoch[r])
+                if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
+                    epochs.append((epoch, base))
+                entry = producers.batch(base, int(batches.producer_id[r]),
+                                        bool(batches.is_transactional[r]),
+                                        bool(batches.is_control[r]), markers.get(base))
+                if entry is not None:
+                    txn.append(entry)
+            next_offset = int(last[r]) + 1
+        indexes.close()
+        _copy_range(seg, dest / name, stop)
+        stem = dest / name[:-len(".log")]
+        index, times = indexes.index_bytes(), indexes.timeindex_bytes()
+        _write(Path(f"{stem}.index"), index)
+        _write(Path(f"{stem}.timeindex"), times)
+        if txn:
+            _write(Path(f"{stem}.txnindex"), b"".join(txn))
+        out.segments.append(SegmentCopy(
+            name, stop, len(indexes.offset_index), len(indexes.time_index), len(txn),
+            _same(_side(seg, ".index"), index, 8), _same(_side(seg, ".timeindex"), times, 12)))
+        if cut is not None:
+            cut_done = True
+            out.dropped.append(Dropped(name, stop, seg.size - stop, next_offset
+                                       if next_offset is not None else seg.base_offset,
+                                       cut[1]))
+    if log.segments:
+        end = next_offset if next_offset is not None else log.segments[0].base_offset
+        end = max(end, max(s.base_offset for s in log.segments
+                           if s.location.name in {c.file for c in out.segments}))
+        out.log_end_offset = end
+        first = log.segments[0].base_offset
+        start = first if log_start is None else log_start
+        out.log_start_offset = min(max(start, first), end)
+    lines = [f"{e} {o}" for e, o in epochs]
+    _write(dest / EPOCH_FILE, ("\n".join(["0", str(len(lines)), *lines]) + "\n").encode())
+    meta = log.location.child("partition.metadata")
+    data = meta.tree.read_small(meta.path, 1 << 16)
+    if data is not None:
+        _write(dest / "partition.metadata", data)
+    for e in log.location.list():
+        if e.is_file and e.name.endswith(".checkpoint"):      # KRaft snapshots
+            child = log.location.child(e.name)
+            _write(dest / e.name, child.tree.read_small(child.path, 1 << 30) or b"")
+    return out
+
+
+# --- the entry point -------------------------------------------------------------------
+
+def _offsets_file(path: Path, entries: dict) -> None:
+    lines = [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    path.write_text("\n".join(["0", str(len(lines)), *lines]) + "\n")
+
+
+def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
+            **options) -> RecoveryReport:
+    """Recover ``source`` (a partition, a broker data directory or a URL of
+    one) into the new local directory ``dest``: the valid prefix of every
+    partition, with rebuilt index files and checkpoints (see the module
+    docstring). ``index_interval_bytes``: the topic's index.interval.bytes.
+    Options: storage keywords (``storage_options``...) and the decode
+    limits of ``read_segment``. Returns what was copied and dropped."""
+    from kbatch.lib.storage import Storage
+    storage, options = Storage.split(options)
+    if isinstance(index_interval_bytes, bool) or not isinstance(index_interval_bytes, int) \
+            or not 0 <= index_interval_bytes <= INT32_MAX:
+        raise ArgumentError("index_interval_bytes must be an int in 0..2147483647")
+    found = resolve(source, storage)
+    if found.kind not in (PathKind.PARTITION, PathKind.DATA_DIR):
+        raise ArgumentError(f"{found.name}: is a {found.kind.value}; recover takes a partition "
+                            "directory or a broker data directory")
+    dest = Path(os.fspath(dest))
+    if dest.exists():
+        raise ArgumentError(f"{dest}: exists; recover writes a new directory (never in place)")
+    if not found.remote and _inside(dest, Path(found.path)):
+        raise ArgumentError(f"{dest}: inside the source {found.name}; write the copy elsewhere")
+    notes = ["producer snapshots (.snapshot) are not copied: a broker rebuilds producer "
+             "state from the log when it finds none"]
+    if found.kind is PathKind.PARTITION:
+        log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
+                              found.storage)
+        part = recover_partition(log, dest, index_interval_bytes=index_interval_bytes,
+                                 **options)
+        notes.append("a partition alone: the data directory's checkpoint files are not "
+                     "written (recover the data directory for them)")
+        return RecoveryReport(str(dest), [part], notes)
+    hw = offsets_of(found.location, "high_watermark")
+    starts = offsets_of(found.location, "log_start_offset")
+    cleaner = offsets_of(found.location, "cleaner_offset")
+    dest.mkdir(parents=True)
+    parts = []
+    for p in found.partitions():
+        log = PartitionLog.at(p, found.storage)
+        key = (p.topic, p.partition)
+        parts.append(recover_partition(log, dest / p.location.name,
+                                       index_interval_bytes=index_interval_bytes,
+                                       log_start=starts.get(key), **options))
+    ends = {(p.topic, p.partition): p.log_end_offset for p in parts
+            if p.log_end_offset is not None}
+    _offsets_file(dest / _file_of("recovery_point"), ends)
+    _offsets_file(dest / _file_of("log_start_offset"),
+                  {(p.topic, p.partition): p.log_start_offset for p in parts
+                   if p.log_start_offset is not None})
+    _offsets_file(dest / _file_of("high_watermark"),
+                  {k: min(hw.get(k, e), e) for k, e in ends.items()})
+    if cleaner:
+        _offsets_file(dest / _file_of("cleaner_offset"),
+                      {k: min(o, ends[k]) for k, o in cleaner.items() if k in ends})
+    meta = found.location.child("meta.properties")
+    data = meta.tree.read_small(meta.path, 1 << 16)
+    if data is not None:
+        _write(dest / "meta.properties", data)
+    return RecoveryReport(str(dest), parts, notes)
+
+
+def _file_of(kind: str) -> str:
+    return {v: k for k, v in OFFSET_FILES.items()}[kind]
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+__all__ = ["Dropped", "PartitionRecovery", "ProducerState", "RecoveryReport", "SegmentCopy",
+           "check_segment", "recover", "recover_partition"]

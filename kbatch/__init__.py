@@ -8,6 +8,7 @@
     resolve(path)               what a path or URL names: segment / partition / data directory
     verify(path)                CRCs, offsets, indexes, where valid data ends
     recover(source, dest)       the valid prefix of every partition, indexes rebuilt
+    retention(source, ...)      the segments retention.ms / retention.bytes would delete
     transactions(path)          committed / aborted / open transactions, LSO
     consumer_lag(data_dir)      committed offsets vs log end offsets over time
     kbatch.internal             internal topics, producer snapshots, checkpoints as tables
@@ -26,6 +27,7 @@ from kbatch.lib.objects import MissingObjectError, RemoteError
 from kbatch.lib.open import resolve
 from kbatch.lib.paths import PathError, PathKind
 from kbatch.lib.storage import Storage
+from kbatch.lib.retention import retention
 from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
 from kbatch.lib.entry import iter_segment, read_segment   # paths, URLs, buffers
 from kbatch.lib.views import ViewColumn
@@ -41,6 +43,6 @@ __all__ = [
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "Records",
     "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
-    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "recover", "resolve",
+    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "recover", "resolve", "retention",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

@@ -162,3 +162,70 @@ def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096):
         if valid < len(buf):
             break
     return kept, epochs
+
+
+# --- retention: UnifiedLog.deleteOldSegments ------------------------------------------
+
+def retention_model(segments: list[tuple[int, bytes, int]], *, log_start: int, hw: int | None,
+                    retention_ms: int | None, retention_bytes: int | None, now: int):
+    """``segments``: ``(base offset, bytes, mtime ms)`` in order. Returns
+    ``(deleted [(base, reason)], new log start, rolled)`` by the three
+    passes of deleteOldSegments (logStartOffset, size, ms), each a prefix
+    (deletableSegments: stops at the first miss, at an upper bound above
+    the high watermark, at an empty last segment), rolling an empty segment
+    at the log end offset when all would go (deleteSegments)."""
+    infos = []
+    end = segments[0][0]
+    for base, buf, mtime in segments:
+        batches, _ = walk(buf)
+        largest = max((h["max_timestamp"] for h in batches), default=-1)
+        infos.append([base, len(buf), largest if largest >= 0 else mtime])
+        if batches:
+            end = max(end, batches[-1]["last_offset"] + 1)
+        end = max(end, base)
+    hw = end if hw is None else hw
+    segs, deleted, start, rolled = infos, [], max(log_start, infos[0][0]), False
+
+    def prefix(pred):
+        out = []
+        for k, s in enumerate(segs):
+            nxt = segs[k + 1] if k + 1 < len(segs) else None
+            upper = nxt[0] if nxt else end
+            if hw >= upper and pred(s, nxt) and not (nxt is None and s[1] == 0):
+                out.append(s)
+            else:
+                break
+        return out
+
+    def remove(found, reason):
+        nonlocal segs, start, rolled
+        if not found:
+            return
+        if len(found) == len(segs):
+            new = [end, 0, -1]
+            if found[-1][0] == end:
+                found = found[:-1]
+            else:
+                rolled = True
+                segs = segs + [new]
+        if not found:
+            return
+        start = max(start, segs[len(found)][0])
+        deleted.extend((s[0], reason) for s in found)
+        segs = segs[len(found):]
+
+    remove(prefix(lambda s, nxt: nxt is not None and nxt[0] <= start), "log_start_offset")
+    if retention_bytes is not None and retention_bytes >= 0:
+        size = sum(s[1] for s in segs)
+        if size >= retention_bytes:
+            left = [size - retention_bytes]
+
+            def by_size(s, _):
+                if left[0] - s[1] >= 0:
+                    left[0] -= s[1]
+                    return True
+                return False
+            remove(prefix(by_size), "size")
+    if retention_ms is not None and retention_ms >= 0:
+        remove(prefix(lambda s, _: now - s[2] > retention_ms), "time")
+    return deleted, start, rolled

@@ -628,7 +628,7 @@ class LogDir:
              start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              threads: int | None = None, isolation: str = "read_uncommitted",
-             visibility: str = "all", view: str = "all",
+             visibility: str = "all", view: str = "all", log_start=None,
              **options) -> PartitionRecords:
         """Every selected partition as ``{(topic, partition): Records}``:
         whole, or the range (arguments of ``PartitionLog.read``) of each.
@@ -644,6 +644,10 @@ class LogDir:
         ``visibility="consumer"``: only ``[log start offset, high watermark)``
         of each partition, from the checkpoint files
         (``kbatch.lib.visibility``); "all" (default): everything.
+        ``log_start``: ``{(topic, partition): offset}`` (or a
+        ``kbatch.lib.retention.RetentionPlan``) standing in for the
+        checkpoint's log start offsets with ``visibility="consumer"``: what
+        a consumer would see after a retention change.
         ``view="latest"``: each partition as the table of its keys (see
         ``PartitionLog.read``), after isolation and visibility.
 
@@ -657,6 +661,9 @@ class LogDir:
         from kbatch.lib.visibility import check_visibility
         check_visibility(visibility)
         check_isolation(isolation)
+        log_start = getattr(log_start, "log_start_offsets", log_start)
+        if log_start is not None and visibility != "consumer":
+            raise ArgumentError("log_start= applies with visibility='consumer'")
         if check_view(view) == "latest":
             check_columns(options.get("columns"))
         opts = decode_options("LogDir.read", options)
@@ -670,7 +677,7 @@ class LogDir:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 result = {(p.topic, p.partition): rec
                           for p, rec in zip(parts, pool.map(read_part, parts))}
-            return self._viewed(self._visible(result, visibility), view, workers)
+            return self._viewed(self._visible(result, visibility, log_start), view, workers)
 
         def decode(job):     # a run of a partition's segments into one set of columns
             p, run, nbytes = job       # (sized once, by _jobs)
@@ -687,16 +694,16 @@ class LogDir:
             results: list = [None] * len(jobs)
             for i, rec in zip(order, done):
                 results[i] = rec
-            joined = self._joined(parts, jobs, results, opts, options, isolation, visibility,
-                                  pool)
+            joined = self._joined(parts, jobs, results, opts, options, isolation,
+                                  (visibility, log_start), pool)
         finally:
             if pool is not None:
                 pool.shutdown()
         return self._viewed(joined, view, workers)
 
-    def _visible(self, result: dict, visibility: str) -> PartitionRecords:
+    def _visible(self, result: dict, visibility: str, log_start=None) -> PartitionRecords:
         from kbatch.lib.visibility import apply_visibility
-        return PartitionRecords(apply_visibility(self.location, result, visibility))
+        return PartitionRecords(apply_visibility(self.location, result, visibility, log_start))
 
     def _viewed(self, result: PartitionRecords, view: str, workers: int) -> PartitionRecords:
         """Each partition as ``view`` shows it (the kernel releases the GIL:
@@ -740,7 +747,7 @@ class LogDir:
             for p in parts:
                 key = (p.topic, p.partition)
                 result[key] = p.transaction_state(**options).filter(result[key])
-        return self._visible(result, visibility)
+        return self._visible(result, *visibility)
 
 
 def select_topics(partitions: list, topics, where: str) -> list:

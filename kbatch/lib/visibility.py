@@ -45,11 +45,18 @@ def visible(records, bounds: tuple[int | None, int | None]):
     return records.select_offsets(lo, hi)
 
 
-def apply_visibility(data_dir, parts: dict, visibility: str) -> dict:
+def apply_visibility(data_dir, parts: dict, visibility: str, log_start=None) -> dict:
     """``{(topic, partition): Records}`` of a data directory read, each
     restricted to what ``visibility`` allows ("all": unchanged;
-    "consumer": ``[log start offset, high watermark)`` from the checkpoints)."""
+    "consumer": ``[log start offset, high watermark)`` from the checkpoints).
+    ``log_start``: ``{(topic, partition): offset}`` standing in for the
+    checkpoint's log start offsets (a simulated retention change,
+    ``kbatch.lib.retention``)."""
     if check_visibility(visibility) == "all":
+        if log_start:
+            raise ValueError("log_start= applies with visibility='consumer'")
         return parts
     ranges = visible_ranges(data_dir)
+    for key, start in (log_start or {}).items():
+        ranges[key] = (start, ranges.get(key, (None, None))[1])
     return {key: visible(rec, ranges.get(key, (None, None))) for key, rec in parts.items()}

@@ -140,6 +140,38 @@ def cmd_recover(args, resolve_path, storage_of) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
+def cmd_retention(args, resolve_path, storage_of) -> int:
+    """``kbatch retention``: the plan per partition; ``--apply DEST`` writes
+    the retained copy."""
+    from kbatch.lib.retention import retention
+    found = resolve_path(args.source, PathKind.PARTITION, PathKind.DATA_DIR,
+                         what="retention takes a partition or a broker data directory",
+                         storage=storage_of(args, [args.source]), check=False)
+    plan = retention(found, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
+                     now=args.now)
+    for p in plan.partitions:
+        name = f"{p.topic}-{p.partition}" if p.topic is not None else p.log.name
+        if args.format == "json":
+            print(json.dumps({"topic": p.topic, "partition": p.partition,
+                              "log_start_offset": p.log_start_offset,
+                              "log_end_offset": p.log_end_offset,
+                              "high_watermark": p.high_watermark,
+                              "deleted": [d.__dict__ for d in p.deleted], "rolled": p.rolled,
+                              "new_log_start_offset": p.new_log_start_offset}))
+            continue
+        for d in p.deleted:
+            print(f"{name}: delete {d.file} ({d.reason}): {d.bytes} bytes, offsets from "
+                  f"{d.base_offset}")
+        roll = (f", after rolling an empty segment at {p.log_end_offset}" if p.rolled else "")
+        print(f"{name}: {len(p.deleted)} of {len(p.segments)} segments deleted{roll}; new log "
+              f"start {p.new_log_start_offset} (was {p.log_start_offset}), log end "
+              f"{p.log_end_offset}")
+    if args.apply:
+        out = plan.apply(args.apply)
+        print(f"wrote the retained copy to {out}", file=sys.stderr)
+    return EXIT_OK if plan.partitions else EXIT_PROBLEMS
+
+
 def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     """Register ``kbatch latest`` (and the other commands of a log's life)."""
     p = sub.add_parser("latest", help="the table view: the latest record of every key",
@@ -174,3 +206,19 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     p.add_argument("--format", choices=["text", "json"], default="text")
     url_flags(p)
     p.set_defaults(func=lambda args: cmd_recover(args, resolve_path, storage_of))
+
+    p = sub.add_parser("retention", help="what retention.ms / retention.bytes would delete",
+                       description="The segments Kafka's retention would delete per partition "
+                                   "(log start offset, size, then time, each oldest first), the "
+                                   "reason for each and the new log start offset; --apply "
+                                   "writes the retained copy to a new directory.")
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("--retention-ms", type=int, default=None,
+                   help="retention.ms (negative or absent: no time limit)")
+    p.add_argument("--retention-bytes", type=int, default=None,
+                   help="retention.bytes per partition (negative or absent: no size limit)")
+    p.add_argument("--now", type=count, default=None, help="the time in ms (default: now)")
+    p.add_argument("--apply", metavar="DEST", help="write the retained copy here (a new directory)")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    url_flags(p)
+    p.set_defaults(func=lambda args: cmd_retention(args, resolve_path, storage_of))

@@ -1,0 +1,347 @@
+"""Deletes: what ``retention.ms`` / ``retention.bytes`` would remove.
+
+``retention(source, retention_ms=, retention_bytes=, now=)`` plans, per
+partition, the segments a broker would delete and the log start offset
+that follows, with Kafka's own predicates (UnifiedLog.deleteOldSegments,
+in its order, each pass on what the previous one left):
+
+1. log start offset: a segment goes when the next segment's base offset is
+   at or below the log start offset (``log-start-offset-checkpoint``);
+2. size (``retention_bytes`` >= 0, and the partition at least that big):
+   ``diff = size - retention_bytes``; oldest first, a segment goes while
+   ``diff - its size >= 0`` (what stays is at least the limit);
+3. time (``retention_ms`` >= 0): a segment goes when ``now - its largest
+   timestamp > retention_ms``; its largest timestamp is the largest batch
+   max timestamp, or, when it holds none (magic 0, or none >= 0), the
+   file's modification time (LogSegment.largestTimestamp).
+
+Each pass deletes a prefix (UnifiedLog.deletableSegments): it stops at the
+first segment that does not qualify, at a segment whose upper bound (the
+next segment's base offset, or the log end offset for the last one) is
+above the high watermark (``replication-offset-checkpoint``; the log end
+offset when absent), and at an empty last segment. When every segment
+goes, the broker first rolls a new empty segment at the log end offset
+(an expired non-empty active segment is deleted too); the log start
+offset becomes the base offset of the first segment kept.
+
+``RetentionPlan.apply(dest)`` writes the retained copy (segments with
+their index files, producer snapshots of kept segments, the leader epoch
+file truncated from the new start as LeaderEpochFileCache.truncateFromStart
+does, the checkpoint files with the new log start offsets);
+``RetentionPlan.lost()`` reads what would be deleted; a read with
+``visibility="consumer", log_start=plan.log_start_offsets`` sees what a
+consumer would see after the change.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kbatch.errors import ArgumentError
+from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES, offsets_of, parse_checkpoint
+from kbatch.lib.log import PartitionLog
+from kbatch.lib.open import Partition, resolve
+from kbatch.lib.paths import PathKind
+from kbatch.lib.storage import Storage
+from kbatch.lib.tables import PartitionRecords
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """What the predicates look at, per segment."""
+
+    file: str
+    base_offset: int
+    size: int
+    largest_timestamp: int       # ms: batches' max, else the file's modification time
+    from_mtime: bool
+
+
+@dataclass
+class Deletion:
+    file: str
+    base_offset: int
+    bytes: int
+    reason: str          # "log_start_offset", "size" or "time"
+
+
+@dataclass
+class PartitionPlan:
+    topic: str | None
+    partition: int | None
+    log: PartitionLog = field(repr=False)
+    segments: list[SegmentInfo]
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    deleted: list[Deletion] = field(default_factory=list)
+    new_log_start_offset: int = 0
+    rolled: bool = False        # a new empty segment at the log end offset first
+
+    @property
+    def key(self) -> tuple:
+        return (self.topic, self.partition)
+
+    @property
+    def kept(self) -> list[SegmentInfo]:
+        gone = {d.file for d in self.deleted}
+        return [s for s in self.segments if s.file not in gone]
+
+
+@dataclass
+class RetentionPlan:
+    source: object = field(repr=False)
+    partitions: list[PartitionPlan]
+    retention_ms: int | None
+    retention_bytes: int | None
+    now: int
+
+    @property
+    def log_start_offsets(self) -> dict[tuple, int]:
+        """``{(topic, partition): new log start offset}``."""
+        return {p.key: p.new_log_start_offset for p in self.partitions}
+
+    def lost(self, **options) -> PartitionRecords:
+        """The records the plan deletes, per partition (options: those of
+        ``PartitionLog.read``: ``isolation``, ``columns``...)."""
+        return PartitionRecords({p.key: p.log.read(end_offset=p.new_log_start_offset, **options)
+                                 for p in self.partitions})
+
+    def apply(self, dest) -> Path:
+        """Write the retained copy into the new directory ``dest``."""
+        return apply_plan(self, dest)
+
+
+def _checked_ms(value, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"{name} must be an int (ms or bytes; negative: no limit)")
+    return int(value)
+
+
+def segment_infos(log: PartitionLog) -> tuple[list[SegmentInfo], int]:
+    """Each segment's size and largest timestamp, and the log end offset
+    (from one walk over the batch headers, ``transaction_tables``)."""
+    batches, _, _ = log.transaction_tables()
+    src = batches.source if len(batches) else np.empty(0, np.int32)
+    infos, end = [], log.segments[0].base_offset if log.segments else 0
+    for i, seg in enumerate(log.segments):
+        rows = np.flatnonzero(src == i)
+        largest = int(batches.max_timestamp[rows].max()) if len(rows) else -1
+        from_mtime = largest < 0
+        if from_mtime:
+            largest = _mtime_ms(seg)
+        infos.append(SegmentInfo(seg.location.name, seg.base_offset, seg.size, largest,
+                                 from_mtime))
+        if len(rows):
+            end = max(end, int(batches.last_offset[rows].max()) + 1)
+        end = max(end, seg.base_offset)
+    return infos, end
+
+
+def _mtime_ms(seg) -> int:
+    path = seg.location.local_path()
+    if isinstance(path, Path):
+        return int(os.stat(path).st_mtime * 1000)
+    mtime = getattr(seg.location.stat(), "mtime", None)
+    return int(mtime * 1000) if mtime else -1
+
+
+def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_bytes: int | None,
+                   now: int) -> PartitionPlan:
+    """Fill ``plan.deleted``/``new_log_start_offset``/``rolled`` by the
+    three passes of UnifiedLog.deleteOldSegments."""
+    segs = list(plan.segments)
+    start = plan.log_start_offset
+
+    def deletable(predicate) -> list[SegmentInfo]:
+        out = []
+        for k, seg in enumerate(segs):
+            nxt = segs[k + 1] if k + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else plan.log_end_offset
+            last_and_empty = nxt is None and seg.size == 0
+            if plan.high_watermark >= upper and predicate(seg, nxt) and not last_and_empty:
+                out.append(seg)
+            else:
+                break
+        return out
+
+    def delete(found: list[SegmentInfo], reason: str) -> None:
+        nonlocal segs, start
+        if not found:
+            return
+        if len(found) == len(segs):      # roll first: the log keeps a segment
+            rolled = SegmentInfo(f"{plan.log_end_offset:020d}.log", plan.log_end_offset, 0,
+                                 -1, False)
+            if found[-1].base_offset == rolled.base_offset:
+                found = found[:-1]       # an empty active segment at the log end: recreated
+            else:
+                plan.rolled = True
+                segs = segs + [rolled]
+            if not found:
+                return
+        after = segs[segs.index(found[-1]) + 1]
+        start = max(start, after.base_offset)
+        plan.deleted += [Deletion(s.file, s.base_offset, s.size, reason) for s in found]
+        segs = segs[len(found):]
+
+    delete(deletable(lambda s, nxt: nxt is not None and nxt.base_offset <= start),
+           "log_start_offset")
+    if retention_bytes is not None and retention_bytes >= 0:
+        size = sum(s.size for s in segs)
+        if size >= retention_bytes:
+            diff = size - retention_bytes
+
+            def by_size(seg, _nxt):
+                nonlocal diff
+                if diff - seg.size >= 0:
+                    diff -= seg.size
+                    return True
+                return False
+            delete(deletable(by_size), "size")
+    if retention_ms is not None and retention_ms >= 0:
+        delete(deletable(lambda s, _nxt: now - s.largest_timestamp > retention_ms), "time")
+    plan.new_log_start_offset = start
+    return plan
+
+
+def retention(source, *, retention_ms: int | None = None, retention_bytes: int | None = None,
+              now=None, high_watermark: dict | None = None, **storage) -> RetentionPlan:
+    """The segments Kafka's retention would delete from ``source`` (a
+    partition, a data directory, or a URL of one), per partition, with the
+    reason for each and the new log start offset (see the module
+    docstring). ``now``: ms (default: the clock). ``high_watermark``:
+    ``{(topic, partition): offset}`` overriding the checkpoint (default:
+    ``replication-offset-checkpoint``, else the log end offset)."""
+    from kbatch.lib.timestamps import to_millis
+    retention_ms = _checked_ms(retention_ms, "retention_ms")
+    retention_bytes = _checked_ms(retention_bytes, "retention_bytes")
+    now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
+    store, rest = Storage.split(storage)
+    if rest:
+        raise ArgumentError(f"retention: unknown argument(s) {', '.join(sorted(rest))}")
+    found = resolve(source, store)
+    if found.kind is PathKind.PARTITION:
+        parts = [Partition(found.topic, found.partition, found.location)]
+        starts, hws = {}, {}
+    elif found.kind is PathKind.DATA_DIR:
+        parts = found.partitions()
+        starts = offsets_of(found.location, "log_start_offset")
+        hws = offsets_of(found.location, "high_watermark")
+    else:
+        raise ArgumentError(f"{found.name}: is a {found.kind.value}; retention takes a partition "
+                            "directory or a broker data directory")
+    hws = {**hws, **(high_watermark or {})}
+    plans = []
+    for p in parts:
+        log = PartitionLog.at(p, found.storage)
+        if not log.segments:
+            continue
+        infos, end = segment_infos(log)
+        key = (p.topic, p.partition)
+        start = max(starts.get(key, infos[0].base_offset), infos[0].base_offset)
+        plan = PartitionPlan(p.topic, p.partition, log, infos, start, end,
+                             hws.get(key, end))
+        plans.append(plan_partition(plan, retention_ms, retention_bytes, now_ms))
+    return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms)
+
+
+# --- the retained copy -----------------------------------------------------------------
+
+def truncate_epochs(entries: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
+    """LeaderEpochFileCache.truncateFromStart: entries starting at or below
+    ``start`` go, the last of them comes back starting at ``start``."""
+    removed = [e for e in entries if e[1] <= start]
+    kept = [e for e in entries if e[1] > start]
+    return ([(removed[-1][0], start)] if removed else []) + kept
+
+
+def _offsets_text(entries: dict) -> str:
+    lines = [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    return "\n".join(["0", str(len(lines)), *lines]) + "\n"
+
+
+def _copy(loc, dest: Path) -> None:
+    """A file of the source (local or remote) into ``dest``, in pieces."""
+    local = loc.local_path()
+    if isinstance(local, Path):
+        with open(local, "rb") as src, open(dest, "wb") as out:
+            while True:
+                piece = src.read(16 << 20)
+                if not piece:
+                    break
+                out.write(piece)
+        return
+    data = loc.tree.read_small(loc.path, 1 << 40)
+    dest.write_bytes(data or b"")
+
+
+def apply_plan(plan: RetentionPlan, dest) -> Path:
+    """The retained copy of ``plan.source`` in the new directory ``dest``."""
+    from kbatch.lib.paths import segment_base
+    dest = Path(os.fspath(dest))
+    if dest.exists():
+        raise ArgumentError(f"{dest}: exists; retention writes a new directory (never in place)")
+    found = plan.source
+    single = found.kind is PathKind.PARTITION
+    dest.mkdir(parents=True)
+    for p in plan.partitions:
+        out = dest if single else dest / p.log.location.name
+        out.mkdir(exist_ok=True)
+        gone = {d.base_offset for d in p.deleted}
+        for e in p.log.location.list():
+            if not e.is_file:
+                continue
+            base = segment_base(e.name) if e.name.endswith(".log") else None
+            stem_base = _stem_base(e.name)
+            if e.name == EPOCH_FILE:
+                data = p.log.location.child(e.name)
+                text = data.tree.read_small(data.path, 1 << 20) or b""
+                _, entries = parse_checkpoint("leader_epoch", text, str(data))
+                kept = truncate_epochs(entries, p.new_log_start_offset)
+                (out / e.name).write_text("\n".join(
+                    ["0", str(len(kept)), *(f"{a} {b}" for a, b in kept)]) + "\n")
+            elif stem_base is not None and stem_base in gone:
+                continue        # a deleted segment, its index files and snapshot
+            elif base is not None or stem_base is not None or e.name == "partition.metadata":
+                _copy(p.log.location.child(e.name), out / e.name)
+        if p.rolled:
+            stem = out / f"{p.log_end_offset:020d}"
+            for suffix in (".log", ".index", ".timeindex"):
+                Path(f"{stem}{suffix}").write_bytes(b"")
+    if not single:
+        starts = offsets_of(found.location, "log_start_offset")
+        starts.update(plan.log_start_offsets)
+        (dest / "log-start-offset-checkpoint").write_text(_offsets_text(starts))
+        for name, kind in OFFSET_FILES.items():
+            if kind == "log_start_offset":
+                continue
+            loc = found.location.child(name)
+            data = loc.tree.read_small(loc.path, 256 << 20)
+            if data is not None:
+                (dest / name).write_bytes(data)
+        meta = found.location.child("meta.properties")
+        data = meta.tree.read_small(meta.path, 1 << 16)
+        if data is not None:
+            (dest / "meta.properties").write_bytes(data)
+    return dest
+
+
+def _stem_base(name: str) -> int | None:
+    """The base offset of a segment's side file (``.index``, ``.timeindex``,
+    ``.txnindex``, ``.snapshot``, ``.log``), None for other files."""
+    from kbatch.lib.paths import segment_base
+    for suffix in (".log", ".index", ".timeindex", ".txnindex", ".snapshot"):
+        if name.endswith(suffix):
+            return segment_base(name[:-len(suffix)] + ".log")
+    return None
+
+
+__all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan",
+           "plan_partition", "retention", "segment_infos", "truncate_epochs"]

@@ -1,0 +1,145 @@
+"""``kbatch.retention``: plans against ``tests/lifecycle_ref.retention_model``
+(UnifiedLog.deleteOldSegments, written from Kafka's source) over time,
+size and both, on partitions written by tests/kafka_ref.py's encoders;
+the retained copy; reads of what would be lost and of what a consumer
+would see after the change."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, strategies as st
+
+import kbatch
+from kbatch.lib.checkpoints import read_checkpoint
+from kbatch.lib.retention import retention, truncate_epochs
+from tests.kafka_ref import build_batch
+from tests.lifecycle_ref import retention_model
+
+T0 = 1_700_000_000_000
+
+
+def write(directory, spec, mtime_of=lambda k: T0):
+    """``spec``: per segment a list of (records, max ts offset) batches:
+    [(n records, timestamp)], written with kafka-python's builder."""
+    directory.mkdir(parents=True)
+    segments, offset = [], 0
+    for k, batches in enumerate(spec):
+        base = offset
+        parts = []
+        for n, ts in batches:
+            rows = [(ts - (n - 1 - j) if ts >= 0 else -1, b"k", b"v" * 50, []) for j in range(n)]
+            parts.append(build_batch(rows, base_offset=offset))
+            offset += n
+        data = b"".join(parts)
+        path = directory / f"{base:020d}.log"
+        path.write_bytes(data)
+        os.utime(path, (mtime_of(k) / 1000, mtime_of(k) / 1000))
+        segments.append((base, data, int(path.stat().st_mtime * 1000)))
+    return segments
+
+
+segments_st = st.lists(st.lists(st.tuples(st.integers(1, 5),
+                                          st.one_of(st.just(-1), st.integers(T0, T0 + 10_000))),
+                                min_size=1, max_size=4), min_size=1, max_size=6)
+
+
+@given(spec=segments_st, empty_active=st.booleans(),
+       ms=st.one_of(st.none(), st.integers(-1, 12_000)),
+       size=st.one_of(st.none(), st.integers(-1, 3000)), start=st.integers(0, 30),
+       hw_back=st.one_of(st.none(), st.integers(0, 10)), now_delta=st.integers(0, 12_000))
+def test_plan_matches_the_model(tmp_path_factory, spec, empty_active, ms, size, start,
+                                hw_back, now_delta):
+    d = tmp_path_factory.mktemp("r") / "data"
+    segs = write(d / "t-0", spec + ([[]] if empty_active else []), lambda k: T0 + 1000 * k)
+    leo = retention(d / "t-0").partitions[0].log_end_offset   # no limits: nothing deleted
+    hw = None if hw_back is None else max(leo - hw_back, 0)
+    (d / "log-start-offset-checkpoint").write_text(f"0\n1\nt 0 {start}\n")
+    if hw is not None:
+        (d / "replication-offset-checkpoint").write_text(f"0\n1\nt 0 {hw}\n")
+    now = T0 + now_delta
+    plan = retention(d, retention_ms=ms, retention_bytes=size, now=now)
+    (p,) = plan.partitions
+    deleted, new_start, rolled = retention_model(segs, log_start=start, hw=hw, retention_ms=ms,
+                                                 retention_bytes=size, now=now)
+    assert [(x.base_offset, x.reason) for x in p.deleted] == deleted
+    assert (p.new_log_start_offset, p.rolled) == (new_start, rolled)
+    assert p.log_end_offset == leo
+
+
+def test_time_size_and_both(tmp_path):
+    # four segments of 2 batches; largest timestamps T0+100, +200, +300, +400
+    spec = [[(3, T0 + 100 * (k + 1) - 5), (3, T0 + 100 * (k + 1))] for k in range(4)]
+    segs = write(tmp_path / "t-0", spec)
+    size = len(segs[0][1])
+    by_time = retention(tmp_path / "t-0", retention_ms=150, now=T0 + 400).partitions[0]
+    assert [d.reason for d in by_time.deleted] == ["time", "time"]
+    assert by_time.new_log_start_offset == 12 and not by_time.rolled
+    by_size = retention(tmp_path / "t-0", retention_bytes=2 * size + 1).partitions[0]
+    assert [d.base_offset for d in by_size.deleted] == [0]   # what stays >= the limit
+    both = retention(tmp_path / "t-0", retention_bytes=3 * size, retention_ms=150,
+                     now=T0 + 400).partitions[0]
+    assert [(d.base_offset, d.reason) for d in both.deleted] == [(0, "size"), (6, "time")]
+    # every segment expired: the active one goes too, after a roll at the log end
+    everything = retention(tmp_path / "t-0", retention_ms=0, now=T0 + 10_000).partitions[0]
+    assert len(everything.deleted) == 4 and everything.rolled
+    assert everything.new_log_start_offset == everything.log_end_offset == 24
+
+
+def test_segment_without_timestamps_uses_the_file_time(tmp_path):
+    segs = write(tmp_path / "t-0", [[(2, -1)], [(2, -1)]], lambda k: T0 + 1000 * k)
+    plan = retention(tmp_path / "t-0", retention_ms=500, now=T0 + 1200).partitions[0]
+    assert plan.segments[0].from_mtime and plan.segments[0].largest_timestamp == segs[0][2]
+    assert [d.base_offset for d in plan.deleted] == [0]
+
+
+def test_apply_lost_and_consumer_view(tmp_path):
+    data = tmp_path / "data"
+    spec = [[(3, T0 + 100 * (k + 1))] for k in range(4)]
+    write(data / "t-0", spec)
+    (data / "t-0" / "leader-epoch-checkpoint").write_text("0\n3\n0 0\n1 2\n2 7\n")
+    (data / "t-0" / "00000000000000000003.snapshot").write_bytes(b"x")
+    (data / "t-0" / "00000000000000000009.snapshot").write_bytes(b"y")
+    (data / "t-0" / "00000000000000000007.snapshot").write_bytes(b"z")
+    (data / "log-start-offset-checkpoint").write_text("0\n1\nt 0 0\n")
+    (data / "replication-offset-checkpoint").write_text("0\n1\nt 0 12\n")
+    plan = retention(data, retention_ms=150, now=T0 + 400)
+    assert plan.log_start_offsets == {("t", 0): 6}
+    lost = plan.lost()
+    assert lost[("t", 0)].offset.tolist() == list(range(6))
+    seen = kbatch.open_log_dir(data).read(visibility="consumer", log_start=plan)
+    assert seen[("t", 0)].offset.tolist() == list(range(6, 12))
+    out = plan.apply(tmp_path / "out")
+    names = sorted(os.listdir(out / "t-0"))
+    assert "00000000000000000000.log" not in names and "00000000000000000006.log" in names
+    # the snapshots at deleted segments' base offsets go (UnifiedLog.deleteProducerSnapshots)
+    assert "00000000000000000003.snapshot" not in names
+    assert "00000000000000000007.snapshot" in names and "00000000000000000009.snapshot" in names
+    assert read_checkpoint(out / "log-start-offset-checkpoint")[1] == [("t", 0, 6)]
+    assert read_checkpoint(out / "t-0" / "leader-epoch-checkpoint")[1] == [(1, 6), (2, 7)]
+    assert kbatch.verify(out).ok
+    assert kbatch.open_log(out / "t-0").read().offset.tolist() == list(range(6, 12))
+    with pytest.raises(kbatch.ArgumentError, match="exists"):
+        plan.apply(out)
+    with pytest.raises(kbatch.ArgumentError):
+        kbatch.open_log_dir(data).read(log_start=plan)
+
+
+def test_truncate_epochs_as_kafka():
+    assert truncate_epochs([(0, 0), (1, 5), (3, 9)], 5) == [(1, 5), (3, 9)]
+    assert truncate_epochs([(0, 0), (1, 5), (3, 9)], 7) == [(1, 7), (3, 9)]
+    assert truncate_epochs([(0, 0), (1, 5)], 0) == [(0, 0), (1, 5)]
+    assert truncate_epochs([], 4) == []
+
+
+def test_cli_retention(tmp_path, capfd):
+    from kbatch.tools.cli import main
+    write(tmp_path / "data" / "t-0", [[(3, T0 + 100 * (k + 1))] for k in range(3)])
+    assert main(["retention", str(tmp_path / "data"), "--retention-ms", "150",
+                 "--now", str(T0 + 300)]) == 0
+    out = capfd.readouterr().out
+    assert "t-0: delete 00000000000000000000.log (time)" in out and "new log start 3" in out
+    assert main(["retention", str(tmp_path / "data"), "--retention-ms", "150",
+                 "--now", str(T0 + 300), "--apply", str(tmp_path / "out")]) == 0
+    assert not (tmp_path / "out" / "t-0" / "00000000000000000000.log").exists()

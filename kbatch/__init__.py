@@ -9,6 +9,7 @@
     verify(path)                CRCs, offsets, indexes, where valid data ends
     recover(source, dest)       the valid prefix of every partition, indexes rebuilt
     retention(source, ...)      the segments retention.ms / retention.bytes would delete
+    compact(source, dest)       what Kafka's log cleaner would leave
     transactions(path)          committed / aborted / open transactions, LSO
     consumer_lag(data_dir)      committed offsets vs log end offsets over time
     kbatch.internal             internal topics, producer snapshots, checkpoints as tables
@@ -21,6 +22,7 @@ from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError
                            DamagedLengthError, DecompressionLimitError, FileChangedError,
                            KbatchError, LimitExceededError, MappingInvalidatedError)
 from kbatch.internal.lag import consumer_lag
+from kbatch.lib.compact import compact
 from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
 from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir, read_table
 from kbatch.lib.objects import MissingObjectError, RemoteError
@@ -42,7 +44,7 @@ __all__ = [
     "HeadersColumn",
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "Records",
-    "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
+    "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "compact", "consumer_lag", "iter_segment",
     "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "recover", "resolve", "retention",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

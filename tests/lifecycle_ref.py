@@ -229,3 +229,129 @@ def retention_model(segments: list[tuple[int, bytes, int]], *, log_start: int, h
     if retention_ms is not None and retention_ms >= 0:
         remove(prefix(lambda s, _: now - s[2] > retention_ms), "time")
     return deleted, start, rolled
+
+
+# --- the log cleaner: Cleaner.cleanInto / MemoryRecords.filterTo ----------------------
+
+def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: int,
+                expiration_ms: int = 86_400_000):
+    """One cleaning of a partition. ``segments``: per segment, kafka-python
+    batch dicts (``tests/kafka_ref.read_with_kafka_python``) each with
+    ``records`` (its data rows) and ``control_type``. Returns, per batch
+    in order, ``None`` (gone) or ``(kept offsets, horizon or None, empty)``
+    and the first uncleanable offset.
+
+    Written from LogCleaner.scala: the cleanable range ends at the active
+    segment's base (or the first open transaction); the offset map holds
+    the latest offset per key of non-aborted data below it; a record stays
+    when it is its key's latest and has a value, or is a tombstone not past
+    its batch's delete horizon; no key: dropped; aborted batches lose their
+    records; markers go by CleanedTransactionMetadata (ABORT kept while its
+    data was seen, COMMIT while its batches were seen), and once
+    discardable only after a delete horizon; an emptied batch stays as a
+    header when it holds an active producer's last data offset or ends the
+    round; a kept batch with tombstones (or a discardable marker) and no
+    horizon gets ``now + delete_retention_ms``."""
+    flat = [(k, b) for k, seg in enumerate(segments) for b in seg]
+    active_base = segments[-1][0]["base_offset"] if segments[-1] else None
+    # open and aborted transactions, from the markers
+    ongoing, aborted = {}, []
+    for _, b in flat:
+        pid = b["producer_id"]
+        if pid < 0:
+            continue
+        if not b["is_control"]:
+            if b["is_transactional"]:
+                ongoing.setdefault(pid, b["base_offset"])
+        elif b["control_type"] in (0, 1) and pid in ongoing:
+            if b["control_type"] == 0:
+                aborted.append((pid, ongoing[pid], b["base_offset"]))
+            del ongoing[pid]
+    bases = [seg[0]["base_offset"] for seg in segments if seg]
+    uncleanable = min([active_base] + list(ongoing.values()))
+    clean_segs = {k for k in range(len(segments) - 1)
+                  if k + 1 < len(bases) and bases[k + 1] <= uncleanable}
+
+    def is_aborted(b):
+        return b["is_transactional"] and not b["is_control"] and any(
+            p == b["producer_id"] and f <= b["base_offset"] <= last for p, f, last in aborted)
+
+    latest = {}
+    for k, b in flat:
+        if b["is_control"] or is_aborted(b):
+            continue
+        for r in b["records"]:
+            if r["offset"] < uncleanable and r["key"] is not None:
+                latest[r["key"]] = max(latest.get(r["key"], -1), r["offset"])
+    producers = {}
+    for _, b in flat:
+        pid = b["producer_id"]
+        if pid >= 0:
+            data = -1 if b["is_control"] else b["last_offset"]
+            prev = producers.get(pid, (-1, 0, 0))[0]
+            producers[pid] = (data if data >= 0 else prev, b["producer_epoch"], b["max_timestamp"])
+    producers = {p: v for p, v in producers.items() if now - v[2] < expiration_ms}
+    pending = sorted(aborted, key=lambda a: a[1])
+    seen_aborted, committed, out = {}, set(), []
+    for k, b in flat:
+        if k not in clean_segs:          # copied untouched
+            kept = ([b["base_offset"]] if b["is_control"] and b["records_count"]
+                    else [r["offset"] for r in b["records"]])
+            out.append((kept, b.get("horizon"), False))
+            continue
+        while pending and pending[0][1] <= b["last_offset"]:
+            t = pending.pop(0)
+            seen_aborted.setdefault(t[0], [t, False])
+        pid, horizon = b["producer_id"], b.get("horizon")
+        if b["is_control"]:
+            ctype = b["control_type"]
+            if ctype is None:
+                discard = True
+            elif ctype == 0:
+                e = seen_aborted.pop(pid, None)
+                discard = not (e is not None and e[1])
+            elif ctype == 1:
+                discard = pid not in committed
+                committed.discard(pid)
+            else:
+                discard = False
+            drop_records = discard and horizon is not None and horizon <= now
+            marker_of_empty = discard
+        else:
+            drop_records = False
+            if b["is_transactional"]:
+                if pid in seen_aborted:
+                    seen_aborted[pid][1] = True
+                    drop_records = True
+                else:
+                    committed.add(pid)
+            marker_of_empty = False
+        act = producers.get(pid)
+        last_of_producer = act is not None and (b["last_offset"] == act[0] if act[0] >= 0
+                                                else b["is_control"] and
+                                                b["producer_epoch"] == act[1])
+        retain_empty = last_of_producer or b["last_offset"] + 1 == uncleanable
+        if drop_records and not retain_empty:
+            out.append(None)
+            continue
+        if drop_records:
+            kept = []
+        elif b["is_control"]:
+            kept = [b["base_offset"]]
+        else:
+            kept = [r for r in b["records"] if r["key"] is not None
+                    and r["offset"] >= latest.get(r["key"], -1)
+                    and (r["value"] is not None or horizon is None or now < horizon)]
+            tomb = any(r["value"] is None for r in kept)
+            kept = [r["offset"] for r in kept]
+        if kept:
+            tomb = (not b["is_control"] and any(r["value"] is None for r in b["records"]
+                                                 if r["offset"] in kept))
+            new = now + delete_retention_ms if (tomb or marker_of_empty) and horizon is None \
+                else horizon
+            out.append((kept, new, False))
+        elif retain_empty:
+            out.append(([], None, True))
+        else:
+            out.append(None)
+    return out, uncleanable

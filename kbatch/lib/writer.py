@@ -285,6 +285,34 @@ def control_batch(control_type: int, *, base_offset: int, producer_id: int,
                        partition_leader_epoch=partition_leader_epoch)
 
 
+def encode_batch(records, *, base_offset: int, last_offset: int, base_timestamp: int,
+                 max_timestamp: int, attributes: int, producer_id: int = -1,
+                 producer_epoch: int = -1, base_sequence: int = -1,
+                 partition_leader_epoch: int = 0) -> bytes:
+    """One magic-2 batch of ``records`` (anything ``to_columns`` takes, with
+    an ``offset`` column) as Kafka's MemoryRecordsBuilder writes a batch it
+    rebuilds (the log cleaner): offset deltas from ``base_offset``,
+    timestamp deltas from ``base_timestamp`` (the delete horizon when
+    ``attributes`` has it), ``last_offset`` kept even when the last record
+    is gone, the records compressed with the codec of ``attributes``
+    (always: no fallback to uncompressed)."""
+    cols = to_columns(records)
+    if cols.offset is None:
+        raise ValueError("encode_batch needs the records' offsets")
+    n = len(cols)
+    area = _encode(_prepare(cols), 0, n, cols.offset - base_offset,
+                   cols.timestamp - base_timestamp) if n else b""
+    codec = attributes & ATTR_CODEC_MASK
+    if codec and n:
+        area = compress(codec, area)
+    return build_batch(area, count=n, base_offset=base_offset,
+                       last_offset_delta=last_offset - base_offset,
+                       base_timestamp=base_timestamp, max_timestamp=max_timestamp,
+                       attributes=attributes, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       partition_leader_epoch=partition_leader_epoch)
+
+
 def _prepare(cols: Columns) -> tuple:
     """The column buffers ``encode_records`` reads (computed once per append)."""
     ko, kd, kv = _arrays(cols.key)

@@ -172,6 +172,37 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
     return EXIT_OK if plan.partitions else EXIT_PROBLEMS
 
 
+def cmd_compact(args, resolve_path, storage_of) -> int:
+    """``kbatch compact``: what one run of the log cleaner leaves, in DST."""
+    from kbatch.lib.compact import compact
+    found = resolve_path(args.source, PathKind.PARTITION, PathKind.DATA_DIR,
+                         what="compact takes a partition or a broker data directory",
+                         storage=storage_of(args, [args.source]), check=False)
+    report = compact(found, args.dest, now=args.now,
+                     delete_retention_ms=args.delete_retention_ms,
+                     segment_bytes=args.segment_bytes)
+    for p in report.partitions:
+        name = f"{p.topic}-{p.partition}" if p.topic is not None else report.dest
+        if args.format == "json":
+            print(json.dumps({"topic": p.topic, "partition": p.partition,
+                              "first_uncleanable_offset": p.first_uncleanable_offset,
+                              "cleaned": [c.__dict__ for c in p.cleaned],
+                              "untouched": p.untouched, "null_keys": p.null_keys,
+                              "tombstones_kept": p.tombstones_kept,
+                              "tombstones_removed": p.tombstones_removed,
+                              "aborted_batches": p.aborted_batches}))
+            continue
+        records_in = sum(c.records_in for c in p.cleaned)
+        records_out = sum(c.records_out for c in p.cleaned)
+        print(f"{name}: cleaned up to offset {p.first_uncleanable_offset}: "
+              f"{len(p.cleaned)} cleaned segment(s) from "
+              f"{sum(len(c.sources) for c in p.cleaned)}, {records_out} of {records_in} "
+              f"records kept; {p.tombstones_kept} tombstones kept, {p.tombstones_removed} "
+              f"removed, {p.null_keys} records without a key dropped, {p.aborted_batches} "
+              f"aborted batches emptied; untouched: {', '.join(p.untouched) or '-'}")
+    return EXIT_OK if report.partitions else EXIT_PROBLEMS
+
+
 def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     """Register ``kbatch latest`` (and the other commands of a log's life)."""
     p = sub.add_parser("latest", help="the table view: the latest record of every key",
@@ -222,3 +253,19 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     p.add_argument("--format", choices=["text", "json"], default="text")
     url_flags(p)
     p.set_defaults(func=lambda args: cmd_retention(args, resolve_path, storage_of))
+
+    p = sub.add_parser("compact", help="what Kafka's log cleaner would leave, in a new directory",
+                       description="One run of Kafka's log cleaner on a copy: the latest record "
+                                   "per key in the segments below the active one, tombstones "
+                                   "kept until their delete horizon, aborted transactions "
+                                   "removed, offsets preserved, indexes rebuilt.")
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("dest", metavar="DST", help="a new directory (must not exist)")
+    p.add_argument("--now", type=count, default=None, help="the time in ms (default: now)")
+    p.add_argument("--delete-retention-ms", type=count, default=86_400_000,
+                   help="delete.retention.ms: how long tombstones and markers stay")
+    p.add_argument("--segment-bytes", type=count, default=1 << 30,
+                   help="segment.bytes: cleaned segments are grouped up to this size")
+    p.add_argument("--format", choices=["text", "json"], default="text")
+    url_flags(p)
+    p.set_defaults(func=lambda args: cmd_compact(args, resolve_path, storage_of))

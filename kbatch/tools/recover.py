@@ -49,7 +49,6 @@ cut as well: the copy then reads without errors and verifies clean.
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,13 +60,12 @@ from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
+from kbatch.lib.producers import ProducerState
 from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport, check,
                                        first_damage, verify_options, walk)
-from kbatch.wire import ControlType
 
 INT32_MAX = (1 << 31) - 1
-TXN_ENTRY = struct.Struct(">hqqqq")
 
 
 @dataclass
@@ -150,36 +148,6 @@ def check_segment(seg: Segment, last: bool, **options):
         cut = (int(batches.position[over[0]]), "offset overflows the segment's relative "
                "offsets (int32)")
     return report, batches, markers, cut
-
-
-class ProducerState:
-    """What LogSegment.recover's updateProducerState keeps to write the
-    ``.txnindex``: each producer's open transaction (ProducerAppendInfo,
-    ProducerStateManager.ongoingTxns)."""
-
-    def __init__(self):
-        self.ongoing: dict[int, int] = {}     # producer id -> first offset
-
-    def batch(self, base: int, producer_id: int, transactional: bool, control: bool,
-              marker: int | None) -> bytes | None:
-        """One batch; the ``.txnindex`` entry it completes, if any."""
-        if producer_id < 0:
-            return None
-        if not control:
-            if transactional and producer_id not in self.ongoing:
-                self.ongoing[producer_id] = base
-            return None
-        if marker not in (ControlType.ABORT, ControlType.COMMIT):
-            return None
-        first = self.ongoing.get(producer_id)
-        if first is None:
-            return None          # an empty transaction: no entry
-        others = [f for p, f in self.ongoing.items() if p != producer_id]
-        lso = min(others) if others else base + 1
-        del self.ongoing[producer_id]
-        if marker == ControlType.ABORT:
-            return TXN_ENTRY.pack(0, producer_id, first, base, lso)
-        return None
 
 
 def _live(data: bytes, size: int) -> tuple[bytes, bool]:
@@ -388,5 +356,5 @@ def _inside(path: Path, root: Path) -> bool:
         return False
 
 
-__all__ = ["Dropped", "PartitionRecovery", "ProducerState", "RecoveryReport", "SegmentCopy",
+__all__ = ["Dropped", "PartitionRecovery", "RecoveryReport", "SegmentCopy",
            "check_segment", "recover", "recover_partition"]

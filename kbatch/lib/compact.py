@@ -1,0 +1,507 @@
+"""Compaction: ``kbatch.compact(source, dest, now=, delete_retention_ms=)``
+writes what one run of Kafka's log cleaner would leave (LogCleaner.scala,
+Cleaner.doClean / cleanSegments / cleanInto, MemoryRecords.filterTo,
+CleanedTransactionMetadata), on a copy; the source is never written.
+
+Per partition (magic 2 data):
+
+- the cleanable range ends at the first uncleanable offset: the active
+  segment's base offset, or the first offset of an open transaction, or the
+  high watermark, whichever is lowest; the segments wholly below it are
+  cleaned, the rest (the active segment at least) are copied untouched;
+- the offset map holds, for each key of the cleanable range's non-aborted
+  data records, its highest offset (keys rewritten in the active segment
+  do not count: their older records stay in the cleaned segments);
+- a data record stays when it holds the latest offset of its key and has
+  a value, or is a tombstone whose batch has no delete horizon yet or one
+  in the future (``now`` < horizon); a record without a key is dropped;
+- a batch of an aborted transaction loses its records; a COMMIT marker
+  whose transaction has no batch left, or an ABORT marker whose aborted
+  data is already gone, is dropped once its delete horizon has passed, and
+  gets one (``now + delete_retention_ms``) the first time it could go;
+- a batch that keeps tombstones and has no delete horizon is rewritten
+  with one (attribute bit 6, base timestamp = ``now +
+  delete_retention_ms``, record timestamps as deltas from it); a batch
+  whose records all stay and needs no horizon is copied byte for byte;
+  other kept batches are rewritten with their kept records, the same base
+  and last offset, producer fields, codec and leader epoch;
+- a batch left without records is kept as an empty batch header when it
+  holds an active producer's last data offset (its sequence state) or
+  ends the cleaning round, and dropped otherwise; a producer is active when
+  its last batch is younger than ``producer_id_expiration_ms`` (1 day);
+- cleaned segments are grouped as ``groupSegmentsBySize`` groups them
+  (``segment_bytes`` of source data per group, offsets within 2**31), each group
+  written as one segment named by its first base offset, appended in
+  chunks of the cleaner's read buffer (``io_buffer_bytes``, 256 KiB) with
+  the index rule of LogSegment.append, the final time index entry of a
+  rolled segment, and a ``.txnindex`` of the aborted transactions whose
+  markers it keeps.
+
+The cleaner-offset-checkpoint of the copy names where the cleaning ended;
+the other checkpoint files and side files are copied.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from kbatch.errors import ArgumentError
+from kbatch.lib.checkpoints import OFFSET_FILES, offsets_of
+from kbatch.lib.log import PartitionLog
+from kbatch.lib.open import Partition, resolve
+from kbatch.lib.paths import PathKind
+from kbatch.lib.producers import TXN_ENTRY, ProducerState
+from kbatch.lib.records import Records
+from kbatch.lib.segment import DecodeOptions
+from kbatch.lib.storage import Storage
+from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder, encode_batch
+from kbatch.wire import Attr, ControlType
+
+DAY_MS = 24 * 3600 * 1000
+DEFAULT_SEGMENT_BYTES = 1 << 30
+IO_BUFFER_BYTES = 512 * 1024 // 2      # log.cleaner.io.buffer.size / threads / 2
+
+
+@dataclass
+class CleanedSegment:
+    file: str                       # the segment written (a group's first base offset)
+    sources: list[str]
+    batches_in: int = 0
+    batches_out: int = 0
+    records_in: int = 0
+    records_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
+@dataclass
+class PartitionCompaction:
+    topic: str | None
+    partition: int | None
+    first_uncleanable_offset: int
+    cleaned: list[CleanedSegment] = field(default_factory=list)
+    untouched: list[str] = field(default_factory=list)
+    null_keys: int = 0             # records without a key dropped
+    tombstones_kept: int = 0
+    tombstones_removed: int = 0
+    aborted_batches: int = 0
+
+
+@dataclass
+class CompactionReport:
+    dest: str
+    partitions: list[PartitionCompaction]
+
+
+def _active_producers(batches, now: int, expiration_ms: int) -> dict[int, tuple[int, int]]:
+    """``{producer id: (last data offset or -1, epoch)}`` of the producers
+    whose last batch is younger than ``expiration_ms`` (ProducerStateManager)."""
+    out: dict[int, tuple[int, int]] = {}
+    last_ts: dict[int, int] = {}
+    pid = batches.producer_id
+    for r in np.flatnonzero(pid >= 0).tolist():
+        p = int(pid[r])
+        data = -1 if batches.is_control[r] else int(batches.last_offset[r])
+        prev = out.get(p, (-1, 0))[0]
+        out[p] = (data if data >= 0 else prev, int(batches.producer_epoch[r]))
+        last_ts[p] = int(batches.max_timestamp[r])
+    return {p: v for p, v in out.items() if now - last_ts[p] < expiration_ms}
+
+
+def _groups(segments, sizes, max_bytes: int, end: int) -> list[list]:
+    """Cleaner.groupSegmentsBySize (index files counted at their entries)."""
+    groups, i = [], 0
+    while i < len(segments):
+        group, size = [segments[i]], sizes[i]
+        i += 1
+        while (i < len(segments) and size + sizes[i] <= max_bytes
+               and (sizes[i] == 0 or _last_offset(segments, i, end)
+                    - group[-1].base_offset <= (1 << 31) - 1)):
+            group.append(segments[i])
+            size += sizes[i]
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _last_offset(segments, i: int, end: int) -> int:
+    nxt = segments[i + 1].base_offset if i + 1 < len(segments) else end
+    return nxt - 1
+
+
+class _Txns:
+    """CleanedTransactionMetadata: aborted transactions met in offset order."""
+
+    def __init__(self, aborted: list[tuple[int, int, int, int]]):
+        self.pending = sorted(aborted, key=lambda a: a[1])   # (pid, first, last, lso)
+        self.aborted: dict[int, list] = {}                    # pid -> [txn, seen batch]
+        self.committed: set[int] = set()
+
+    def _consume(self, offset: int) -> None:
+        while self.pending and self.pending[0][1] <= offset:
+            txn = self.pending.pop(0)
+            self.aborted.setdefault(txn[0], [txn, False])
+
+    def data(self, pid: int, last: int, transactional: bool) -> bool:
+        """Whether the batch belongs to an aborted transaction."""
+        self._consume(last)
+        if not transactional:
+            return False
+        entry = self.aborted.get(pid)
+        if entry is not None:
+            entry[1] = True
+            return True
+        self.committed.add(pid)
+        return False
+
+    def control(self, pid: int, last: int, ctype: int | None) -> tuple[bool, tuple | None]:
+        """``(discardable, aborted txn to index)`` of a control batch."""
+        self._consume(last)
+        if ctype is None:
+            return True, None
+        if ctype == ControlType.ABORT:
+            entry = self.aborted.pop(pid, None)
+            if entry is not None and entry[1]:
+                return False, entry[0]
+            return True, None
+        if ctype == ControlType.COMMIT:
+            if pid in self.committed:
+                self.committed.discard(pid)
+                return False, None
+            return True, None
+        return False, None
+
+
+def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retention_ms: int,
+                      segment_bytes: int, producer_id_expiration_ms: int,
+                      high_watermark: int | None, index_interval_bytes: int,
+                      io_buffer_bytes: int) -> PartitionCompaction:
+    opts = DecodeOptions()
+    whole = log.read()
+    batches, control, _ = log.transaction_tables()
+    state = log.transaction_state()
+    dropped = state.dropped(batches)
+    active = log.segments[-1]
+    uncleanable = active.base_offset
+    open_rows = np.flatnonzero(dropped & (batches.base_offset >= state.last_stable_offset))
+    if len(open_rows):
+        uncleanable = min(uncleanable, int(batches.base_offset[open_rows].min()))
+    if high_watermark is not None:
+        uncleanable = min(uncleanable, high_watermark)
+    nexts = [s.base_offset for s in log.segments[1:]]
+    cleanable = [s for s, nxt in zip(log.segments, nexts) if nxt <= uncleanable]
+    out = PartitionCompaction(log.topic, log.partition, uncleanable)
+    dest.mkdir(parents=True)
+    # the aborted transactions, from the markers (as the .txnindex files say)
+    markers = dict(zip(control.offset.tolist(), control.type.tolist()))
+    producer_state, aborted = ProducerState(), []
+    for r in range(len(batches)):
+        base = int(batches.base_offset[r])
+        entry = producer_state.aborted(base, int(batches.producer_id[r]),
+                                       bool(batches.is_transactional[r]),
+                                       bool(batches.is_control[r]), markers.get(base))
+        if entry is not None:
+            aborted.append(entry)
+    txns = _Txns(aborted)
+    # the offset map: the latest offset of every key in the cleanable range,
+    # aborted data left out
+    rows = np.flatnonzero(whole.offset < uncleanable) if len(whole) else np.zeros(0, np.int64)
+    below = whole.take(rows)
+    data_batches = whole.batches
+    in_aborted = np.zeros(len(below), bool)
+    if len(below):
+        pid = data_batches.producer_id[below.batch]
+        txn_flag = data_batches.is_transactional[below.batch].astype(bool)
+        for p_, first, last, _ in aborted:
+            in_aborted |= txn_flag & (pid == p_) & (below.offset >= first) & (below.offset <= last)
+    key_latest = _key_latest(below.take(np.flatnonzero(~in_aborted)))
+    producers = _active_producers(batches, now, producer_id_expiration_ms)
+    sizes = [s.size for s in cleanable]
+    for group in _groups(cleanable, sizes, segment_bytes, uncleanable):
+        out.cleaned.append(_clean_group(group, dest, log, opts, key_latest, txns, producers,
+                                        now, delete_retention_ms, uncleanable, out,
+                                        index_interval_bytes, io_buffer_bytes))
+    for seg in log.segments[len(cleanable):]:
+        _copy_segment(seg, dest)
+        out.untouched.append(seg.location.name)
+    for e in log.location.list():
+        if e.is_file and (e.name in ("partition.metadata", "leader-epoch-checkpoint")
+                          or e.name.endswith(".snapshot")):
+            child = log.location.child(e.name)
+            (dest / e.name).write_bytes(child.tree.read_small(child.path, 1 << 30) or b"")
+    return out
+
+
+def _key_latest(records: Records) -> dict:
+    """``{key: highest offset}`` of ``records`` with a key."""
+    keys = records.key.to_pylist()
+    out: dict = {}
+    for k, o in zip(keys, records.offset.tolist()):
+        if k is not None and o >= out.get(k, -1):
+            out[k] = o
+    return out
+
+
+def _copy_segment(seg, dest: Path) -> None:
+    stem = seg.location.name[:-len(".log")]
+    for e in seg.location.parent.list():
+        if e.is_file and e.name.startswith(stem + ".") and \
+                e.name.endswith((".log", ".index", ".timeindex", ".txnindex")):
+            child = seg.location.parent.child(e.name)
+            with open(dest / e.name, "wb") as f:
+                local = child.local_path()
+                if isinstance(local, Path):
+                    with open(local, "rb") as src:
+                        while piece := src.read(16 << 20):
+                            f.write(piece)
+                else:
+                    f.write(child.tree.read_small(child.path, 1 << 40) or b"")
+
+
+def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,
+                 delete_retention_ms, round_end, out: PartitionCompaction, interval,
+                 io_buffer_bytes) -> CleanedSegment:
+    base = group[0].base_offset
+    name = f"{base:020d}.log"
+    report = CleanedSegment(name, [s.location.name for s in group])
+    indexes = IndexBuilder(base, interval)
+    txn_entries = []
+    position = 0
+    with open(dest / name, "wb") as f:
+        for seg in group:
+            records = seg.source.chunks(opts, chunk_records=1 << 62, chunk_bytes=1 << 40)
+            whole = Records.concat(list(records))
+            b = whole.batches
+            report.batches_in += len(b)
+            report.records_in += len(whole)
+            report.bytes_in += seg.size
+            starts = np.searchsorted(whole.batch, np.arange(len(b) + 1))
+            cstarts = np.searchsorted(whole.control.batch, np.arange(len(b) + 1))
+            with seg.source.window(0, seg.size) as view:
+                chunk_from, pending = 0, []
+                for r in range(len(b)):
+                    pos, size = int(b.position[r]), int(b.size[r])
+                    if pos + size - chunk_from > io_buffer_bytes and pos > chunk_from:
+                        # the cleaner's read buffer is full: one append of what it kept
+                        position = _append(f, indexes, pending, position)
+                        chunk_from, pending = pos, []
+                    got = _filter_batch(b, r, whole, starts, whole.control, cstarts, view,
+                                        key_latest, txns, producers, now,
+                                        delete_retention_ms, round_end, out, txn_entries)
+                    if got is not None:
+                        pending.append(got)
+                        report.batches_out += 1
+                        report.records_out += got[4]
+                position = _append(f, indexes, pending, position)
+    indexes.close()
+    report.bytes_out = position
+    stem = dest / name[:-len(".log")]
+    Path(f"{stem}.index").write_bytes(indexes.index_bytes())
+    Path(f"{stem}.timeindex").write_bytes(indexes.timeindex_bytes())
+    if txn_entries:
+        Path(f"{stem}.txnindex").write_bytes(b"".join(
+            TXN_ENTRY.pack(0, *t) for t in txn_entries))
+    return report
+
+
+def _append(f, indexes: IndexBuilder, pending: list, position: int) -> int:
+    """One LogSegment.append of the batches kept from one read buffer."""
+    if not pending:
+        return position
+    data = b"".join(p[0] for p in pending)
+    max_ts, shallow = -1, -1
+    for _, _, ts, last, _ in pending:
+        if ts > max_ts:
+            max_ts, shallow = ts, last
+    f.write(data)
+    indexes.append(position, len(data), max(p[1] for p in pending), max_ts, shallow)
+    return position + len(data)
+
+
+def _filter_batch(b, r, whole, starts, control, cstarts, view, key_latest, txns, producers,
+                  now, delete_retention_ms, round_end, out, txn_entries):
+    """MemoryRecords.filterTo for one batch with the cleaner's filter:
+    ``(bytes, max offset, max timestamp, shallow offset, records)`` kept,
+    or None when the batch goes."""
+    pos, size = int(b.position[r]), int(b.size[r])
+    base, last = int(b.base_offset[r]), int(b.last_offset[r])
+    pid, epoch = int(b.producer_id[r]), int(b.producer_epoch[r])
+    attrs = int(b.attributes[r])
+    horizon = int(b.base_timestamp[r]) if b.has_delete_horizon[r] else None
+    is_control = bool(b.is_control[r])
+    raw = bytes(view[pos:pos + size])
+    if int(b.magic[r]) < 2:
+        raise ArgumentError(f"compact: batch at byte {pos} has magic {int(b.magic[r])}; "
+                            "the cleaner here rewrites magic 2 logs only")
+    lo, hi = int(starts[r]), int(starts[r + 1])
+    if is_control:
+        crows = np.arange(int(cstarts[r]), int(cstarts[r + 1]))
+        ctype = int(control.type[crows[0]]) if len(crows) else None
+        can_discard, aborted = txns.control(pid, last, ctype)
+        if aborted is not None:
+            txn_entries.append(aborted)
+        discard_records = can_discard and horizon is not None and horizon <= now
+        marker_of_empty = can_discard
+    else:
+        can_discard = txns.data(pid, last, bool(b.is_transactional[r]))
+        if can_discard:
+            out.aborted_batches += 1
+        discard_records = can_discard
+        marker_of_empty = False
+    active = producers.get(pid) if pid >= 0 else None
+    last_of_producer = active is not None and (
+        last == active[0] if active[0] >= 0 else (is_control and epoch == active[1]))
+    if last_of_producer or last + 1 == round_end:
+        retention = "retain_empty"
+    elif discard_records:
+        return None
+    else:
+        retention = "delete_empty"
+    # the records that stay
+    if discard_records:
+        kept = []
+    elif is_control:
+        kept = list(range(int(cstarts[r]), int(cstarts[r + 1])))
+    else:
+        kept = []
+        keys = whole.key
+        tombs = 0
+        for i in range(lo, hi):
+            k = keys[i]
+            off = int(whole.offset[i])
+            if k is None:
+                out.null_keys += 1
+                continue
+            if off < key_latest.get(k, -1):
+                continue
+            if whole.value[i] is None:
+                if horizon is not None and now >= horizon:
+                    out.tombstones_removed += 1
+                    continue
+                tombs += 1
+            kept.append(i)
+        out.tombstones_kept += tombs
+    total = (int(cstarts[r + 1]) - int(cstarts[r])) if is_control else hi - lo
+    if kept:
+        tombstones = (not is_control and any(whole.value[i] is None for i in kept))
+        need_horizon = (tombstones or marker_of_empty) and horizon is None
+        if len(kept) == total and not need_horizon:
+            return raw, last, int(b.max_timestamp[r]), last, len(kept)
+        new_horizon = now + delete_retention_ms if need_horizon else horizon
+        data, max_ts, max_off = _rebuild(b, r, whole, control, kept, is_control, new_horizon)
+        return data, max_off, max_ts, last, len(kept)
+    if retention == "retain_empty":
+        # DefaultRecordBatch.writeEmptyHeader: no codec, no horizon, first timestamp -1
+        ts = int(b.max_timestamp[r])
+        header = encode_batch({"value": [], "offset": np.zeros(0, np.int64)}, base_offset=base,
+                              last_offset=last, base_timestamp=-1, max_timestamp=ts,
+                              attributes=attrs & (int(Attr.LOG_APPEND_TIME)
+                                                  | int(Attr.TRANSACTIONAL) | int(Attr.CONTROL)),
+                              producer_id=pid, producer_epoch=epoch,
+                              base_sequence=int(b.base_sequence[r]),
+                              partition_leader_epoch=int(b.partition_leader_epoch[r]))
+        return header, last, ts, last, 0
+    return None
+
+
+def _rebuild(b, r, whole, control, kept, is_control, horizon):
+    """The batch with the kept records (MemoryRecords.buildRetainedRecordsInto)."""
+    attrs = int(b.attributes[r])
+    log_append = bool(attrs & Attr.LOG_APPEND_TIME)
+    if is_control:
+        idx = np.array(kept, np.int64)
+        cols = {"key": control.key.take(idx).to_pylist(), "value": control.value.take(idx)
+                .to_pylist(), "timestamp": control.timestamp[idx], "offset": control.offset[idx]}
+        ts = control.timestamp[idx]
+    else:
+        sub = whole.take(np.array(kept, np.int64))
+        cols = sub
+        ts = sub.timestamp
+    max_ts = int(b.max_timestamp[r]) if log_append else int(ts.max())
+    if horizon is not None:
+        base_ts, attrs = horizon, attrs | int(Attr.DELETE_HORIZON)
+    else:
+        base_ts = int(ts[0])
+    data = encode_batch(cols, base_offset=int(b.base_offset[r]), last_offset=int(b.last_offset[r]),
+                        base_timestamp=base_ts, max_timestamp=max_ts, attributes=attrs,
+                        producer_id=int(b.producer_id[r]), producer_epoch=int(b.producer_epoch[r]),
+                        base_sequence=int(b.base_sequence[r]),
+                        partition_leader_epoch=int(b.partition_leader_epoch[r]))
+    max_off = int(whole.offset[kept[-1]]) if not is_control else int(control.offset[kept[-1]])
+    return data, max_ts, max_off
+
+
+def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
+            segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+            producer_id_expiration_ms: int = DAY_MS,
+            index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
+            io_buffer_bytes: int = IO_BUFFER_BYTES, **storage) -> CompactionReport:
+    """What one run of Kafka's log cleaner leaves of ``source`` (a
+    partition, a data directory, or a URL of one), written to the new
+    directory ``dest`` (see the module docstring). ``now``: ms (default:
+    the clock); ``delete_retention_ms``: the topic's delete.retention.ms;
+    ``segment_bytes``: its segment.bytes (how cleaned segments are grouped)."""
+    from kbatch.lib.timestamps import to_millis
+    now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
+    for name, value in (("delete_retention_ms", delete_retention_ms),
+                        ("segment_bytes", segment_bytes),
+                        ("producer_id_expiration_ms", producer_id_expiration_ms),
+                        ("index_interval_bytes", index_interval_bytes),
+                        ("io_buffer_bytes", io_buffer_bytes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ArgumentError(f"{name} must be a non-negative int")
+    store, rest = Storage.split(storage)
+    if rest:
+        raise ArgumentError(f"compact: unknown argument(s) {', '.join(sorted(rest))}")
+    found = resolve(source, store)
+    dest = Path(os.fspath(dest))
+    if dest.exists():
+        raise ArgumentError(f"{dest}: exists; compact writes a new directory (never in place)")
+    if found.kind is PathKind.PARTITION:
+        parts, hws, single = [Partition(found.topic, found.partition, found.location)], {}, True
+    elif found.kind is PathKind.DATA_DIR:
+        parts, single = found.partitions(), False
+        hws = offsets_of(found.location, "high_watermark")
+    else:
+        raise ArgumentError(f"{found.name}: is a {found.kind.value}; compact takes a partition "
+                            "directory or a broker data directory")
+    if not single:
+        dest.mkdir(parents=True)
+    done = []
+    for p in parts:
+        log = PartitionLog.at(p, found.storage)
+        if not log.segments:
+            continue
+        target = dest if single else dest / p.location.name
+        done.append(compact_partition(
+            log, target, now=now_ms, delete_retention_ms=delete_retention_ms,
+            segment_bytes=segment_bytes, producer_id_expiration_ms=producer_id_expiration_ms,
+            high_watermark=hws.get((p.topic, p.partition)),
+            index_interval_bytes=index_interval_bytes, io_buffer_bytes=io_buffer_bytes))
+    if not single:
+        cleaner = offsets_of(found.location, "cleaner_offset")
+        cleaner.update({(c.topic, c.partition): c.first_uncleanable_offset for c in done})
+        lines = [f"{t} {p} {o}" for (t, p), o in sorted(cleaner.items())]
+        (dest / "cleaner-offset-checkpoint").write_text(
+            "\n".join(["0", str(len(lines)), *lines]) + "\n")
+        for name, kind in OFFSET_FILES.items():
+            if kind == "cleaner_offset":
+                continue
+            loc = found.location.child(name)
+            data = loc.tree.read_small(loc.path, 256 << 20)
+            if data is not None:
+                (dest / name).write_bytes(data)
+        meta = found.location.child("meta.properties")
+        data = meta.tree.read_small(meta.path, 1 << 16)
+        if data is not None:
+            (dest / "meta.properties").write_bytes(data)
+    return CompactionReport(str(dest), done)
+
+
+__all__ = ["CleanedSegment", "CompactionReport", "PartitionCompaction", "compact",
+           "compact_partition"]

@@ -1,0 +1,190 @@
+"""``kbatch.compact``: one run of Kafka's log cleaner, against
+``tests/lifecycle_ref.clean_model`` (LogCleaner.scala, written from
+Kafka's source) on partitions written by tests/kafka_ref.py's encoders
+(repeated keys, tombstones, null keys, aborted and committed
+transactions, every codec), decoded back by kafka-python; view="latest"
+of source and copy equal; delete horizons over repeated cleanings."""
+
+from __future__ import annotations
+
+import pathlib
+import random
+
+import pytest
+from hypothesis import given, strategies as st
+
+import kbatch
+from kbatch.lib.compact import compact
+from tests.kafka_ref import ABORT, COMMIT, build_batch, control_batch, read_with_kafka_python
+from tests.lifecycle_ref import clean_model, write_partition
+
+T0 = 1_700_000_000_000
+HOUR = 3_600_000
+
+
+def make(seed: int, n_segments: int = 4, per_segment: int = 6):
+    rng = random.Random(seed)
+    segments, offset, open_txn = [], 0, {}
+    keys = [None, b"a", b"b", b"c", b"d", b"e" * 20]
+    for s in range(n_segments):
+        batches = []
+        for _ in range(per_segment):
+            kind = rng.choice(["plain", "plain", "txn", "marker", "idem"])
+            if kind == "marker" and open_txn:
+                pid = rng.choice(sorted(open_txn))
+                batches.append(control_batch(base_offset=offset, producer_id=pid,
+                                             producer_epoch=0, timestamp=T0 + offset,
+                                             control_type=rng.choice([ABORT, COMMIT])))
+                del open_txn[pid]
+                offset += 1
+                continue
+            n = rng.randint(1, 5)
+            rows = [(T0 + offset + j, rng.choice(keys), rng.choice([None, b"v%d" % (offset + j)]),
+                     [("h", b"x")] if rng.random() < 0.3 else []) for j in range(n)]
+            codec = rng.choice([0, 0, 1, 2, 3, 4])
+            if kind == "txn":
+                pid = rng.choice([7, 8])
+                open_txn.setdefault(pid, offset)
+                batches.append(build_batch(rows, base_offset=offset, producer_id=pid,
+                                           producer_epoch=0, base_sequence=0,
+                                           transactional=True, codec=codec))
+            elif kind == "idem":
+                batches.append(build_batch(rows, base_offset=offset, producer_id=3,
+                                           producer_epoch=0, base_sequence=offset, codec=codec))
+            else:
+                batches.append(build_batch(rows, base_offset=offset, codec=codec))
+            offset += n
+        segments.append(batches)
+    for pid in sorted(open_txn):            # close them in the active segment
+        segments[-1].append(control_batch(base_offset=offset, producer_id=pid, producer_epoch=0,
+                                          timestamp=T0 + offset, control_type=COMMIT))
+        offset += 1
+    return segments
+
+
+def decoded(directory: pathlib.Path) -> list[list[dict]]:
+    """kafka-python's batches of every segment, with their records."""
+    out = []
+    for seg in sorted(directory.glob("*.log")):
+        got = read_with_kafka_python(seg.read_bytes(), check_crc=True)
+        batches = []
+        for i, b in enumerate(got.batches):
+            b = dict(b)
+            b["records"] = [r for r in got.records if r["batch"] == i]
+            ctl = [c for c in got.control if c["batch"] == i]
+            b["control_type"] = ctl[0]["type"] if ctl else None
+            b["horizon"] = b["base_timestamp"] if b["has_delete_horizon"] else None
+            batches.append(b)
+        out.append(batches)
+    return out
+
+
+def check(src: pathlib.Path, dest: pathlib.Path, now: int, retention: int) -> None:
+    expected, _ = clean_model(decoded(src), now=now, delete_retention_ms=retention)
+    flat = [b for seg in decoded(src) for b in seg]
+    got = {b["base_offset"]: b for seg in decoded(dest) for b in seg}
+    assert len(flat) == len(expected)
+    for b, want in zip(flat, expected):
+        if want is None:
+            assert b["base_offset"] not in got, b
+            continue
+        kept, horizon, empty = want
+        g = got[b["base_offset"]]
+        assert g["last_offset"] == b["last_offset"]
+        offsets = [c["base_offset"]] if (c := g)["is_control"] and g["records_count"] else \
+            [r["offset"] for r in g["records"]]
+        assert offsets == kept, (b["base_offset"], offsets, kept)
+        assert g["horizon"] == horizon
+        assert (g["records_count"] == 0) == (empty or not kept)
+        # kept records are the source's, byte for byte in content
+        by_off = {r["offset"]: r for r in b["records"]}
+        for r in g["records"]:
+            o = by_off[r["offset"]]
+            assert (r["key"], r["value"], r["headers"], r["timestamp"]) == \
+                (o["key"], o["value"], o["headers"], o["timestamp"])
+    assert set(got) <= {b["base_offset"] for b in flat}
+
+
+def latest_rows(d):
+    t = kbatch.open_log(d).read(view="latest", isolation="read_committed")
+    return list(zip(t.offset.tolist(), t.key.to_pylist(), t.value.to_pylist()))
+
+
+@given(seed=st.integers(0, 100_000), retention=st.sampled_from([0, HOUR, 24 * HOUR]))
+def test_compact_matches_the_cleaner(tmp_path_factory, seed, retention):
+    tmp = tmp_path_factory.mktemp("c")
+    src = write_partition(tmp / "t-0", make(seed))
+    now = T0 + HOUR
+    report = compact(src, tmp / "out", now=now, delete_retention_ms=retention)
+    check(src, tmp / "out", now, retention)
+    assert kbatch.verify(tmp / "out").ok
+    assert latest_rows(tmp / "out") == latest_rows(src)
+    # a second cleaning later: tombstones and markers past their horizon go
+    later = now + retention + 1
+    compact(tmp / "out", tmp / "again", now=later, delete_retention_ms=retention)
+    check(tmp / "out", tmp / "again", later, retention)
+    assert kbatch.verify(tmp / "again").ok
+    assert latest_rows(tmp / "again") == latest_rows(src)
+    assert report.partitions[0].untouched == [sorted(p.name for p in src.glob("*.log"))[-1]]
+
+
+def test_rules_one_by_one(tmp_path):
+    """Keys rewritten in the active segment keep their older records;
+    null keys dropped; a tombstone kept with its horizon, then removed."""
+    seg0 = [build_batch([(T0, b"a", b"1", []), (T0 + 1, None, b"n", []), (T0 + 2, b"b", b"2", [])],
+                        base_offset=0),
+            build_batch([(T0 + 3, b"a", None, []), (T0 + 4, b"c", b"3", [])], base_offset=3)]
+    seg1 = [build_batch([(T0 + 5, b"b", b"active", [])], base_offset=5)]
+    src = write_partition(tmp_path / "t-0", [seg0, seg1])
+    report = compact(src, tmp_path / "out", now=T0 + 10, delete_retention_ms=100)
+    (p,) = report.partitions
+    assert p.null_keys == 1 and p.tombstones_kept == 1 and p.first_uncleanable_offset == 5
+    got = [b for seg in decoded(tmp_path / "out") for b in seg]
+    assert [[(r["key"], r["value"]) for r in b["records"]] for b in got] == [
+        [(b"b", b"2")], [(b"a", None), (b"c", b"3")], [(b"b", b"active")]]
+    assert got[0]["horizon"] is None and got[1]["horizon"] == T0 + 110
+    assert got[0]["last_offset"] == 2          # the last offset stays
+    # at the horizon, the tombstone goes
+    compact(tmp_path / "out", tmp_path / "again", now=T0 + 110, delete_retention_ms=100)
+    again = [b for seg in decoded(tmp_path / "again") for b in seg]
+    assert [(r["key"], r["value"]) for b in again for r in b["records"]] == [
+        (b"b", b"2"), (b"c", b"3"), (b"b", b"active")]
+
+
+def test_aborted_data_goes_marker_stays(tmp_path):
+    seg0 = [build_batch([(T0, b"k", b"v", [])], base_offset=0),
+            build_batch([(T0 + 1, b"k", b"aborted", [])], base_offset=1, producer_id=5,
+                        producer_epoch=0, base_sequence=0, transactional=True),
+            control_batch(base_offset=2, producer_id=5, producer_epoch=0, control_type=ABORT,
+                          timestamp=T0 + 2),
+            build_batch([(T0 + 3, b"j", b"w", [])], base_offset=3)]
+    seg1 = [build_batch([(T0 + 4, b"x", b"y", [])], base_offset=4)]
+    src = write_partition(tmp_path / "t-0", [seg0, seg1])
+    now = T0 + 10 * 24 * HOUR          # producer 5 has expired: nothing kept for it
+    compact(src, tmp_path / "out", now=now, delete_retention_ms=HOUR)
+    got = [b for seg in decoded(tmp_path / "out") for b in seg]
+    assert [b["base_offset"] for b in got] == [0, 2, 3, 4]      # data gone, marker kept
+    assert got[1]["is_control"] and got[1]["horizon"] is None
+    assert (tmp_path / "out" / "00000000000000000000.txnindex").exists()
+    compact(tmp_path / "out", tmp_path / "two", now=now, delete_retention_ms=HOUR)
+    two = [b for seg in decoded(tmp_path / "two") for b in seg]
+    assert two[1]["is_control"] and two[1]["horizon"] == now + HOUR   # now discardable
+    compact(tmp_path / "two", tmp_path / "three", now=now + HOUR, delete_retention_ms=HOUR)
+    assert [b["base_offset"] for seg in decoded(tmp_path / "three") for b in seg] == [0, 3, 4]
+
+
+def test_data_dir_and_cli(tmp_path, capfd):
+    from kbatch.tools.cli import main
+    data = tmp_path / "data"
+    write_partition(data / "t-0", make(1))
+    write_partition(data / "u-3", make(2))
+    (data / "replication-offset-checkpoint").write_text("0\n2\nt 0 20\nu 3 20\n")
+    assert main(["compact", str(data), str(tmp_path / "out"), "--now", str(T0 + HOUR)]) == 0
+    out = capfd.readouterr().out
+    assert "t-0:" in out and "u-3:" in out
+    assert (tmp_path / "out" / "cleaner-offset-checkpoint").exists()
+    assert kbatch.verify(tmp_path / "out").ok
+    for name in ("t-0", "u-3"):
+        assert latest_rows(tmp_path / "out" / name) == latest_rows(data / name)
+    with pytest.raises(kbatch.ArgumentError, match="exists"):
+        compact(data, tmp_path / "out")

@@ -230,6 +230,8 @@ def test_corpus_recovery_and_index_bytes(tmp_path, capfd):
     byte, and are compared with the broker's own files (counted; a
     difference comes from how that broker appended: see README)."""
     tally = {"index": [0, 0, 0], "timeindex": [0, 0, 0]}   # identical (entries), empty, differ
+    rolled = {"index": [0, 0], "timeindex": [0, 0]}          # identical, of
+    differing = set()             # partitions with a rolled segment whose files differ
     for i, d in enumerate(INDEX_DIRS):
         src = CORPUS / d
         out = tmp_path / f"d{i}"
@@ -247,6 +249,7 @@ def test_corpus_recovery_and_index_bytes(tmp_path, capfd):
                     assert stem.with_suffix(".timeindex").read_bytes() == times, stem
             assert kbatch.open_log(out / log_src.name).read().offset.tolist() == \
                 kbatch.open_log(log_src).read().offset.tolist()
+            last = max(p.name for p in segs)
             for s in part.segments:
                 for kind, same, n in (("index", s.index_identical, s.index_entries),
                                       ("timeindex", s.timeindex_identical,
@@ -254,7 +257,31 @@ def test_corpus_recovery_and_index_bytes(tmp_path, capfd):
                     if same is None:
                         continue
                     tally[kind][0 if same and n else 1 if same else 2] += 1
+                    if s.file != last:
+                        rolled[kind][0] += bool(same)
+                        rolled[kind][1] += 1
+                        if not same:
+                            differing.add(log_src)
+    # Why a rolled segment's files differ: test_writer_indexes replays the
+    # broker's appends and reproduces its files byte for byte only with
+    # followers' multi-batch appends (one entry per fetch, naming its last
+    # offset) or, for a leader of Kafka <= 3.7, time index entries naming the
+    # record that holds the max timestamp; LogSegment.recover indexes batch
+    # by batch and names the batch's last offset, so a broker's own recovery
+    # of these segments writes the model's files, not its originals.
+    from tests.test_writer_indexes import check_partition
+    why = {}
+    for k, log_src in enumerate(sorted(differing)):
+        row = check_partition(log_src, tmp_path / f"why{k}")
+        assert row["ok"] and (row["appends"] == "broker" or row["time_offsets"] == "record"), \
+            log_src
+        why[log_src.name] = ("follower appends" if row["appends"] == "broker"
+                             else "leader <= 3.7: time index names the record")
     with capfd.disabled():
         print(f"\nrebuilt vs broker index files (identical with entries, identical empty, "
-              f"different): {tally}")
+              f"different): {tally}; rolled segments (identical, of): {rolled}; "
+              f"differences: {why}")
     assert tally["index"][0] >= 7 and tally["timeindex"][0] >= 15
+    # the corpus's 20 rolled segments: 5 small ones (empty .index, the final
+    # .timeindex entry) and 3 of a leader identical; 12 written by followers
+    assert rolled == {"index": [8, 20], "timeindex": [5, 20]}

@@ -50,13 +50,19 @@ batches = st.lists(st.lists(st.tuples(keys, values), min_size=1, max_size=6),
 
 
 def encode(tmp_path, spec, codec_of, segment_every: int) -> pathlib.Path:
-    """``spec``: batches of (key, value); written with kafka-python's builder."""
+    """``spec``: batches of (key, value); written with kafka-python's builder.
+    Every third batch looks cleaned: a delete horizon (attribute bit 6, the
+    base timestamp its horizon) and offset gaps, as the log cleaner leaves."""
     segments, current, offset = [], [], 0
     for i, recs in enumerate(spec):
+        cleaned = i % 3 == 2
+        step = 2 if cleaned else 1
         rows = [(1_700_000_000_000 + offset + j, k, v, [("h", b"%d" % (offset + j))])
                 for j, (k, v) in enumerate(recs)]
-        current.append(build_batch(rows, base_offset=offset, codec=codec_of(i)))
-        offset += len(recs)
+        current.append(build_batch(rows, base_offset=offset, codec=codec_of(i),
+                                   delete_horizon=cleaned,
+                                   offset_deltas=[step * j for j in range(len(recs))]))
+        offset += step * len(recs)
         if (i + 1) % segment_every == 0:
             segments.append(current)
             current = []

@@ -19,6 +19,9 @@ from kbatch.lib.writer import LogWriter
 
 from .conftest import CORPUS, needs_corpus
 from .digest import digest
+from .kafka_ref import build_batch
+from .lifecycle_ref import latest_model, write_partition
+from .test_latest import kafka_rows
 
 pytestmark = pytest.mark.spark
 
@@ -555,3 +558,46 @@ def test_bad_kafka_options_fail_with_one_line(spark, name, value, accepted):
         spark.read.format("kbatch").option(name, value).load(str(DIPENDRA)).count()
     line = next(x for x in str(info.value).splitlines() if "kbatch: option" in x)
     assert f"option {name}={value!r} is not accepted" in line and accepted in line
+
+
+# --- view="latest": the table view through Spark ---------------------------------
+
+def _write_keyed(data, topic: str, n_segments: int, seed: int):
+    segments, offset = [], 0
+    for s in range(n_segments):
+        batches = []
+        for b in range(40):
+            rows = []
+            for j in range(25):
+                i = offset + j
+                key = None if i % 97 == 0 else b"key-%d" % ((i * seed) % 53)
+                value = None if i % 11 == 0 else b"v%d" % i
+                rows.append((1_700_000_000_000 + i, key, value, []))
+            batches.append(build_batch(rows, base_offset=offset, codec=(b % 3) * 2 % 5))
+            offset += len(rows)
+        segments.append(batches)
+    return write_partition(data / f"{topic}-0", segments)
+
+
+def test_spark_latest_equals_the_model(spark, tmp_path):
+    """format("kbatch").option("view", "latest") against the dict model
+    over kafka-python's records (tests/lifecycle_ref.latest_model)."""
+    from kbatch.spark import register
+    data = tmp_path / "data"
+    parts = {("a", 0): _write_keyed(data, "a", 3, 7), ("b", 0): _write_keyed(data, "b", 2, 5)}
+    want = {k: sorted((r["offset"], r["key"], r["value"])
+                      for r in latest_model(kafka_rows(d)).values()) for k, d in parts.items()}
+    register(spark, check=False)
+    df = (spark.read.format("kbatch").option("view", "latest")
+          .option("maxPartitionBytes", "20000").load(str(data)))
+    got = {}
+    for r in df.collect():
+        got.setdefault((r["topic"], r["partition"]), []).append(
+            (r["offset"], bytes(r["key"]), bytes(r["value"])))
+    assert {k: sorted(v) for k, v in got.items()} == want
+    # a filter on offset is applied to the table, not pushed under it
+    top = max(o for o, _, _ in want[("a", 0)])
+    assert (df.filter("topic = 'a' and offset >= %d" % top).count()) == 1
+    only = (spark.read.format("kbatch").option("view", "latest")
+            .option("columns", "offset,topic,partition").load(str(data)))
+    assert only.count() == sum(len(v) for v in want.values())

@@ -152,6 +152,21 @@ def test_rules_one_by_one(tmp_path):
         (b"b", b"2"), (b"c", b"3"), (b"b", b"active")]
 
 
+def test_legacy_batches_are_refused_naming_file_and_byte(tmp_path):
+    """The cleaner here rewrites magic 2 only: a magic 1 message set in the
+    cleanable range is refused with its file and byte."""
+    from tests.kafka_ref import legacy_message_set
+    seg0 = [build_batch([(T0, b"a", b"1", [])], base_offset=0),
+            legacy_message_set([(T0 + 1, b"a", b"2"), (T0 + 2, b"b", b"3")], magic=1,
+                               base_offset=1)]
+    seg1 = [build_batch([(T0 + 5, b"b", b"active", [])], base_offset=3)]
+    src = write_partition(tmp_path / "t-0", [seg0, seg1])
+    at = len(seg0[0])
+    with pytest.raises(kbatch.ArgumentError,
+                       match=rf"00000000000000000000\.log: the batch at byte {at} has magic 1"):
+        compact(src, tmp_path / "out", now=T0 + 10)
+
+
 def test_aborted_data_goes_marker_stays(tmp_path):
     seg0 = [build_batch([(T0, b"k", b"v", [])], base_offset=0),
             build_batch([(T0 + 1, b"k", b"aborted", [])], base_offset=1, producer_id=5,

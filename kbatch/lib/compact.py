@@ -286,6 +286,10 @@ def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,
                 chunk_from, pending = 0, []
                 for r in range(len(b)):
                     pos, size = int(b.position[r]), int(b.size[r])
+                    if int(b.magic[r]) < 2:
+                        raise ArgumentError(
+                            f"{seg.location}: the batch at byte {pos} has magic "
+                            f"{int(b.magic[r])}; compact rewrites magic 2 logs only")
                     if pos + size - chunk_from > io_buffer_bytes and pos > chunk_from:
                         # the cleaner's read buffer is full: one append of what it kept
                         position = _append(f, indexes, pending, position)
@@ -335,9 +339,6 @@ def _filter_batch(b, r, whole, starts, control, cstarts, view, key_latest, txns,
     horizon = int(b.base_timestamp[r]) if b.has_delete_horizon[r] else None
     is_control = bool(b.is_control[r])
     raw = bytes(view[pos:pos + size])
-    if int(b.magic[r]) < 2:
-        raise ArgumentError(f"compact: batch at byte {pos} has magic {int(b.magic[r])}; "
-                            "the cleaner here rewrites magic 2 logs only")
     lo, hi = int(starts[r]), int(starts[r + 1])
     if is_control:
         crows = np.arange(int(cstarts[r]), int(cstarts[r + 1]))

@@ -13,6 +13,9 @@ its record with the highest offset, found by hashing the key bytes.
 
     hash table (open addressing, linear probing, doubled at half full)
       slot uint64 = hash >> 32 (tag) << 32 | (row + 1);  0 = empty
+      home slot   = (tag * 0x9E3779B97F4A7C15) >> (64 - log2(slots)): a
+                    function of the tag alone, so doubling the table moves
+                    entries without reading a key again
 
 One pass over the rows, in blocks of ``BLOCK``: the block's keys are hashed
 first and their slots prefetched, then probed (a table larger than the
@@ -99,7 +102,8 @@ cdef enum:
     KEY_OK = 0
     KEY_NULL = 1
     KEY_BAD = -1
-    INITIAL_SLOTS = 1024
+    INITIAL_BITS = 10
+    INITIAL_SLOTS = 1 << INITIAL_BITS
     CACHED_SLOTS = 1 << 16      # 512 KiB of slots: about what L2 holds
 
 
@@ -119,7 +123,13 @@ cdef struct Keys:
 cdef struct Table:
     uint64_t *slots
     uint64_t mask
+    int shift                    # 64 - log2(mask + 1)
     int64_t used
+
+
+cdef inline uint64_t _home(const Table *t, uint64_t tag) noexcept nogil:
+    """The slot a tag's probe starts at (Fibonacci hashing of the tag)."""
+    return (tag * <uint64_t>0x9E3779B97F4A7C15u) >> t.shift
 
 
 cdef inline bint _bit(const uint8_t *bits, int64_t i) noexcept nogil:
@@ -162,23 +172,20 @@ cdef inline int _key(const Keys *k, int64_t i, const uint8_t **p, int64_t *n) no
     return KEY_OK
 
 
-cdef int _grow(Table *t, const Keys *k) noexcept nogil:
-    """Double the table, every entry placed again (hashes recomputed)."""
+cdef int _grow(Table *t) noexcept nogil:
+    """Double the table, every entry placed again from its tag (no key
+    is read)."""
     cdef uint64_t cap = (t.mask + 1) * 2
     cdef uint64_t *fresh = <uint64_t *>calloc(cap, sizeof(uint64_t))
-    cdef uint64_t i, e, h, j
-    cdef int64_t row, n = 0
-    cdef const uint8_t *p = NULL
+    cdef uint64_t i, e, j
     if fresh == NULL:
         return -1
+    t.shift -= 1
     for i in range(t.mask + 1):
         e = t.slots[i]
         if e == 0:
             continue
-        row = <int64_t>(e & 0xFFFFFFFFu) - 1
-        _key(k, row, &p, &n)             # checked when it was inserted
-        h = kb_hash(p, n)
-        j = h & (cap - 1)
+        j = _home(t, e >> 32)
         while fresh[j] != 0:
             j = (j + 1) & (cap - 1)
         fresh[j] = e
@@ -209,7 +216,7 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
             status[j] = _key(k, base + j, &ptrs[j], &lens[j])
             if status[j] == KEY_OK:
                 hashes[j] = kb_hash(ptrs[j], lens[j])
-                KB_PREFETCH(&t.slots[hashes[j] & t.mask])
+                KB_PREFETCH(&t.slots[_home(t, hashes[j] >> 32)])
             elif status[j] == KEY_BAD:
                 return -(base + j + 1)
         # 2: the key bytes of the row a slot holds (when its tag matches),
@@ -217,7 +224,7 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
         # that fits the cache needs no hint
         for j in range(m if t.mask >= CACHED_SLOTS else 0):
             if status[j] == KEY_OK:
-                e = t.slots[hashes[j] & t.mask]
+                e = t.slots[_home(t, hashes[j] >> 32)]
                 if e != 0 and (e >> 32) == (hashes[j] >> 32):
                     if _key(k, <int64_t>(e & 0xFFFFFFFFu) - 1, &other, &other_n) == KEY_OK:
                         KB_PREFETCH(other)
@@ -229,14 +236,14 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
             i = base + j
             h = hashes[j]
             tag = h >> 32
-            idx = h & t.mask
+            idx = _home(t, tag)
             while True:
                 e = t.slots[idx]
                 if e == 0:
                     t.slots[idx] = (tag << 32) | <uint64_t>(i + 1)
                     t.used += 1
                     if t.used * 2 > <int64_t>(t.mask + 1):
-                        if _grow(t, k) != 0:
+                        if _grow(t) != 0:
                             return -(n + 2)
                     break
                 if (e >> 32) == tag:
@@ -345,6 +352,7 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
                 break
     t.slots = <uint64_t *>calloc(INITIAL_SLOTS, sizeof(uint64_t))
     t.mask = INITIAL_SLOTS - 1
+    t.shift = 64 - INITIAL_BITS
     t.used = 0
     if t.slots == NULL:
         free(<void *>k.bufs)

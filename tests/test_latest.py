@@ -190,13 +190,19 @@ def test_many_keys_and_collisions_of_the_short_path():
     del vals
 
 
+# three of dipendrasaini's five invoice partitions (one producer's data, 3 MB
+# each: 5 s of kafka-python's decoding under make test); invoice-0 (written
+# by a follower) and invoice-2 (by the leader) stay
+ALIKE = {"invoice-1", "invoice-3", "invoice-4"}
+
+
 @needs_corpus
 def test_corpus_partitions():
     """Every real partition kafka-python decodes (magic 2): the table view
     equals the model over kafka-python's records, zero_copy too."""
     checked = 0
     for d in sorted({p.parent for p in CORPUS.rglob("*.log")}):
-        if not d.name.rpartition("-")[2].isdigit():
+        if not d.name.rpartition("-")[2].isdigit() or d.name in ALIKE:
             continue
         try:
             rows = kafka_rows(d)

@@ -165,6 +165,7 @@ def test_legacy_batches_are_refused_naming_file_and_byte(tmp_path):
     with pytest.raises(kbatch.ArgumentError,
                        match=rf"00000000000000000000\.log: the batch at byte {at} has magic 1"):
         compact(src, tmp_path / "out", now=T0 + 10)
+    assert not (tmp_path / "out").exists()        # a failed run leaves no half-written copy
 
 
 def test_aborted_data_goes_marker_stays(tmp_path):

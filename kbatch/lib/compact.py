@@ -59,7 +59,8 @@ from kbatch.lib.producers import TXN_ENTRY, ProducerState
 from kbatch.lib.records import Records
 from kbatch.lib.segment import DecodeOptions
 from kbatch.lib.storage import Storage
-from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder, encode_batch
+from kbatch.lib.writer import (DEFAULT_INDEX_INTERVAL, IndexBuilder, encode_batch,
+                               into_new_directory)
 from kbatch.wire import Attr, ControlType
 
 DAY_MS = 24 * 3600 * 1000
@@ -463,45 +464,48 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     dest = Path(os.fspath(dest))
     if dest.exists():
         raise ArgumentError(f"{dest}: exists; compact writes a new directory (never in place)")
-    if found.kind is PathKind.PARTITION:
-        parts, hws, single = [Partition(found.topic, found.partition, found.location)], {}, True
-    elif found.kind is PathKind.DATA_DIR:
-        parts, single = found.partitions(), False
-        hws = offsets_of(found.location, "high_watermark")
-    else:
-        raise ArgumentError(f"{found.name}: is a {found.kind.value}; compact takes a partition "
-                            "directory or a broker data directory")
-    if not single:
-        dest.mkdir(parents=True)
-    done = []
-    for p in parts:
-        log = PartitionLog.at(p, found.storage)
-        if not log.segments:
-            continue
-        target = dest if single else dest / p.location.name
-        done.append(compact_partition(
-            log, target, now=now_ms, delete_retention_ms=delete_retention_ms,
-            segment_bytes=segment_bytes, producer_id_expiration_ms=producer_id_expiration_ms,
-            high_watermark=hws.get((p.topic, p.partition)),
-            index_interval_bytes=index_interval_bytes, io_buffer_bytes=io_buffer_bytes))
-    if not single:
-        cleaner = offsets_of(found.location, "cleaner_offset")
-        cleaner.update({(c.topic, c.partition): c.first_uncleanable_offset for c in done})
-        lines = [f"{t} {p} {o}" for (t, p), o in sorted(cleaner.items())]
-        (dest / "cleaner-offset-checkpoint").write_text(
-            "\n".join(["0", str(len(lines)), *lines]) + "\n")
-        for name, kind in OFFSET_FILES.items():
-            if kind == "cleaner_offset":
+
+    def write():
+        if found.kind is PathKind.PARTITION:
+            parts, hws, single = [Partition(found.topic, found.partition, found.location)], {}, True
+        elif found.kind is PathKind.DATA_DIR:
+            parts, single = found.partitions(), False
+            hws = offsets_of(found.location, "high_watermark")
+        else:
+            raise ArgumentError(f"{found.name}: is a {found.kind.value}; compact takes a partition "
+                                "directory or a broker data directory")
+        if not single:
+            dest.mkdir(parents=True)
+        done = []
+        for p in parts:
+            log = PartitionLog.at(p, found.storage)
+            if not log.segments:
                 continue
-            loc = found.location.child(name)
-            data = loc.tree.read_small(loc.path, 256 << 20)
+            target = dest if single else dest / p.location.name
+            done.append(compact_partition(
+                log, target, now=now_ms, delete_retention_ms=delete_retention_ms,
+                segment_bytes=segment_bytes, producer_id_expiration_ms=producer_id_expiration_ms,
+                high_watermark=hws.get((p.topic, p.partition)),
+                index_interval_bytes=index_interval_bytes, io_buffer_bytes=io_buffer_bytes))
+        if not single:
+            cleaner = offsets_of(found.location, "cleaner_offset")
+            cleaner.update({(c.topic, c.partition): c.first_uncleanable_offset for c in done})
+            lines = [f"{t} {p} {o}" for (t, p), o in sorted(cleaner.items())]
+            (dest / "cleaner-offset-checkpoint").write_text(
+                "\n".join(["0", str(len(lines)), *lines]) + "\n")
+            for name, kind in OFFSET_FILES.items():
+                if kind == "cleaner_offset":
+                    continue
+                loc = found.location.child(name)
+                data = loc.tree.read_small(loc.path, 256 << 20)
+                if data is not None:
+                    (dest / name).write_bytes(data)
+            meta = found.location.child("meta.properties")
+            data = meta.tree.read_small(meta.path, 1 << 16)
             if data is not None:
-                (dest / name).write_bytes(data)
-        meta = found.location.child("meta.properties")
-        data = meta.tree.read_small(meta.path, 1 << 16)
-        if data is not None:
-            (dest / "meta.properties").write_bytes(data)
-    return CompactionReport(str(dest), done)
+                (dest / "meta.properties").write_bytes(data)
+        return CompactionReport(str(dest), done)
+    return into_new_directory(dest, write)
 
 
 __all__ = ["CleanedSegment", "CompactionReport", "PartitionCompaction", "compact",

@@ -49,6 +49,7 @@ from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.storage import Storage
 from kbatch.lib.tables import PartitionRecords
+from kbatch.lib.writer import into_new_directory
 
 
 @dataclass(frozen=True)
@@ -288,49 +289,52 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
     dest = Path(os.fspath(dest))
     if dest.exists():
         raise ArgumentError(f"{dest}: exists; retention writes a new directory (never in place)")
-    found = plan.source
-    single = found.kind is PathKind.PARTITION
-    dest.mkdir(parents=True)
-    for p in plan.partitions:
-        out = dest if single else dest / p.log.location.name
-        out.mkdir(exist_ok=True)
-        gone = {d.base_offset for d in p.deleted}
-        for e in p.log.location.list():
-            if not e.is_file:
-                continue
-            base = segment_base(e.name) if e.name.endswith(".log") else None
-            stem_base = _stem_base(e.name)
-            if e.name == EPOCH_FILE:
-                data = p.log.location.child(e.name)
-                text = data.tree.read_small(data.path, 1 << 20) or b""
-                _, entries = parse_checkpoint("leader_epoch", text, str(data))
-                kept = truncate_epochs(entries, p.new_log_start_offset)
-                (out / e.name).write_text("\n".join(
-                    ["0", str(len(kept)), *(f"{a} {b}" for a, b in kept)]) + "\n")
-            elif stem_base is not None and stem_base in gone:
-                continue        # a deleted segment, its index files and snapshot
-            elif base is not None or stem_base is not None or e.name == "partition.metadata":
-                _copy(p.log.location.child(e.name), out / e.name)
-        if p.rolled:
-            stem = out / f"{p.log_end_offset:020d}"
-            for suffix in (".log", ".index", ".timeindex"):
-                Path(f"{stem}{suffix}").write_bytes(b"")
-    if not single:
-        starts = offsets_of(found.location, "log_start_offset")
-        starts.update(plan.log_start_offsets)
-        (dest / "log-start-offset-checkpoint").write_text(_offsets_text(starts))
-        for name, kind in OFFSET_FILES.items():
-            if kind == "log_start_offset":
-                continue
-            loc = found.location.child(name)
-            data = loc.tree.read_small(loc.path, 256 << 20)
+
+    def write():
+        found = plan.source
+        single = found.kind is PathKind.PARTITION
+        dest.mkdir(parents=True)
+        for p in plan.partitions:
+            out = dest if single else dest / p.log.location.name
+            out.mkdir(exist_ok=True)
+            gone = {d.base_offset for d in p.deleted}
+            for e in p.log.location.list():
+                if not e.is_file:
+                    continue
+                base = segment_base(e.name) if e.name.endswith(".log") else None
+                stem_base = _stem_base(e.name)
+                if e.name == EPOCH_FILE:
+                    data = p.log.location.child(e.name)
+                    text = data.tree.read_small(data.path, 1 << 20) or b""
+                    _, entries = parse_checkpoint("leader_epoch", text, str(data))
+                    kept = truncate_epochs(entries, p.new_log_start_offset)
+                    (out / e.name).write_text("\n".join(
+                        ["0", str(len(kept)), *(f"{a} {b}" for a, b in kept)]) + "\n")
+                elif stem_base is not None and stem_base in gone:
+                    continue        # a deleted segment, its index files and snapshot
+                elif base is not None or stem_base is not None or e.name == "partition.metadata":
+                    _copy(p.log.location.child(e.name), out / e.name)
+            if p.rolled:
+                stem = out / f"{p.log_end_offset:020d}"
+                for suffix in (".log", ".index", ".timeindex"):
+                    Path(f"{stem}{suffix}").write_bytes(b"")
+        if not single:
+            starts = offsets_of(found.location, "log_start_offset")
+            starts.update(plan.log_start_offsets)
+            (dest / "log-start-offset-checkpoint").write_text(_offsets_text(starts))
+            for name, kind in OFFSET_FILES.items():
+                if kind == "log_start_offset":
+                    continue
+                loc = found.location.child(name)
+                data = loc.tree.read_small(loc.path, 256 << 20)
+                if data is not None:
+                    (dest / name).write_bytes(data)
+            meta = found.location.child("meta.properties")
+            data = meta.tree.read_small(meta.path, 1 << 16)
             if data is not None:
-                (dest / name).write_bytes(data)
-        meta = found.location.child("meta.properties")
-        data = meta.tree.read_small(meta.path, 1 << 16)
-        if data is not None:
-            (dest / "meta.properties").write_bytes(data)
-    return dest
+                (dest / "meta.properties").write_bytes(data)
+        return dest
+    return into_new_directory(dest, write)
 
 
 def _stem_base(name: str) -> int | None:

@@ -36,6 +36,7 @@ import base64
 import io
 import operator
 import os
+import shutil
 import struct
 import time
 import uuid
@@ -945,6 +946,18 @@ class LogWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+
+def into_new_directory(dest: Path, write):
+    """``write()``, which fills the new directory ``dest`` (the caller has
+    checked that it did not exist); when it raises, whatever it wrote there
+    is removed, so a failed run leaves no half-written copy."""
+    try:
+        return write()
+    except BaseException:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise
 
 
 def write_log(directory, records, *, codec="none", segment_bytes: int = DEFAULT_SEGMENT_BYTES,

@@ -61,7 +61,7 @@ from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.producers import ProducerState
-from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder
+from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder, into_new_directory
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport, check,
                                        first_damage, verify_options, walk)
 
@@ -305,43 +305,46 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
         raise ArgumentError(f"{dest}: exists; recover writes a new directory (never in place)")
     if not found.remote and _inside(dest, Path(found.path)):
         raise ArgumentError(f"{dest}: inside the source {found.name}; write the copy elsewhere")
-    notes = ["producer snapshots (.snapshot) are not copied: a broker rebuilds producer "
-             "state from the log when it finds none"]
-    if found.kind is PathKind.PARTITION:
-        log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
-                              found.storage)
-        part = recover_partition(log, dest, index_interval_bytes=index_interval_bytes,
-                                 **options)
-        notes.append("a partition alone: the data directory's checkpoint files are not "
-                     "written (recover the data directory for them)")
-        return RecoveryReport(str(dest), [part], notes)
-    hw = offsets_of(found.location, "high_watermark")
-    starts = offsets_of(found.location, "log_start_offset")
-    cleaner = offsets_of(found.location, "cleaner_offset")
-    dest.mkdir(parents=True)
-    parts = []
-    for p in found.partitions():
-        log = PartitionLog.at(p, found.storage)
-        key = (p.topic, p.partition)
-        parts.append(recover_partition(log, dest / p.location.name,
-                                       index_interval_bytes=index_interval_bytes,
-                                       log_start=starts.get(key), **options))
-    ends = {(p.topic, p.partition): p.log_end_offset for p in parts
-            if p.log_end_offset is not None}
-    _offsets_file(dest / _file_of("recovery_point"), ends)
-    _offsets_file(dest / _file_of("log_start_offset"),
-                  {(p.topic, p.partition): p.log_start_offset for p in parts
-                   if p.log_start_offset is not None})
-    _offsets_file(dest / _file_of("high_watermark"),
-                  {k: min(hw.get(k, e), e) for k, e in ends.items()})
-    if cleaner:
-        _offsets_file(dest / _file_of("cleaner_offset"),
-                      {k: min(o, ends[k]) for k, o in cleaner.items() if k in ends})
-    meta = found.location.child("meta.properties")
-    data = meta.tree.read_small(meta.path, 1 << 16)
-    if data is not None:
-        _write(dest / "meta.properties", data)
-    return RecoveryReport(str(dest), parts, notes)
+
+    def write():
+        notes = ["producer snapshots (.snapshot) are not copied: a broker rebuilds producer "
+                 "state from the log when it finds none"]
+        if found.kind is PathKind.PARTITION:
+            log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
+                                  found.storage)
+            part = recover_partition(log, dest, index_interval_bytes=index_interval_bytes,
+                                     **options)
+            notes.append("a partition alone: the data directory's checkpoint files are not "
+                         "written (recover the data directory for them)")
+            return RecoveryReport(str(dest), [part], notes)
+        hw = offsets_of(found.location, "high_watermark")
+        starts = offsets_of(found.location, "log_start_offset")
+        cleaner = offsets_of(found.location, "cleaner_offset")
+        dest.mkdir(parents=True)
+        parts = []
+        for p in found.partitions():
+            log = PartitionLog.at(p, found.storage)
+            key = (p.topic, p.partition)
+            parts.append(recover_partition(log, dest / p.location.name,
+                                           index_interval_bytes=index_interval_bytes,
+                                           log_start=starts.get(key), **options))
+        ends = {(p.topic, p.partition): p.log_end_offset for p in parts
+                if p.log_end_offset is not None}
+        _offsets_file(dest / _file_of("recovery_point"), ends)
+        _offsets_file(dest / _file_of("log_start_offset"),
+                      {(p.topic, p.partition): p.log_start_offset for p in parts
+                       if p.log_start_offset is not None})
+        _offsets_file(dest / _file_of("high_watermark"),
+                      {k: min(hw.get(k, e), e) for k, e in ends.items()})
+        if cleaner:
+            _offsets_file(dest / _file_of("cleaner_offset"),
+                          {k: min(o, ends[k]) for k, o in cleaner.items() if k in ends})
+        meta = found.location.child("meta.properties")
+        data = meta.tree.read_small(meta.path, 1 << 16)
+        if data is not None:
+            _write(dest / "meta.properties", data)
+        return RecoveryReport(str(dest), parts, notes)
+    return into_new_directory(dest, write)
 
 
 def _file_of(kind: str) -> str:

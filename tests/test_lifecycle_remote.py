@@ -50,7 +50,7 @@ def stores():
         server.stop()
 
 
-def test_recover_from_urls(stores, tmp_path):
+def test_recover_from_urls(stores, tmp_path, capfd):
     """A data directory (a healthy partition, one with a flipped bit in its
     middle segment) and one partition (a torn last segment) recovered from
     URLs: the model's bytes, indexes and report, a clean verify, the
@@ -77,6 +77,16 @@ def test_recover_from_urls(stores, tmp_path):
         segments, raw, bases = cases["c-2"]
         alone = kbatch.recover(f"{root}/v{n}/c-2", tmp_path / f"alone{n}", **storage)
         check_against_model(src / "c-2", tmp_path / f"alone{n}", bases, raw, 4096, alone)
+
+    # the command line takes the URL too (memory:// lives in this process)
+    import json
+    from kbatch.tools.cli import main
+    assert main(["recover", "memory://life/v0/c-2", str(tmp_path / "cli"), "--format",
+                 "json"]) == 1                                   # something was dropped
+    (row, *_) = [json.loads(x) for x in capfd.readouterr().out.splitlines()]
+    assert row["partition"] == "c-2" and row["dropped"][0]["file"].endswith(".log")
+    want = sorted(p.read_bytes() for p in (tmp_path / "alone0").iterdir())
+    assert sorted(p.read_bytes() for p in (tmp_path / "cli").iterdir()) == want
 
 
 def test_retention_from_urls(stores, tmp_path):

@@ -497,8 +497,8 @@ cdef class AvroMachine:
             const int32_t[::1] prog, int32_t[::1] status, int64_t[::1] errpos, bint stop_at_error):
         """Decode row i from ``data[start[i]:end[i])`` with the op ``prog[i]``
         (< 0: a null row, its status already set). A failed row is rolled
-        back, stored as null, and its status and byte (from ``start[i]``)
-        written. Returns the number of rows done (all of them unless
+        back, stored as null, its status written and its byte (from
+        ``start[i]``) added to ``errpos[i]``. Returns the number of rows done (all of them unless
         ``stop_at_error`` stopped at the first failure)."""
         cdef Py_ssize_t n = start.shape[0], i, size = data.shape[0]
         cdef Py_ssize_t mark, done = n
@@ -526,7 +526,7 @@ cdef class AvroMachine:
                 if st != ST_OK:
                     col_truncate(m.cols, m.col_kids, self.top, mark)
                     status[i] = st
-                    errpos[i] = cur.pos - start[i]
+                    errpos[i] += cur.pos - start[i]
                     if col_null(m.cols, m.col_kids, self.top) != ST_OK:
                         status[i] = ST_NOMEM
                     if stop_at_error:

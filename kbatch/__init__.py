@@ -11,13 +11,16 @@
     consumer_lag(data_dir)      committed offsets vs log end offsets over time
     kbatch.internal             internal topics, producer snapshots, checkpoints as tables
     write_segment / write_log   real magic-2 segments and partition directories
+    registry(source)            an offline Schema Registry (the _schemas topic, an export,
+                                a folder): registry.decode(column) -> typed Arrow array
 """
 
 from kbatch._core._columns import memory_pool_bytes, memory_stats, set_memory_pool
 from kbatch._version import __version__
 from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError,
                            DamagedLengthError, DecompressionLimitError, FileChangedError,
-                           KbatchError, LimitExceededError, MappingInvalidatedError)
+                           KbatchError, LimitExceededError, MappingInvalidatedError, PayloadError,
+                           SchemaError, UnknownSchemaError)
 from kbatch.internal.lag import consumer_lag
 from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
 from kbatch.lib.log import LogDir, PartitionLog, open_log, open_log_dir, read_table
@@ -29,6 +32,7 @@ from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, 
 from kbatch.lib.entry import iter_segment, read_segment   # paths, URLs, buffers
 from kbatch.lib.views import ViewColumn
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
+from kbatch.payloads import Registry, registry
 from kbatch.tools.transactions import transactions
 from kbatch.tools.verify import verify
 
@@ -37,7 +41,8 @@ __all__ = [
     "CorruptRecordError", "DamagedLengthError", "DecompressionLimitError", "FileChangedError",
     "HeadersColumn",
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
-    "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "Records",
+    "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "PayloadError",
+    "Records", "Registry", "SchemaError", "UnknownSchemaError", "registry",
     "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "consumer_lag", "iter_segment",
     "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "resolve",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",

@@ -93,7 +93,10 @@ def parse(text: str | dict | list, names: Names | None = None) -> AvroType:
         try:
             obj = json.loads(text)
         except (ValueError, RecursionError) as exc:
-            raise SchemaError(f"an Avro schema that is not JSON: {exc}") from None
+            bare = text.strip() if isinstance(text, str) else ""
+            if not bare.replace(".", "").replace("_", "").isalnum():
+                raise SchemaError(f"an Avro schema that is not JSON: {exc}") from None
+            obj = bare          # a bare type name ("string"), as some tools register it
     else:
         obj = text
     names = names if names is not None else Names()

@@ -16,6 +16,7 @@ import numpy as np
 
 from kbatch._core._avro import Status
 from kbatch.errors import PayloadError, SchemaError, UnknownSchemaError
+from kbatch.lib.records import optional_module
 from kbatch.payloads import avro_schema, framing
 from kbatch.payloads.avro_decode import AvroReader
 from kbatch.payloads.column import rows_of
@@ -126,6 +127,7 @@ class Registry:
         the bytes of a ``__value_schema_id`` header (or None)."""
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
+        optional_module("pyarrow", "registry", "Registry.decode()")
         rows = rows_of(column)
         frames = framing.split(rows) if header_ids is None else framing.from_headers(rows, list(header_ids))
         n = len(rows)

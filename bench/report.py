@@ -208,6 +208,22 @@ def internal_table(results: dict) -> str:
     return "\n".join(out)
 
 
+def registry_table(results: dict) -> str:
+    """Schema Registry payloads into Arrow (bench/test_registry.py), as ratios to the Python route."""
+    rows = [b for b in results["benchmarks"] if b.get("group") == "registry"]
+    if not rows:
+        return ""
+    base = next((b["stats"]["median"] for b in rows if "fastavro" in b["extra_info"]["route"]), None)
+    out = ["| 1 M framed Avro values (10 fields) -> pyarrow, one core | values/s | median s | speed-up |",
+           "|---|---:|---:|---:|"]
+    for b in rows:
+        med = b["stats"]["median"]
+        ratio = f"**{base / med:.1f}x**" if base and "fastavro" not in b["extra_info"]["route"] else "1.0x"
+        out.append(f"| {b['extra_info']['route']} | {b['extra_info']['records'] / med / 1e6:.2f} M | "
+                   f"{med:.3f} | {ratio} |")
+    return "\n".join(out)
+
+
 def decode_table(decode) -> str:
     out = ["| dataset | decoder | records/s | MB/s | median s | vs aiokafka |",
            "|---|---|---:|---:|---:|---:|"]
@@ -352,6 +368,8 @@ def main():
         parts += [spark_table(spark), ""]
     if internal_table(results):
         parts += [internal_table(results), ""]
+    if registry_table(results):
+        parts += [registry_table(results), ""]
     if has_chart:
         parts += ["![throughput](bench/throughput.png)", ""]
     text = "\n".join(parts)

@@ -30,6 +30,7 @@ from kbatch.lib.decoder import header_rows
 from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
 from kbatch.lib.segment import DecodeOptions, decode_chunks
+from kbatch.spark import payloads
 from kbatch.spark.arrow import numeric_array, to_record_batch, topic_array
 from kbatch.spark.options import KafkaOptions
 
@@ -107,7 +108,17 @@ def _decoded(source, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
         if keep is not None:
             chunk = keep(chunk)
         if len(chunk):
-            yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+            if payloads.decoded(o):
+                yield payloads.decode_batch(to_record_batch(chunk, piece.topic, piece.partition,
+                                                            _binary_schema(schema)), chunk, o, schema)
+            else:
+                yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+
+
+def _binary_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as the Kafka source's: key and value binary, no error columns."""
+    return pa.schema([pa.field(f.name, pa.binary()) if f.name in ("key", "value") else f
+                      for f in schema if not f.name.endswith("_error")])
 
 
 def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:

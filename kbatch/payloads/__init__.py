@@ -13,6 +13,7 @@ typed Arrow arrays.
     avro_program.py  schema resolution compiled into the decoder's ops
     avro_default.py  field defaults encoded as datums
     avro_decode.py   the compiled decoder driven, its buffers as Arrow arrays
+    json_decode.py   JSON Schema payloads through pyarrow's JSON reader
 """
 
 from kbatch.payloads.registry import Registry, registry

@@ -17,7 +17,7 @@ import numpy as np
 from kbatch._core._avro import Status
 from kbatch.errors import PayloadError, SchemaError, UnknownSchemaError
 from kbatch.lib.records import optional_module
-from kbatch.payloads import avro_schema, framing
+from kbatch.payloads import avro_schema, framing, json_decode
 from kbatch.payloads.avro_decode import AvroReader
 from kbatch.payloads.column import rows_of
 from kbatch.payloads.sources import SCHEMA_TOPIC, load
@@ -143,8 +143,12 @@ class Registry:
         if len(kinds) > 1:
             raise SchemaError(f"one column holds {' and '.join(sorted(kinds))} payloads: decode them apart")
         kind = kinds.pop() if kinds else "AVRO"
+        if kind == "JSON" or (reader_schema is None and not present and subject is not None
+                              and self.schema(self.latest(subject).id).schema_type == "JSON"):
+            return self._decode_json(rows, frames, live, present, reader_schema, subject, on_error,
+                                     offsets, with_errors)
         if kind != "AVRO":
-            raise SchemaError(f"{kind} payloads are not decoded yet (only AVRO)")
+            raise SchemaError(f"{kind} payloads are not decoded yet (AVRO and JSON are)")
         reader = self._avro_reader(reader_schema, subject, present, max_depth)
         prog = np.full(n, -1, np.int32)
         reasons: dict[int, str] = {}
@@ -171,6 +175,37 @@ class Registry:
         for i in bad.tolist():
             messages[i] = str(self._error(i, status, errpos, frames, offsets, reasons).reason)
         return array, pa.array(messages, pa.string())
+
+    def _decode_json(self, rows, frames, live, present, reader_schema, subject, on_error, offsets,
+                     with_errors):
+        """JSON Schema payloads (``kbatch.payloads.json_decode``)."""
+        import pyarrow as pa
+        if reader_schema is not None:
+            text = reader_schema if isinstance(reader_schema, str) else json.dumps(reader_schema)
+        else:
+            sid = self._reader_id(subject, present)
+            text = self.schema(sid).text if sid is not None else "{}"
+        try:
+            schema = json.loads(text)
+        except ValueError as exc:
+            raise SchemaError(f"a JSON Schema that is not JSON: {exc}") from None
+        typ = json_decode.arrow_type(schema, pa)
+        array, reasons = json_decode.decode(rows.data, frames.start, frames.end, live, typ, pa)
+        messages = [None] * len(rows)
+        for i in np.flatnonzero(frames.status).tolist():
+            messages[i] = str(self._error(i, frames.status, np.zeros(len(rows), np.int64), frames,
+                                          offsets, {}).reason)
+        for i, why in enumerate(reasons):
+            if why is not None:
+                messages[i] = why
+        bad = [i for i, m in enumerate(messages) if m is not None]
+        if on_error == "raise" and bad:
+            i = bad[0]
+            sid = int(frames.ids[i]) if frames.ids[i] >= 0 else None
+            cls = UnknownSchemaError if frames.status[i] == Status.ST_UNKNOWN_ID else PayloadError
+            raise cls(messages[i], offset=int(offsets[i]) if offsets is not None else None, row=i,
+                      schema_id=sid)
+        return (array, pa.array(messages, pa.string())) if with_errors else array
 
     def _avro_reader(self, reader_schema, subject, present: list, max_depth: int) -> AvroReader:
         if reader_schema is not None:

@@ -1,0 +1,132 @@
+"""JSON Schema payloads (Confluent's ``schemaType: JSON``): the datum after
+the framing is JSON text. The reader's JSON Schema gives the Arrow type;
+fields are matched by name (a field the reader lacks is ignored, one the
+value lacks is null), so versions of a subject decode into one type.
+
+    object (properties)   struct (every field nullable)
+    array (items)         list
+    string                string; format date-time: timestamp[us, UTC];
+                          format date: date32
+    integer / number      int64 / float64
+    boolean / null        bool / null
+    ["T", "null"]         T, nullable
+    $ref "#/definitions/X" or "#/$defs/X"   the definition (local refs only)
+    anything else         string (the JSON text of the value)
+
+All values are parsed by pyarrow's JSON reader at once (a raw newline can
+only be whitespace in JSON, so each value becomes one line); when that
+fails, each value is parsed alone and the ones that do not parse or do not
+fit the type become failed rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from kbatch.errors import SchemaError
+
+MAX_REF_DEPTH = 32
+
+
+def arrow_type(schema, pa, root=None, depth: int = 0):
+    root = schema if root is None else root
+    if depth > MAX_REF_DEPTH:
+        raise SchemaError("a JSON Schema whose $refs nest too deeply (recursive?)")
+    if not isinstance(schema, dict):
+        return pa.string()
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        for prefix in ("#/definitions/", "#/$defs/"):
+            if isinstance(ref, str) and ref.startswith(prefix):
+                target = root.get(prefix[2:-1], {}).get(ref[len(prefix):])
+                if target is not None:
+                    return arrow_type(target, pa, root, depth + 1)
+        raise SchemaError(f"JSON Schema $ref {ref!r}: only local #/definitions or #/$defs refs are read")
+    t = schema.get("type")
+    if isinstance(t, list):
+        kinds = [k for k in t if k != "null"]
+        t = kinds[0] if len(kinds) == 1 else None
+    if t is None and "properties" in schema:
+        t = "object"
+    if t == "object":
+        props = schema.get("properties") or {}
+        return pa.struct([pa.field(k, arrow_type(v, pa, root, depth)) for k, v in props.items()])
+    if t == "array":
+        return pa.list_(arrow_type(schema.get("items", {}), pa, root, depth))
+    if t == "string":
+        fmt = schema.get("format")
+        return pa.timestamp("us", "UTC") if fmt == "date-time" else pa.date32() if fmt == "date" else pa.string()
+    return {"integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_(),
+            "null": pa.null()}.get(t, pa.string())
+
+
+def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarray, typ, pa):
+    """(array of ``typ``, per-row reason or None) for rows ``live``; other rows null."""
+    import pyarrow.json as pj
+
+    n = len(start)
+    reasons: list = [None] * n
+    rows = np.flatnonzero(live)
+    if pa.types.is_struct(typ):
+        target, wrap = typ, False
+    else:
+        target, wrap = pa.struct([pa.field("v", typ)]), True
+    texts = [bytes(data[start[i]:end[i]]) for i in rows.tolist()]
+    good = _read(texts, target, wrap, pj, pa)
+    if good is None:                 # one at a time: which values fail
+        ok_rows, ok_texts = [], []
+        for i, text in zip(rows.tolist(), texts):
+            if _read([text], target, wrap, pj, pa) is None:
+                reasons[i] = _why(text, wrap)
+            else:
+                ok_rows.append(i)
+                ok_texts.append(text)
+        rows = np.array(ok_rows, np.int64)
+        good = _read(ok_texts, target, wrap, pj, pa) if ok_texts else pa.array([], target)
+    values = good.field("v") if wrap else good
+    index = np.full(n, -1, np.int64)
+    index[rows] = np.arange(len(rows))
+    taken = values.take(pa.array(index, mask=index < 0))
+    return taken, reasons
+
+
+def _read(texts: list, target, wrap: bool, pj, pa):
+    if not texts:
+        return pa.array([], target)
+    body = b"\n".join((b'{"v":' + t.replace(b"\n", b" ").replace(b"\r", b" ") + b"}") if wrap
+                      else t.replace(b"\n", b" ").replace(b"\r", b" ") for t in texts) + b"\n"
+    readable = _readable(target, pa)
+    try:
+        table = pj.read_json(pa.py_buffer(body), parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema(list(readable)), unexpected_field_behavior="ignore",
+            newlines_in_values=False), read_options=pj.ReadOptions(block_size=max(len(body), 1 << 20)))
+        if table.num_rows != len(texts):
+            return None
+        arr = table.to_struct_array()
+        arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+        return arr.cast(target) if readable != target else arr
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+
+
+def _readable(t, pa):
+    """``t`` as pyarrow's JSON reader can fill it: dates read as strings (cast after)."""
+    if pa.types.is_date32(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _readable(f.type, pa)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(_readable(t.value_type, pa))
+    return t
+
+
+def _why(text: bytes, wrap: bool) -> str:
+    try:
+        value = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"not JSON: {exc}"
+    if not wrap and not isinstance(value, dict):
+        return "a JSON value that is not an object"
+    return "a JSON value whose types do not fit the reader's schema"

@@ -64,6 +64,10 @@ class Status(enum.IntEnum):
     ST_NOMEM = 15
     ST_BLOCK = 16
     ST_RANGE = 17
+    ST_WIRETYPE = 18
+    ST_TAG = 19
+    ST_REQUIRED = 20
+    ST_PACKED = 21
     ST_MAGIC = 32
     ST_FRAME = 33
     ST_UNKNOWN_ID = 34

@@ -120,6 +120,11 @@ cpdef enum Status:
     ST_NOMEM = 15
     ST_BLOCK = 16         # a block's byte size disagrees with its items
     ST_RANGE = 17         # a value the Arrow type cannot hold (duration months)
+    # Protobuf (kbatch._core._protobuf uses these numbers)
+    ST_WIRETYPE = 18      # a wire type the field's type cannot have
+    ST_TAG = 19           # field number 0, wire type 4/6/7, an unmatched end of group
+    ST_REQUIRED = 20      # a proto2 required field is missing
+    ST_PACKED = 21        # a packed run of fixed-width values that is not whole values
     # framing (set by the caller before the decode)
     ST_MAGIC = 32         # magic byte neither 0 nor 1
     ST_FRAME = 33         # shorter than its framing

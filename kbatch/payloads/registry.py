@@ -17,8 +17,9 @@ import numpy as np
 from kbatch._core._avro import Status
 from kbatch.errors import PayloadError, SchemaError, UnknownSchemaError
 from kbatch.lib.records import optional_module
-from kbatch.payloads import avro_schema, framing, json_decode
+from kbatch.payloads import avro_schema, framing, json_decode, protobuf_schema
 from kbatch.payloads.avro_decode import AvroReader
+from kbatch.payloads.protobuf_decode import ProtoReader
 from kbatch.payloads.column import rows_of
 from kbatch.payloads.sources import SCHEMA_TOPIC, load
 from kbatch.payloads.store import SchemaInfo, State, Version
@@ -108,6 +109,46 @@ class Registry:
             self._references(ref, names, done)
             avro_schema.parse(ref.text, names)
 
+    def protobuf(self, sid: int) -> tuple[protobuf_schema.ProtoFile, protobuf_schema.Pool]:
+        """The .proto file of a schema id and the pool its types resolve in
+        (its references, recursively, and the well-known types)."""
+        found = self._parsed.get(("proto", sid))
+        if found is None:
+            info = self.schema(sid)
+            if info.schema_type != "PROTOBUF":
+                raise SchemaError(f"schema id {sid} is {info.schema_type}, not PROTOBUF")
+            found = self._parsed[("proto", sid)] = self._proto_pool(info.text, info.references, f"schema {sid}")
+        return found
+
+    def _proto_pool(self, text: str, references, name: str):
+        pool = protobuf_schema.Pool()
+        root = protobuf_schema.parse(text, name)
+        pool.add(root)
+        todo = [(root, tuple(references), 0)]
+        while todo:
+            f, refs, depth = todo.pop()
+            by_name = {r[0]: (r[1], r[2]) for r in refs}
+            for path in f.imports:
+                if path in pool.files:
+                    continue
+                if path in by_name:
+                    subject, version = by_name[path]
+                    ver = self.state.subjects.get(subject, {}).get(version)
+                    if ver is None:
+                        raise SchemaError(f"{name} imports {path!r} from {subject!r} version {version}, "
+                                          "which the registry does not hold")
+                    ref = self.schema(ver.id)
+                    child = protobuf_schema.parse(ref.text, path)
+                    pool.add(child)
+                    if depth < 64:
+                        todo.append((child, tuple(ref.references), depth + 1))
+                elif path in protobuf_schema.WELL_KNOWN:
+                    pool.add(protobuf_schema.parse(protobuf_schema.WELL_KNOWN[path], path))
+                # any other import (descriptor.proto, options): its types are not
+                # needed unless a field names one, which resolve() then reports
+        pool.resolve()
+        return root, pool
+
     def guid_id(self, guid: bytes) -> int:
         import uuid
         return self.state.guids.get(str(uuid.UUID(bytes=bytes(guid))), -1)
@@ -115,7 +156,8 @@ class Registry:
     # --- decoding ---------------------------------------------------------------------
 
     def decode(self, column, *, reader_schema=None, subject: str | None = None, on_error: str = "raise",
-               offsets=None, header_ids=None, with_errors: bool = False, max_depth: int = 4):
+               offsets=None, header_ids=None, with_errors: bool = False, max_depth: int = 4,
+               message: str | None = None):
         """A ``pyarrow.Array``, one row per value of ``column`` (a kbatch
         binary column, a pyarrow binary array or a list of bytes); null or
         empty values are null rows. ``offsets``: the records' offsets, named
@@ -124,7 +166,9 @@ class Registry:
         its offset and schema id; ``"null"``: a bad value is a null row, and
         with ``with_errors=True`` the result is ``(array, errors)``, errors a
         string array (null where the row decoded). ``header_ids``: per row,
-        the bytes of a ``__value_schema_id`` header (or None)."""
+        the bytes of a ``__value_schema_id`` header (or None). ``message``:
+        Protobuf only, the full name of the message to decode (needed when
+        a column holds several; rows of another message fail)."""
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
         optional_module("pyarrow", "registry", "Registry.decode()")
@@ -147,8 +191,12 @@ class Registry:
                               and self.schema(self.latest(subject).id).schema_type == "JSON"):
             return self._decode_json(rows, frames, live, present, reader_schema, subject, on_error,
                                      offsets, with_errors)
+        if kind == "PROTOBUF" or (reader_schema is None and not present and subject is not None
+                                  and self.schema(self.latest(subject).id).schema_type == "PROTOBUF"):
+            return self._decode_protobuf(rows, frames, live, present, reader_schema, subject, message,
+                                         on_error, offsets, with_errors, max_depth)
         if kind != "AVRO":
-            raise SchemaError(f"{kind} payloads are not decoded yet (AVRO and JSON are)")
+            raise SchemaError(f"{kind} payloads are not decoded (AVRO, PROTOBUF and JSON are)")
         reader = self._avro_reader(reader_schema, subject, present, max_depth)
         prog = np.full(n, -1, np.int32)
         reasons: dict[int, str] = {}
@@ -207,6 +255,86 @@ class Registry:
                       schema_id=sid)
         return (array, pa.array(messages, pa.string())) if with_errors else array
 
+    def _decode_protobuf(self, rows, frames, live, present, reader_schema, subject, message, on_error,
+                         offsets, with_errors, max_depth):
+        """Protobuf payloads (``kbatch.payloads.protobuf_decode``): each row's
+        message indexes name a message of its writer's schema; the rows are
+        decoded with the reader's definition of that message (by full name)."""
+        import pyarrow as pa
+        from kbatch._core._protobuf import message_indexes
+        n = len(rows)
+        status = frames.status.copy()
+        start = frames.start.copy()
+        path = np.zeros((n, 16), np.int32)
+        plen = np.zeros(n, np.int32)
+        message_indexes(rows.data, start, frames.end, live.astype(np.uint8), path, plen, status)
+        live = live & (status == 0)
+        names = np.full(n, -1, np.int32)
+        found: list[str] = []
+        reasons: dict = {}
+        first = live & (plen == 1) & (path[:, 0] == 0)
+        for sid in present:
+            of_id = live & (frames.ids == sid)
+            groups = [((0,), of_id & first)]
+            other = of_id & ~first
+            if other.any():
+                keys = {tuple(path[i, :plen[i]].tolist()) for i in np.flatnonzero(other).tolist()}
+                for key in keys:
+                    same = other & (plen == len(key)) & np.all(path[:, :len(key)] == np.array(key, np.int32), axis=1)
+                    groups.append((key, same))
+            for key, where in groups:
+                if not where.any():
+                    continue
+                try:
+                    name = self.protobuf(sid)[0].message_at(key).full_name
+                except SchemaError as exc:
+                    status[where] = Status.ST_INDEXES if "indexes" in str(exc) else Status.ST_RESOLVE
+                    reasons[sid] = str(exc)
+                    continue
+                if name not in found:
+                    found.append(name)
+                names[where] = found.index(name)
+        wanted = message
+        if wanted is None:
+            if len(found) > 1:
+                raise SchemaError(f"one column holds messages {', '.join(found)}: pass message=")
+            wanted = found[0] if found else None
+        if reader_schema is not None:
+            text = reader_schema if isinstance(reader_schema, str) else str(reader_schema)
+            key = ("proto-text", text)
+            root, pool = self._parsed.get(key) or self._parsed.setdefault(key, self._proto_pool(text, (), "reader"))
+        else:
+            sid = self._reader_id(subject, present)
+            if sid is None:
+                return (pa.nulls(n), pa.nulls(n, pa.string())) if with_errors else pa.nulls(n)
+            root, pool = self.protobuf(sid)
+        if wanted is None:
+            wanted = root.message_at((0,)).full_name
+        rkey = ("proto", id(pool), wanted, max_depth)
+        reader = self._readers.get(rkey)
+        if reader is None:
+            reader = self._readers[rkey] = ProtoReader(pool, wanted, max_depth=max_depth)
+        prog = np.full(n, -1, np.int32)
+        for k, name in enumerate(found):
+            rows_of_name = live & (names == k)
+            if name == wanted:
+                prog[rows_of_name] = reader.layout.top
+            else:
+                status[rows_of_name] = Status.ST_RESOLVE
+                for sid in np.unique(frames.ids[rows_of_name]).tolist():
+                    reasons[sid] = f"a {name} message, not the {wanted} being decoded"
+        errpos = (start - rows.offsets[:-1]).astype(np.int64)
+        array, _done = reader.run(rows.data, start, frames.end, prog, status, errpos, on_error == "raise")
+        bad = np.flatnonzero(status)
+        if on_error == "raise" and len(bad):
+            raise self._error(int(bad[0]), status, errpos, frames, offsets, reasons)
+        if not with_errors:
+            return array
+        messages = [None] * n
+        for i in bad.tolist():
+            messages[i] = str(self._error(i, status, errpos, frames, offsets, reasons).reason)
+        return array, pa.array(messages, pa.string())
+
     def _avro_reader(self, reader_schema, subject, present: list, max_depth: int) -> AvroReader:
         if reader_schema is not None:
             text = reader_schema if isinstance(reader_schema, str) else json.dumps(reader_schema)
@@ -246,7 +374,7 @@ class Registry:
             import uuid
             sid = str(uuid.UUID(bytes=bytes(frames.guids[i])))
         offset = int(offsets[i]) if offsets is not None else None
-        reason = reasons.get(sid) if st == Status.ST_RESOLVE else None
+        reason = reasons.get(sid) if st in (Status.ST_RESOLVE, Status.ST_INDEXES) else None
         reason = reason or framing.REASONS.get(st, f"status {st}")
         cls = UnknownSchemaError if st == Status.ST_UNKNOWN_ID else PayloadError
         position = int(errpos[i]) if st < Status.ST_MAGIC else None

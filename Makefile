@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PY     := $(BIN)/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml setup.py | cksum | cut -d' ' -f1)
-SOURCES := $(wildcard kbatch/_core/*.pyx kbatch/_core/*.pxd kbatch/_core/*.h)
+SOURCES := $(wildcard kbatch/_core/*.pyx kbatch/_core/*.pxd kbatch/_core/*.h) kbatch/_core/coltable.py
 BUILT  := $(VENV)/.built
 
 .PHONY: run test test-asan bench fuzz clean build schemas

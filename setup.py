@@ -9,6 +9,7 @@ Environment switches:
 
 import glob
 import os
+import runpy
 
 import numpy
 from Cython.Build import cythonize
@@ -31,6 +32,12 @@ if sanitize:
              "-fno-sanitize-recover=undefined", "-g"]
     compile_args += flags
     link_args += flags
+
+# The fixed-width record columns are listed once, in kbatch/_core/coltable.py:
+# their Cython declarations (_coltable.pxd) are generated from it, before
+# Cython reads them (rewritten only when they differ, so nothing else rebuilds)
+runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "kbatch", "_core", "coltable.py"))["write_pxd"]()
 
 extensions = [
     Extension(

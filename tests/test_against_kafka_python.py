@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kbatch
+from kbatch._core.coltable import FIXED_COLUMNS
 from kbatch.lib.records import BATCH_COLUMNS
 
 from .kafka_ref import (ATTR_DELETE_HORIZON, HEADER_V2, build_batch, control_batch,
@@ -111,7 +112,7 @@ def assert_same_records(a, b, *, same_source=True):
     """Two kbatch results hold the same columns (used for chunk concatenation);
     ``same_source=False`` when one was read from a file, the other from memory."""
     assert len(a) == len(b)
-    for name in ("offset", "timestamp", "timestamp_type", "batch"):
+    for name in [c.name for c in FIXED_COLUMNS]:    # offset, timestamp, timestamp_type, batch
         x, y = getattr(a, name), getattr(b, name)
         assert x.dtype == y.dtype and np.array_equal(x, y), name
     assert a.key == b.key and a.value == b.value and a.headers == b.headers
@@ -132,9 +133,11 @@ def assert_same_records(a, b, *, same_source=True):
     assert a.end == b.end
 
 
-# what a chunk holds besides its payload: offset, timestamp, timestamp type,
-# batch index, key/value/header offsets and validity bits (kbatch/_columns.pxd)
-ROW_FIXED_BYTES = 34
+# what a chunk holds besides its payload (ROW_FIXED_BYTES, kbatch/_core/_columns.pxd):
+# the fixed-width columns of kbatch/_core/coltable.py (offset, timestamp,
+# timestamp type, batch index), key/value/header offsets 4 + 4 + 4 and the
+# key and value validity bits (counted as a byte)
+ROW_FIXED_BYTES = sum(c.width for c in FIXED_COLUMNS) + 13
 
 
 def payload_bytes(records):
@@ -396,8 +399,11 @@ def test_to_arrow_schema_and_values(segment):
     headers_type = schema.field("headers").type
     assert pa.types.is_list(headers_type)
     assert headers_type.value_type == pa.struct([("key", pa.string()), ("value", pa.binary())])
-    assert table.column_names[:6] == ["offset", "timestamp", "timestamp_type", "key",
-                                      "value", "headers"]
+    # the table's fixed columns with an Arrow type (offset, timestamp,
+    # timestamp_type first), then key, value, headers
+    fixed = [c.name for c in FIXED_COLUMNS if c.arrow is not None]
+    assert fixed[:3] == ["offset", "timestamp", "timestamp_type"]
+    assert table.column_names[:len(fixed) + 3] == fixed + ["key", "value", "headers"]
     assert table.num_rows == len(kr.records)
 
     rows = kr.records

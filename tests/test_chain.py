@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import kbatch
 from kbatch._core import _batch
+from kbatch._core.coltable import FIXED_COLUMNS
 from kbatch.errors import CorruptRecordError, DamagedLengthError, LimitExceededError
 from kbatch.lib import chain
 from kbatch.lib.log import _jobs
@@ -80,7 +81,7 @@ def _assert_same(a, b):
     batch from the same file; a file without batches may be listed or not)."""
     assert ([a.sources[i] for i in a.batches.source]
             == [b.sources[i] for i in b.batches.source])
-    for name in ("offset", "timestamp", "timestamp_type", "batch"):
+    for name in [c.name for c in FIXED_COLUMNS]:    # offset, timestamp, timestamp_type, batch
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     for name in ("key", "value", "headers"):
         assert getattr(a, name).to_pylist() == getattr(b, name).to_pylist(), name

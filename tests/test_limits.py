@@ -1,7 +1,8 @@
 """Limits hold while data is decoded, not after, and say which limit fired.
 
 ``max_read_bytes`` counts what a chunk's columns hold, fixed per-record bytes
-included (offset, timestamp, offsets, validity: 34 bytes a record), and is
+included (the fixed columns of kbatch/_core/coltable.py, offsets and validity:
+ROW_FIXED_BYTES, 34 bytes a record today), and is
 checked before a batch's rows are reserved: a small file of millions of null
 records must not take hundreds of MB before the limit fires. Every limit's
 message names the limit in force and its value, never a remaining budget.

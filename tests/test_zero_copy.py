@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import kbatch
 import kbatch.lib.decoder as decoder_mod
+from kbatch._core.coltable import FIXED_COLUMNS
 from kbatch.lib.columns import BinaryColumn
 from kbatch.lib.views import ViewColumn
 
@@ -43,7 +44,7 @@ def assert_same(zc, copy):
     """A zero-copy read holds what the copy read holds, column by column."""
     assert isinstance(zc.key, ViewColumn) and isinstance(zc.value, ViewColumn)
     assert len(zc) == len(copy)
-    for name in ("offset", "timestamp", "timestamp_type", "batch"):
+    for name in [c.name for c in FIXED_COLUMNS]:    # offset, timestamp, timestamp_type, batch
         assert np.array_equal(getattr(zc, name), getattr(copy, name)), name
     assert zc.key.to_pylist() == copy.key.to_pylist()
     assert zc.value.to_pylist() == copy.value.to_pylist()

@@ -3,8 +3,9 @@
 
 A ``RecordColumns`` is what one decode chunk fills, in Arrow layout:
 
-    offset     int64[n]          timestamp  int64[n]
-    ts_type    int8[n]           batch      int32[n]   (row of the batch table)
+    fixed[COL_<NAME>]  col_<name>_t[n], one per fixed-width column of the table
+                       (``coltable.py``, listed in the generated ``_coltable.pxd``:
+                       offset, timestamp, timestamp type and batch row so far)
     key        BinaryBuilder     value      BinaryBuilder
     headers    int32[n + 1]      (header index where each record's headers start)
     hkey       BinaryBuilder     hvalue     BinaryBuilder   (one entry per header)
@@ -31,6 +32,8 @@ which on Linux moves large blocks by remapping pages instead of copying.
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 
+from kbatch._core._coltable cimport FIXED_ROW_BYTES, N_FIXED
+
 
 cdef struct GrowBuf:
     char *data
@@ -38,6 +41,12 @@ cdef struct GrowBuf:
     Py_ssize_t cap       # bytes allocated
     bint zero_fill       # new capacity is zeroed (bitmaps)
     int role             # which column it serves (memory pool matching)
+
+
+cdef extern from *:
+    # ``len += rows * width`` for each fixed column, written out in a macro
+    # generated from the table (``_coltable.pxd``)
+    void fixed_add_rows "KB_FIXED_ADD_ROWS"(GrowBuf *fixed, Py_ssize_t rows) noexcept nogil
 
 
 cdef struct BinaryBuilder:
@@ -52,19 +61,16 @@ cdef struct BinaryBuilder:
     const uint8_t *view_base   # ... and their first byte
 
 
-# Bytes every record takes whatever its size: offset 8, timestamp 8,
-# timestamp type 1, batch index 4, key/value/header offsets 4 + 4 + 4, and
-# the key and value validity bits (counted as a byte)
+# Bytes every record takes whatever its size: the fixed columns'
+# (FIXED_ROW_BYTES, their widths summed from coltable.py), key/value/header
+# offsets 4 + 4 + 4, and the key and value validity bits (counted as a byte)
 cdef enum:
-    ROW_FIXED_BYTES = 34
+    ROW_FIXED_BYTES = FIXED_ROW_BYTES + 13
 
 
 cdef struct RecordColumns:
     Py_ssize_t n
-    GrowBuf offset       # int64
-    GrowBuf timestamp    # int64
-    GrowBuf ts_type      # int8
-    GrowBuf batch        # int32
+    GrowBuf fixed[N_FIXED]   # coltable.py's columns, index COL_<NAME> (_coltable.pxd)
     BinaryBuilder key
     BinaryBuilder value
     GrowBuf headers      # int32, n + 1 entries
@@ -104,6 +110,16 @@ cdef inline int growbuf_reserve(GrowBuf *b, Py_ssize_t extra) noexcept nogil:
     if extra <= b.cap - b.len:
         return 0
     return growbuf_grow(b, extra)
+
+
+cdef inline void columns_add_rows(RecordColumns *c, Py_ssize_t n,
+                                  Py_ssize_t rows) noexcept nogil:
+    """``rows`` records written after the first ``n`` (``c.n``, which the
+    caller has read) into the fixed columns and the header offsets, their
+    capacity reserved by ``columns_reserve_rows``: commit them."""
+    c.n = n + rows
+    fixed_add_rows(c.fixed, rows)
+    c.headers.len += rows * 4
 
 
 cdef inline int binary_reserve(BinaryBuilder *b, Py_ssize_t items,

@@ -1,5 +1,9 @@
 """Growable C buffers handed to numpy without a copy (compiled)."""
 
+# The fixed-width record columns this build was generated from (coltable.py):
+# (name, C type, numpy dtype, bytes, memory-pool role) per column, in index order.
+FIXED_COLUMNS: tuple[tuple[str, str, str, int, int], ...]
+
 class OwnedBuffer:
     """Buffer over memory kbatch allocated (read-only unless from
     ``pooled_empty``); freed (to the pool) with its last view."""

@@ -9,6 +9,9 @@ from cpython.buffer cimport PyBuffer_FillInfo
 from libc.stdint cimport int32_t, uint8_t
 from libc.string cimport memset
 
+from kbatch._core._coltable cimport (N_FIXED, fixed_ctype, fixed_dtype, fixed_name, fixed_role,
+                                     fixed_width)
+
 import numpy as np
 
 
@@ -24,6 +27,14 @@ cdef extern from "_memory.h" nogil:
 
 cdef enum:
     MIN_CAPACITY = 64
+
+
+# The table the compiled columns were built from (coltable.py via
+# _coltable.pxd): (name, C type, numpy dtype, bytes, pool role) per column;
+# tests check it against coltable.py and the columns take() hands over.
+FIXED_COLUMNS = tuple((fixed_name(k).decode(), fixed_ctype(k).decode(), fixed_dtype(k).decode(),
+                       fixed_width(k), fixed_role(k)) for k in range(N_FIXED))
+cdef tuple _TAKE_AS = tuple((c[0], np.dtype(c[2])) for c in FIXED_COLUMNS)
 
 
 cdef class OwnedBuffer:
@@ -111,16 +122,12 @@ cdef inline int _offsets_init(BinaryBuilder *b, int role) noexcept nogil:
 
 cdef int columns_init(RecordColumns *c) noexcept nogil:
     """Empty columns ready to append to; buffers are kept if present."""
+    cdef int k
     c.n = 0
-    c.offset.role = 1
-    c.timestamp.role = 2
-    c.ts_type.role = 3
-    c.batch.role = 4
+    for k in range(N_FIXED):
+        c.fixed[k].role = fixed_role(k)
+        c.fixed[k].len = 0
     c.headers.role = 5
-    c.offset.len = 0
-    c.timestamp.len = 0
-    c.ts_type.len = 0
-    c.batch.len = 0
     if growbuf_reserve(&c.headers, 4) != 0:
         return -1
     (<int32_t *>c.headers.data)[0] = 0
@@ -139,10 +146,9 @@ cdef void _binary_free(BinaryBuilder *b) noexcept nogil:
 
 
 cdef void columns_free(RecordColumns *c) noexcept nogil:
-    growbuf_free(&c.offset)
-    growbuf_free(&c.timestamp)
-    growbuf_free(&c.ts_type)
-    growbuf_free(&c.batch)
+    cdef int k
+    for k in range(N_FIXED):
+        growbuf_free(&c.fixed[k])
     growbuf_free(&c.headers)
     _binary_free(&c.key)
     _binary_free(&c.value)
@@ -153,9 +159,11 @@ cdef void columns_free(RecordColumns *c) noexcept nogil:
 cdef int columns_reserve_rows(RecordColumns *c, Py_ssize_t rows) noexcept nogil:
     """Room for ``rows`` more records in every per-record column (not in a
     key or value column a projection leaves out)."""
-    if (growbuf_reserve(&c.offset, rows * 8) or growbuf_reserve(&c.timestamp, rows * 8)
-            or growbuf_reserve(&c.ts_type, rows) or growbuf_reserve(&c.batch, rows * 4)
-            or growbuf_reserve(&c.headers, rows * 4)):
+    cdef int k
+    for k in range(N_FIXED):
+        if growbuf_reserve(&c.fixed[k], rows * fixed_width(k)) != 0:
+            return -1
+    if growbuf_reserve(&c.headers, rows * 4) != 0:
         return -1
     if ((not c.skip_key and binary_reserve_any(&c.key, rows, 0))
             or (not c.skip_value and binary_reserve_any(&c.value, rows, 0))):
@@ -206,11 +214,10 @@ cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m,
                            bint committed=False) noexcept nogil:
     """Forget everything appended since ``m`` was taken (``committed``: only
     whole records were, as when read_committed drops a decoded batch)."""
+    cdef int k
     c.n = m.n
-    c.offset.len = m.n * 8
-    c.timestamp.len = m.n * 8
-    c.ts_type.len = m.n
-    c.batch.len = m.n * 4
+    for k in range(N_FIXED):
+        c.fixed[k].len = m.n * fixed_width(k)
     c.headers.len = (m.n + 1) * 4
     if not c.skip_key:      # a column left out by a projection stays empty
         _binary_rollback(&c.key, m.n, m.key_bytes, m.key_nulls, committed)
@@ -268,19 +275,20 @@ cdef dict _binary_take(BinaryBuilder *b):
 
 
 cdef dict columns_take(RecordColumns *c):
-    """All columns as numpy arrays; ``c`` is re-initialised empty."""
-    out = {
-        "n": c.n,
-        "offset": growbuf_take(&c.offset, np.int64),
-        "timestamp": growbuf_take(&c.timestamp, np.int64),
-        "timestamp_type": growbuf_take(&c.ts_type, np.int8),
-        "batch": growbuf_take(&c.batch, np.int32),
+    """All columns as numpy arrays (the fixed ones under their table names);
+    ``c`` is re-initialised empty."""
+    cdef int k
+    out = {"n": c.n}
+    for k in range(N_FIXED):
+        name, dtype = _TAKE_AS[k]
+        out[name] = growbuf_take(&c.fixed[k], dtype)
+    out.update({
         "headers": growbuf_take(&c.headers, np.int32),
         "key": None if c.skip_key else _binary_take(&c.key),
         "value": None if c.skip_value else _binary_take(&c.value),
         "header_key": None if c.skip_headers else _binary_take(&c.hkey),
         "header_value": None if c.skip_headers else _binary_take(&c.hvalue),
-    }
+    })
     if c.skip_headers:
         out["headers"] = None
     if columns_init(c) != 0:

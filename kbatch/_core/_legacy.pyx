@@ -30,8 +30,9 @@ AbstractLegacyRecordBatch); a wrapper's row counts its inner records.
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
 
 from kbatch._core._checksums cimport crc32_ieee
+from kbatch._core._coltable cimport *
 from kbatch._core._columns cimport (RecordColumns, binary_append_any, binary_reserve_any,
-                              columns_reserve_rows, growbuf_reserve)
+                              columns_add_rows, columns_reserve_rows, growbuf_reserve)
 from kbatch._core._cursor cimport (CUR_OK, Cursor, cursor_over, read_be32, read_be64,
                              read_u8, skip)
 from kbatch._core._types cimport (E_CRC, E_LEGACY_ATTRIBUTES, E_LEGACY_EMPTY,
@@ -137,21 +138,17 @@ cdef int _append(RecordColumns *cols, const uint8_t *buf, const Message *m,
             or (not cols.skip_value and binary_reserve_any(
                 &cols.value, 0, m.value_len if m.value_len > 0 else 0) != 0)):
         return -1
-    (<int64_t *>cols.offset.data)[n] = offset
-    (<int64_t *>cols.timestamp.data)[n] = timestamp
-    (<int8_t *>cols.ts_type.data)[n] = ts_type
-    (<int32_t *>cols.batch.data)[n] = batch_index
+    # the fixed columns (coltable.py), one typed store each
+    (<col_offset_t *>cols.fixed[COL_OFFSET].data)[n] = offset
+    (<col_timestamp_t *>cols.fixed[COL_TIMESTAMP].data)[n] = timestamp
+    (<col_timestamp_type_t *>cols.fixed[COL_TIMESTAMP_TYPE].data)[n] = ts_type
+    (<col_batch_t *>cols.fixed[COL_BATCH].data)[n] = batch_index
     (<int32_t *>cols.headers.data)[n + 1] = <int32_t>cols.hkey.count
     if not cols.skip_key:
         binary_append_any(&cols.key, buf + m.key_pos, m.key_len)      # zero_copy: views
     if not cols.skip_value:
         binary_append_any(&cols.value, buf + m.value_pos, m.value_len)
-    cols.n = n + 1
-    cols.offset.len += 8
-    cols.timestamp.len += 8
-    cols.ts_type.len += 1
-    cols.batch.len += 4
-    cols.headers.len += 4
+    columns_add_rows(cols, n, 1)
     return 0
 
 

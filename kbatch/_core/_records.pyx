@@ -21,10 +21,11 @@ by its own length, so no field can run into the next record.
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memset
 
+from kbatch._core._coltable cimport *
 from kbatch._core._columns cimport (GrowBuf, RecordColumns,
-                              binary_reserve, columns_held_bytes, columns_reserve_rows,
-                              growbuf_reserve, kb_copy, kb_view, kb_view12,
-                              ROW_FIXED_BYTES)
+                              binary_reserve, columns_add_rows, columns_held_bytes,
+                              columns_reserve_rows, growbuf_reserve, kb_copy, kb_view,
+                              kb_view12, ROW_FIXED_BYTES)
 from kbatch._core._cursor cimport (CUR_OK, CUR_SHORT, CUR_VARINT, Cursor, cursor_over,
                              likely, load_be16, load_be32, read_u8, read_varint,
                              read_varlong, unlikely)
@@ -317,10 +318,12 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
     hdr.value_nulls = 0
     _headers_load(&hdr, cols)
 
-    cdef int64_t *out_offset = <int64_t *>cols.offset.data + n
-    cdef int64_t *out_ts = <int64_t *>cols.timestamp.data + n
-    cdef int8_t *out_tt = <int8_t *>cols.ts_type.data + n
-    cdef int32_t *out_batch = <int32_t *>cols.batch.data + n
+    # the fixed columns (coltable.py): a typed pointer each, taken once per batch
+    cdef col_offset_t *out_offset = <col_offset_t *>cols.fixed[COL_OFFSET].data + n
+    cdef col_timestamp_t *out_ts = <col_timestamp_t *>cols.fixed[COL_TIMESTAMP].data + n
+    cdef col_timestamp_type_t *out_tt = (<col_timestamp_type_t *>
+                                         cols.fixed[COL_TIMESTAMP_TYPE].data + n)
+    cdef col_batch_t *out_batch = <col_batch_t *>cols.fixed[COL_BATCH].data + n
     cdef int32_t *out_headers = <int32_t *>cols.headers.data + n + 1
     cdef int32_t *key_offs = <int32_t *>cols.key.offsets.data + n + 1
     cdef int32_t *val_offs = <int32_t *>cols.value.offsets.data + n + 1
@@ -506,20 +509,18 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
 
     # the batch's constants, filled after the loop (fewer stores in it; an
     # empty batch may meet still unallocated (NULL) columns)
-    if count > 0:
+    if count > 0 and sizeof(col_timestamp_type_t) == 1:
         memset(out_tt, tt, <size_t>count)
+    elif sizeof(col_timestamp_type_t) != 1:     # (compiled out while it is a byte)
+        for i in range(count):
+            out_tt[i] = tt
     for i in range(count):
         out_batch[i] = batch_index
 
     # commit
     if keep_headers:
         _headers_commit(&hdr, cols)
-    cols.n = n + count
-    cols.offset.len += count * 8
-    cols.timestamp.len += count * 8
-    cols.ts_type.len += count
-    cols.batch.len += count * 4
-    cols.headers.len += count * 4
+    columns_add_rows(cols, n, count)
     if keep_key:    # the skip loops store neither
         cols.key.data.len = key_len
         cols.key.count = cols.n

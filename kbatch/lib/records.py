@@ -1,9 +1,10 @@
 """``Records``: what every kbatch read returns.
 
     Records (n data records, in file order)
-      offset int64[n] | timestamp int64[n] (-1: none) | timestamp_type int8[n]
+      the fixed-width columns of kbatch/_core/coltable.py, a numpy array each:
+        offset int64[n] | timestamp int64[n] (-1: none) | timestamp_type int8[n]
+        | batch int32[n] (row of ``batches``)
       key, value: BinaryColumn (zero_copy: ViewColumn) | headers: HeadersColumn
-      batch int32[n]
       batches: BatchTable (one row per batch, data and control batches alike)
       control: ControlRecords (never mixed into the data columns)
       end: SegmentEnd (where valid data ends) | sources: file of each batch
@@ -20,6 +21,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from kbatch._core.coltable import FIXED_COLUMNS
 from kbatch.lib import decoded as decoded_columns
 from kbatch.lib.decoder import empty_chunk
 from kbatch.lib.gather import JOIN_ROLE, Copies, concat_fixed
@@ -332,9 +334,9 @@ class RecordColumn:
     a numpy array, "binary": a ``BinaryColumn``, or with zero_copy a
     ``ViewColumn`` (Arrow binary views), "headers": a
     ``HeadersColumn``); ``arrow`` is its Arrow type in ``to_arrow()`` (None:
-    not an Arrow column). Adding a column means: the record loop fills it
-    (``_core/_records.pyx``, ``_core/_columns``), one entry here, and, for
-    Arrow, a type name in ``to_arrow``'s table of Arrow types.
+    not an Arrow column). The "fixed" entries come from the compiled core's
+    column table (``_core/coltable.py``): adding one means a row there and
+    its store in the two record loops (README, "Where a change lands").
     """
 
     name: str
@@ -390,14 +392,16 @@ def _binary_nbytes(col: BinaryColumn) -> int:
             + (col.validity.nbytes if col.validity is not None else 0))
 
 
+# the fixed-width columns as the compiled core's table lists them (those with
+# an Arrow type first, in to_arrow()'s order), then key, value and headers,
+# then those without one (batch: the row in ``batches``, whose fields are
+# columns); a timestamp_ms column's -1 (none) becomes null
 RECORD_COLUMNS = (
-    RecordColumn("offset", "fixed", "int64"),
-    RecordColumn("timestamp", "fixed", "timestamp_ms"),    # -1 (none) becomes null
-    RecordColumn("timestamp_type", "fixed", "int8"),
+    *(RecordColumn(c.name, "fixed", c.arrow) for c in FIXED_COLUMNS if c.arrow is not None),
     RecordColumn("key", "binary", "binary"),
     RecordColumn("value", "binary", "binary"),
     RecordColumn("headers", "headers", "headers"),
-    RecordColumn("batch", "fixed", None),     # row in ``batches``; its fields are columns
+    *(RecordColumn(c.name, "fixed", None) for c in FIXED_COLUMNS if c.arrow is None),
 )
 _COLUMN_NAMES = tuple(c.name for c in RECORD_COLUMNS)
 
@@ -625,12 +629,7 @@ class Records:
             bits = np.packbits(np.asarray(arr, dtype=bool), bitorder="little")
             return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bits)])
 
-        has_ts = self.timestamp != -1
-        ts_nulls = int(n - has_ts.sum())
-        ts_valid = pa.py_buffer(np.packbits(has_ts, bitorder="little")) if ts_nulls else None
         bt = self.batches
-        arrow_types = {"int64": pa.int64(), "int32": pa.int32(), "int16": pa.int16(),
-                       "int8": pa.int8()}
         cols = {}
         for c in RECORD_COLUMNS:
             col = getattr(self, c.name)
@@ -639,9 +638,12 @@ class Records:
             if c.kind != "fixed":
                 cols[c.name] = col.to_arrow()
             elif c.arrow == "timestamp_ms":
-                cols[c.name] = prim(col, pa.timestamp("ms", tz="UTC"), ts_valid, ts_nulls)
-            else:
-                cols[c.name] = prim(col, arrow_types[c.arrow])
+                has = col != -1     # -1: none, null
+                nulls = int(n - has.sum())
+                valid = pa.py_buffer(np.packbits(has, bitorder="little")) if nulls else None
+                cols[c.name] = prim(col, pa.timestamp("ms", tz="UTC"), valid, nulls)
+            else:       # an integer type named as numpy and pyarrow name it (int64)
+                cols[c.name] = prim(col, getattr(pa, c.arrow)())
         if self.projection is not None:      # what was asked for, and the offset
             return pa.table({name: cols[name] for name in
                              ["offset"] + [c for c in self.projection if c != "offset"]})

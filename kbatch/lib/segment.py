@@ -26,7 +26,8 @@ from kbatch.lib.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, d
 from kbatch.errors import (ArgumentError, CorruptRecordError, DamagedLengthError,
                            DecompressionLimitError, FileChangedError, LimitExceededError)
 from kbatch.lib.files import data_end, open_regular
-from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, SkippedRange
+from kbatch.lib.records import (RECORD_COLUMNS, BatchTable, ControlRecords, Records, SegmentEnd,
+                                SkippedRange)
 from kbatch.lib.decoder import skips_payload
 from kbatch.lib.decoder import (NATIVE_GZIP, NATIVE_LZ4, NATIVE_SNAPPY,  # noqa: F401
                                 NATIVE_ZSTD, chains_to_end, decoder)
@@ -118,8 +119,9 @@ class DecodeOptions:
                 raise ValueError(f"{name} must not be negative")
 
 
-# what ``columns=`` may name: the per-record columns of ``Records``
-PROJECTABLE = ("offset", "timestamp", "timestamp_type", "key", "value", "headers")
+# what ``columns=`` may name: the per-record columns of ``Records`` that
+# to_arrow() has (offset, timestamp, timestamp_type, key, value, headers)
+PROJECTABLE = tuple(c.name for c in RECORD_COLUMNS if c.arrow is not None)
 
 
 def projection(columns) -> tuple:

@@ -154,8 +154,8 @@ cdef inline void col_truncate(Col *cols, const int *kids, int ci, Py_ssize_t n) 
     cdef int k
     cdef const uint8_t *bits = <const uint8_t *>c.valid.data
     cdef const int32_t *offs = <const int32_t *>c.offs.data
-    if n >= c.length:
-        return
+    if n > c.length:            # never past the end; n == length still cuts the children
+        n = c.length
     for i in range(n, c.length):
         if not (bits[i >> 3] >> (i & 7)) & 1:
             c.nulls -= 1

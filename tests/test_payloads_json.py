@@ -66,3 +66,37 @@ def test_bad_json_values():
     assert errors[0].as_py() is None and all(errors.to_pylist()[1:])
     with pytest.raises(PayloadError, match="record offset 11"):
         reg.decode([good, bad[0]], offsets=[10, 11], subject="j-value")
+
+
+@pytest.mark.parametrize("spoiler", [False, True], ids=["one read", "value by value"])
+def test_raw_newlines_are_whitespace_only_outside_strings(spoiler):
+    """A raw CR or LF is JSON whitespace between tokens and invalid inside a
+    string (json.loads refuses it): the first decodes, the second is a failed
+    row, whether the column is read at once or (a value of the wrong type
+    among them) value by value."""
+    reg = registry()
+    objs = [{"id": k, "name": f"n{k}"} for k in range(6)]
+    values = [frame(1, objs[0]), frame(1, objs[1], indent=2),
+              b"\x00\x00\x00\x00\x01" + b'{"id": 2,\r\n "name": "n2"}',
+              b"\x00\x00\x00\x00\x01" + b'{"id": 3, "name": "a\nb"}',           # raw LF inside a string
+              None, b"", frame(9, objs[4]),                                      # null, empty, unknown id
+              b"\x00\x00\x00\x00\x01" + b'{"id": 5, "name": "c\rd"}',           # raw CR inside a string
+              frame(1, objs[5])]
+    if spoiler:
+        values.append(frame(1, {"id": "not an integer"}))
+    arr, errors = reg.decode(values, on_error="null", with_errors=True, subject="j-value")
+    arr.validate(full=True)
+    rows, errs = arr.to_pylist(), errors.to_pylist()
+    for i in (0, 1, 2, 8):
+        text = values[i][5:]
+        truth = json.loads(text)
+        assert {k: v for k, v in rows[i].items() if v is not None} == truth and errs[i] is None
+    for i in (3, 7):
+        with pytest.raises(ValueError):
+            json.loads(values[i][5:])
+        assert rows[i] is None and "not JSON" in errs[i]
+    assert rows[4] is None and errs[4] is None and rows[5] is None and rows[6] is None and errs[6]
+    if spoiler:
+        assert rows[9] is None and errs[9]
+    with pytest.raises(PayloadError, match="record offset 3"):
+        reg.decode(values[:4], offsets=[0, 1, 2, 3], subject="j-value")

@@ -73,8 +73,21 @@ def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarra
         target, wrap = typ, False
     else:
         target, wrap = pa.struct([pa.field("v", typ)]), True
-    texts = [bytes(data[start[i]:end[i]]) for i in rows.tolist()]
-    good = _read(texts, target, wrap, pj, pa)
+    good = None
+    if not wrap and len(rows):
+        good = _read_in_place(data, start[rows], end[rows], rows, reasons, target, pj, pa)
+    texts = [] if good is not None else [bytes(data[start[i]:end[i]]) for i in rows.tolist()]
+    if good is None:                 # a raw CR/LF is replaced before reading: check those values alone
+        keep = []
+        for k, (i, text) in enumerate(zip(rows.tolist(), texts)):
+            why = _strict_failure(text) if (b"\n" in text or b"\r" in text) else None
+            if why is None:
+                keep.append(k)
+            else:
+                reasons[i] = why
+        if len(keep) < len(texts):
+            rows, texts = rows[keep], [texts[k] for k in keep]
+        good = _read(texts, target, wrap, pj, pa)
     if good is None:                 # one at a time: which values fail
         ok_rows, ok_texts = [], []
         for i, text in zip(rows.tolist(), texts):
@@ -88,8 +101,79 @@ def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarra
     values = good.field("v") if wrap else good
     index = np.full(n, -1, np.int64)
     index[rows] = np.arange(len(rows))
+    failed = np.array([r is not None for r in reasons], bool)
+    index[failed] = -1
+    if len(values) == n and (index >= 0).all():
+        return values, reasons       # every row, in order: no gather
     taken = values.take(pa.array(index, mask=index < 0))
     return taken, reasons
+
+
+def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):
+    """The values of ``rows`` read as one newline-delimited body made from
+    the data buffer itself (no copy per value), or None where the layout
+    does not allow it (values out of order, touching or empty) or the reader
+    fails (then the caller decides value by value).
+
+    Each value's framing (at least one byte, as the values lie in a kbatch
+    or pyarrow column) becomes ``"\\n"`` after spaces, so every value is one
+    line; a raw CR or LF inside a value can only be whitespace in valid
+    JSON, so it becomes a space, and such a value is checked alone by
+    ``_strict_failure`` (a raw newline inside a string fails it; a failed
+    one is read as ``{}`` and its reason recorded)."""
+    if np.any(ends <= starts) or np.any(starts[1:] <= ends[:-1]):
+        return None
+    base = int(starts[0])
+    size = int(ends[-1]) - base
+    text = bytearray(memoryview(data[base:base + size]))    # the values (a copy) and a last "\\n"
+    text.append(10)
+    body = np.frombuffer(text, np.uint8)
+    rel_s, rel_e = starts - base, ends - base
+    failed = {}
+    gap_len = rel_s[1:] - rel_e[:-1]
+    if len(gap_len) and (gap_len == gap_len[0]).all():     # the framing between values: spaces
+        body[(rel_e[:-1, None] + np.arange(int(gap_len[0]))).ravel()] = 32
+    elif len(gap_len):
+        first = np.repeat(rel_e[:-1], gap_len)
+        step = np.arange(len(first)) - np.repeat(np.cumsum(gap_len) - gap_len, gap_len)
+        body[first + step] = 32
+    if text.find(b"\n", 0, size) >= 0 or text.find(b"\r", 0, size) >= 0:    # memchr: rare, then numpy
+        raw_nl = np.flatnonzero((body[:-1] == 10) | (body[:-1] == 13))
+        body[raw_nl] = 32
+        owner = np.searchsorted(rel_s, raw_nl, side="right") - 1
+        for k in np.unique(owner).tolist():
+            why = _strict_failure(bytes(data[int(starts[k]):int(ends[k])]))
+            if why is not None:
+                if rel_e[k] - rel_s[k] < 2:
+                    return None
+                failed[int(rows[k])] = why
+                body[rel_s[k]:rel_e[k]] = 32
+                body[rel_s[k]:rel_s[k] + 2] = (123, 125)        # "{}" keeps the row's line
+    body[rel_s[1:] - 1] = 10                                # one line per value
+    readable = _readable(target, pa)
+    try:
+        table = pj.read_json(pa.py_buffer(text), parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema(list(readable)), unexpected_field_behavior="ignore",
+            newlines_in_values=False), read_options=pj.ReadOptions(block_size=max(len(text), 1 << 20)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != len(rows):
+        return None
+    for i, why in failed.items():
+        reasons[i] = why
+    arr = table.to_struct_array()
+    arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+    return arr.cast(target) if readable != target else arr
+
+
+def _strict_failure(text: bytes):
+    """Why a value holding a raw CR or LF is not JSON (None if it is):
+    outside strings they are whitespace, inside they are not allowed."""
+    try:
+        json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"not JSON: {exc}"
+    return None
 
 
 def _read(texts: list, target, wrap: bool, pj, pa):

@@ -13,6 +13,7 @@
     write_segment / write_log   real magic-2 segments and partition directories
     registry(source)            an offline Schema Registry (the _schemas topic, an export,
                                 a folder): registry.decode(column) -> typed Arrow array
+    JsonValues()                plain JSON keys/values (no framing): the type inferred or given
 """
 
 from kbatch._core._columns import memory_pool_bytes, memory_stats, set_memory_pool
@@ -32,14 +33,14 @@ from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, 
 from kbatch.lib.entry import iter_segment, read_segment   # paths, URLs, buffers
 from kbatch.lib.views import ViewColumn
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
-from kbatch.payloads import Registry, registry
+from kbatch.payloads import JsonValues, Registry, registry
 from kbatch.tools.transactions import transactions
 from kbatch.tools.verify import verify
 
 __all__ = [
     "ArgumentError", "BatchTable", "BinaryColumn", "ColumnNotReadError", "ControlRecords",
     "CorruptRecordError", "DamagedLengthError", "DecompressionLimitError", "FileChangedError",
-    "HeadersColumn",
+    "HeadersColumn", "JsonValues",
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
     "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "PayloadError",
     "Records", "Registry", "SchemaError", "UnknownSchemaError", "registry",

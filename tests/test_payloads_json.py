@@ -100,3 +100,50 @@ def test_raw_newlines_are_whitespace_only_outside_strings(spoiler):
         assert rows[9] is None and errs[9]
     with pytest.raises(PayloadError, match="record offset 3"):
         reg.decode(values[:4], offsets=[0, 1, 2, 3], subject="j-value")
+
+
+def test_json_without_a_schema_is_inferred():
+    """Unframed JSON (``JsonValues``) and a registered schema that names no
+    fields: the type is what pyarrow's JSON reader infers; each row equals
+    json.loads of its value (fields it lacks are null)."""
+    objs = [{"id": 1, "name": "a", "score": 1.5, "tags": ["x"], "inner": {"x": 1, "y": "z"}, "ok": True},
+            {"id": 2, "name": None, "score": 2.0, "tags": [], "inner": {"x": 2}},
+            {"id": 3, "extra": "only here"}]
+    texts = [json.dumps(o, indent=1 if i == 1 else None).encode() for i, o in enumerate(objs)]
+    values = texts + [None, b""]
+
+    def same(row, truth):
+        """row is truth, with null for the fields of other rows that truth lacks."""
+        if isinstance(truth, dict):
+            assert set(truth) <= set(row)
+            for k in row:
+                if k in truth:
+                    same(row[k], truth[k])
+                else:
+                    assert row[k] is None
+        else:
+            assert row == truth
+
+    arr = kbatch.JsonValues().decode(values)
+    arr.validate(full=True)
+    assert arr.type.field("id").type == pa.int64() and arr.type.field("tags").type.value_type in (pa.string(), pa.null())
+    for text, row in zip(texts, arr.to_pylist()):
+        same(row, json.loads(text))
+    assert arr.to_pylist()[3:] == [None, None]
+
+    reg = kbatch.registry([{"subject": "free-value", "version": 1, "id": 5, "schemaType": "JSON",
+                            "schema": json.dumps({"type": "object"})}])
+    framed = [b"\x00" + struct.pack(">i", 5) + t for t in texts]
+    assert reg.decode(framed).to_pylist() == arr.to_pylist()[:3]
+
+    bad = texts + [b"[1, 2]", b"{nope", b'{"id": 4, "name": "raw\nnewline"}']
+    arr, errors = kbatch.JsonValues().decode(bad, on_error="null", with_errors=True)
+    assert arr.to_pylist()[3:] == [None] * 3 and errors.to_pylist()[:3] == [None] * 3 and all(errors.to_pylist()[3:])
+    for text, row in zip(texts, arr.to_pylist()):
+        same(row, json.loads(text))
+    with pytest.raises(PayloadError, match="record offset 103: a JSON value that is not an object"):
+        kbatch.JsonValues().decode(bad, offsets=list(range(100, 106)))
+    with pytest.raises(kbatch.SchemaError, match="conflict"):
+        kbatch.JsonValues().decode([b'{"a": 1}', b'{"a": "one"}'])
+    typed = kbatch.JsonValues(V1).decode(texts)
+    assert typed.type == pa.struct([("id", pa.int64()), ("name", pa.string())])

@@ -100,3 +100,19 @@ def test_command_line_schemas_and_dump(tmp_path, capfd):
     assert "truncated" in lines[21]["value_error"]
     assert main(["schemas", str(tmp_path / "nowhere")]) == 1
     assert "kbatch schemas:" in capfd.readouterr().err
+
+
+def test_plain_json_values_through_to_arrow(tmp_path):
+    """Unframed JSON values (no registry) decoded by ``kbatch.JsonValues``
+    inside ``to_arrow``: rows equal json.loads; a bad value names its offset."""
+    objs = [{"n": i, "s": f"v{i}"} for i in range(5)]
+    rows = [{"key": None, "value": json.dumps(o).encode(), "timestamp": 1_700_000_000_000 + i}
+            for i, o in enumerate(objs)]
+    rows.append({"key": None, "value": b"not json", "timestamp": 1_700_000_000_009})
+    kbatch.write_log(tmp_path / "plain-0", rows)
+    records = kbatch.open_log(tmp_path / "plain-0").read()
+    table = records.to_arrow(decode={"value": kbatch.JsonValues()}, on_error="null")
+    assert table.column("value").to_pylist() == objs + [None]
+    assert table.column("value_error").to_pylist()[:5] == [None] * 5 and table.column("value_error")[5].as_py()
+    with pytest.raises(PayloadError, match="record offset 5: not JSON"):
+        records.to_arrow(decode={"value": kbatch.JsonValues()})

@@ -13,9 +13,11 @@ typed Arrow arrays.
     avro_program.py  schema resolution compiled into the decoder's ops
     avro_default.py  field defaults encoded as datums
     avro_decode.py   the compiled decoder driven, its buffers as Arrow arrays
-    json_decode.py   JSON Schema payloads through pyarrow's JSON reader
+    json_decode.py   JSON Schema payloads through pyarrow's JSON reader; JsonValues:
+                     unframed JSON, its type inferred
 """
 
+from kbatch.payloads.json_decode import JsonValues
 from kbatch.payloads.registry import Registry, registry
 
-__all__ = ["Registry", "registry"]
+__all__ = ["JsonValues", "Registry", "registry"]

@@ -13,6 +13,12 @@ value lacks is null), so versions of a subject decode into one type.
     $ref "#/definitions/X" or "#/$defs/X"   the definition (local refs only)
     anything else         string (the JSON text of the value)
 
+A schema that says nothing of the value's fields (``{}``, ``true``, an
+object without ``properties``), or none at all (``JsonValues``: unframed
+JSON text), gives no type: it is inferred from the values by pyarrow's JSON
+reader (objects only; values whose types conflict across rows raise a
+``SchemaError`` asking for a schema).
+
 All values are parsed by pyarrow's JSON reader at once (a raw newline can
 only be whitespace in JSON, so each value becomes one line); when that
 fails, each value is parsed alone and the ones that do not parse or do not
@@ -25,9 +31,18 @@ import json
 
 import numpy as np
 
-from kbatch.errors import SchemaError
+from kbatch.errors import PayloadError, SchemaError
 
 MAX_REF_DEPTH = 32
+
+
+def says_nothing(schema) -> bool:
+    """A top-level JSON Schema that gives no fields: the type is inferred."""
+    if schema is True or schema == {}:
+        return True
+    return (isinstance(schema, dict) and schema.get("type", "object") == "object"
+            and "properties" not in schema and "$ref" not in schema
+            and not any(k in schema for k in ("allOf", "anyOf", "oneOf", "items", "enum", "const")))
 
 
 def arrow_type(schema, pa, root=None, depth: int = 0):
@@ -69,6 +84,8 @@ def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarra
     n = len(start)
     reasons: list = [None] * n
     rows = np.flatnonzero(live)
+    if typ is None:
+        return _inferred(data, start, end, rows, reasons, n, pj, pa)
     if pa.types.is_struct(typ):
         target, wrap = typ, False
     else:
@@ -107,6 +124,39 @@ def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarra
         return values, reasons       # every row, in order: no gather
     taken = values.take(pa.array(index, mask=index < 0))
     return taken, reasons
+
+
+def _inferred(data, start, end, rows, reasons, n, pj, pa):
+    """Rows read with the type pyarrow's JSON reader infers: values that are
+    not JSON objects fail their rows; the rest are read again together."""
+    good = _read_in_place(data, start[rows], end[rows], rows, reasons, None, pj, pa) if len(rows) else None
+    if good is None and len(rows):
+        keep = []
+        for k, i in enumerate(rows.tolist()):
+            text = bytes(data[start[i]:end[i]])
+            try:
+                ok = isinstance(json.loads(text), dict)
+                why = None if ok else "a JSON value that is not an object"
+            except (ValueError, UnicodeDecodeError) as exc:
+                why = f"not JSON: {exc}"
+            if why is None:
+                keep.append(k)
+            else:
+                reasons[i] = why
+        rows = rows[keep]
+        good = _read([bytes(data[start[i]:end[i]]) for i in rows.tolist()], None, False, pj, pa) \
+            if len(rows) else pa.array([], pa.struct([]))
+        if good is None:
+            raise SchemaError("JSON values whose types conflict from row to row (pyarrow's inference "
+                              "cannot give them one type): decode them with a JSON Schema")
+    if good is None:
+        good = pa.array([], pa.struct([]))
+    index = np.full(n, -1, np.int64)
+    index[rows] = np.arange(len(rows))
+    index[np.array([r is not None for r in reasons], bool)] = -1
+    if len(good) == n and (index >= 0).all():
+        return good, reasons
+    return good.take(pa.array(index, mask=index < 0)), reasons
 
 
 def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):
@@ -150,11 +200,10 @@ def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):
                 body[rel_s[k]:rel_e[k]] = 32
                 body[rel_s[k]:rel_s[k] + 2] = (123, 125)        # "{}" keeps the row's line
     body[rel_s[1:] - 1] = 10                                # one line per value
-    readable = _readable(target, pa)
+    readable = _readable(target, pa) if target is not None else None
     try:
-        table = pj.read_json(pa.py_buffer(text), parse_options=pj.ParseOptions(
-            explicit_schema=pa.schema(list(readable)), unexpected_field_behavior="ignore",
-            newlines_in_values=False), read_options=pj.ReadOptions(block_size=max(len(text), 1 << 20)))
+        table = pj.read_json(pa.py_buffer(text), parse_options=_parse_options(readable, pj, pa),
+                             read_options=pj.ReadOptions(block_size=max(len(text), 1 << 20)))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
     if table.num_rows != len(rows):
@@ -181,11 +230,10 @@ def _read(texts: list, target, wrap: bool, pj, pa):
         return pa.array([], target)
     body = b"\n".join((b'{"v":' + t.replace(b"\n", b" ").replace(b"\r", b" ") + b"}") if wrap
                       else t.replace(b"\n", b" ").replace(b"\r", b" ") for t in texts) + b"\n"
-    readable = _readable(target, pa)
+    readable = _readable(target, pa) if target is not None else None
     try:
-        table = pj.read_json(pa.py_buffer(body), parse_options=pj.ParseOptions(
-            explicit_schema=pa.schema(list(readable)), unexpected_field_behavior="ignore",
-            newlines_in_values=False), read_options=pj.ReadOptions(block_size=max(len(body), 1 << 20)))
+        table = pj.read_json(pa.py_buffer(body), parse_options=_parse_options(readable, pj, pa),
+                             read_options=pj.ReadOptions(block_size=max(len(body), 1 << 20)))
         if table.num_rows != len(texts):
             return None
         arr = table.to_struct_array()
@@ -193,6 +241,13 @@ def _read(texts: list, target, wrap: bool, pj, pa):
         return arr.cast(target) if readable != target else arr
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
+
+
+def _parse_options(readable, pj, pa):
+    if readable is None:                                    # inferred
+        return pj.ParseOptions(newlines_in_values=False)
+    return pj.ParseOptions(explicit_schema=pa.schema(list(readable)), unexpected_field_behavior="ignore",
+                           newlines_in_values=False)
 
 
 def _readable(t, pa):
@@ -214,3 +269,46 @@ def _why(text: bytes, wrap: bool) -> str:
     if not wrap and not isinstance(value, dict):
         return "a JSON value that is not an object"
     return "a JSON value whose types do not fit the reader's schema"
+
+
+class JsonValues:
+    """Keys or values that are plain JSON text (no Confluent framing, no
+    registry): ``JsonValues().decode(column)`` gives a struct array whose
+    type pyarrow's JSON reader infers from the values, or the type of
+    ``schema`` (a JSON Schema, as a dict or its text). A decoder for
+    ``Records.to_arrow(decode={"value": JsonValues()})``. Null or empty
+    values are null rows; a value that is not a JSON object (or does not fit
+    the schema) raises a ``PayloadError`` naming its offset, or with
+    ``on_error="null"`` is a null row."""
+
+    def __init__(self, schema=None):
+        import pyarrow as pa
+
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError as exc:
+                raise SchemaError(f"a JSON Schema that is not JSON: {exc}") from None
+        self.schema = schema
+        self.type = None if schema is None or says_nothing(schema) else arrow_type(schema, pa)
+
+    def __repr__(self) -> str:
+        return f"JsonValues({'inferred' if self.type is None else self.type})"
+
+    def decode(self, column, *, offsets=None, on_error: str = "raise", with_errors: bool = False,
+               header_ids=None, **_ignored):
+        import pyarrow as pa
+
+        from kbatch.payloads.column import rows_of
+
+        if on_error not in ("raise", "null"):
+            raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
+        rows = rows_of(column)
+        start, end = rows.offsets[:-1], rows.offsets[1:]
+        live = rows.valid & (end > start)
+        array, reasons = decode(rows.data, start, end, live, self.type, pa)
+        if on_error == "raise":
+            for i, why in enumerate(reasons):
+                if why is not None:
+                    raise PayloadError(why, offset=int(offsets[i]) if offsets is not None else None, row=i)
+        return (array, pa.array(reasons, pa.string())) if with_errors else array

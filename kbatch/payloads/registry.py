@@ -237,7 +237,7 @@ class Registry:
             schema = json.loads(text)
         except ValueError as exc:
             raise SchemaError(f"a JSON Schema that is not JSON: {exc}") from None
-        typ = json_decode.arrow_type(schema, pa)
+        typ = None if json_decode.says_nothing(schema) else json_decode.arrow_type(schema, pa)
         array, reasons = json_decode.decode(rows.data, frames.start, frames.end, live, typ, pa)
         messages = [None] * len(rows)
         for i in np.flatnonzero(frames.status).tolist():

@@ -1,5 +1,5 @@
-"""Spark's read of a Confluent-framed topic (``valueFormat=registry``) equals
-the Python decode (``Registry.decode``, itself checked against fastavro);
+"""Spark's read of a Confluent-framed topic (``valueFormat=registry``; one
+partition with the schema ids in record headers) equals the Python decode (``Registry.decode``, itself checked against fastavro);
 the Arrow types Spark lacks are mapped as ``from_avro`` maps them."""
 
 from __future__ import annotations
@@ -40,7 +40,10 @@ def write(tmp_path):
         {"key": json.dumps({"keytype": "SCHEMA", "subject": "orders-value", "version": 1, "magic": 1}).encode(),
          "value": json.dumps({"subject": "orders-value", "version": 1, "id": 1,
                               "schema": json.dumps(ORDER)}).encode()}])
-    rows = [{"key": f"k{i}".encode(), "value": frame(1, avro_bytes(ORDER, order(i)))} for i in range(50)]
+    # partition 1 carries the schema id in a __value_schema_id header (magic 0 + id), values unframed
+    rows = [{"key": f"k{i}".encode(), "value": frame(1, avro_bytes(ORDER, order(i)))} if i < 30 else
+            {"key": f"k{i}".encode(), "value": avro_bytes(ORDER, order(i)),
+             "headers": [("__value_schema_id", b"\x00\x00\x00\x00\x01")]} for i in range(50)]
     rows.append({"key": b"tomb", "value": None})
     kbatch.write_log(data / "orders-0", rows[:30])
     kbatch.write_log(data / "orders-1", rows[30:])
@@ -92,12 +95,13 @@ def test_spark_read_of_a_framed_topic_equals_the_python_decode(tmp_path):
     want = {}
     for p in (0, 1):
         records = kbatch.open_log(data / f"orders-{p}").read()
-        values = spark_compatible(reg.decode(records.value)).cast(pa.struct(
+        decoded = records.to_arrow(decode={"value": reg}).column("value").combine_chunks()   # header ids used
+        values = spark_compatible(decoded).cast(pa.struct(
             [pa.field(f.name, pa.timestamp("us", "UTC") if f.name == "ts" else f.type)
-             for f in spark_compatible(reg.decode(records.value)).type])).to_pylist()
+             for f in spark_compatible(decoded).type])).to_pylist()
         for off, v in zip(records.offset.tolist(), values):
             want[(p, off)] = v
-    assert len(got) == 51
+    assert len(got) == 51 and sum(v is not None for v in got.values()) == 50
     for k, v in want.items():
         row = got[k]
         if v is None:

@@ -35,7 +35,7 @@ def apply(table, records, decode: dict, on_error: str):
         if name not in table.column_names:
             continue
         at = table.column_names.index(name)
-        header_ids = _header_ids(records, HEADER_OF[name])
+        header_ids = schema_id_headers(records, name)
         decoded, errors = dec.decode(table.column(name), offsets=records.offset, on_error=on_error,
                                      with_errors=True, header_ids=header_ids)
         table = table.set_column(at, name, decoded)
@@ -44,9 +44,11 @@ def apply(table, records, decode: dict, on_error: str):
     return table
 
 
-def _header_ids(records, header: bytes):
-    """Per record, the bytes of its schema-id header (None without one), or
-    None when no record has one (checked on the header keys' bytes first)."""
+def schema_id_headers(records, which: str):
+    """Per record, the bytes of its ``__key_schema_id`` / ``__value_schema_id``
+    header (``which``: "key" or "value"; None without one), or None when no
+    record has one (checked on the header keys' bytes first)."""
+    header = HEADER_OF[which]
     headers = getattr(records, "headers", None)
     keys = getattr(headers, "keys", None)
     if keys is None or header not in keys.data.tobytes():

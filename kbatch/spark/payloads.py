@@ -5,7 +5,9 @@ The driver reads the registry (``schemaRegistry``: a path or URL, through
 the door) to give the schema; each executor reads it once per process and
 decodes its batches with ``kbatch.Registry.decode`` (the reader schema: the
 latest version of ``valueSubject``, by default ``<topic>-value`` of the one
-subscribed topic). Arrow types Spark has no type for are mapped as Spark's
+subscribed topic; schema ids carried in ``__value_schema_id`` /
+``__key_schema_id`` record headers are used where records have them, as
+in ``Records.to_arrow(decode=...)``). Arrow types Spark has no type for are mapped as Spark's
 ``from_avro`` maps them:
 
     dictionary (Avro enum)          string
@@ -22,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from kbatch.errors import KbatchError
+from kbatch.lib.decoded import schema_id_headers
 from kbatch.payloads import registry as open_registry
 
 FORMATS = ("value", "key")
@@ -110,7 +113,8 @@ def decode_batch(batch: pa.RecordBatch, records, o, schema: pa.Schema) -> pa.Rec
         if which not in schema.names:
             continue
         arr, errors = reg.decode(cols[which], subject=subject_of(o, which), offsets=records.offset,
-                                 on_error=on_error, with_errors=True)
+                                 on_error=on_error, with_errors=True,
+                                 header_ids=schema_id_headers(records, which))
         cols[which] = spark_compatible(arr).cast(schema.field(which).type)
         cols[f"{which}_error"] = errors
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)

@@ -52,8 +52,10 @@ def decode_options(o: KafkaOptions, schema: pa.Schema | None = None) -> DecodeOp
     if o.max_decompressed_bytes is not None:
         extra["max_decompressed_bytes"] = o.max_decompressed_bytes
     if schema is not None:
-        extra["columns"] = tuple({"offset", *(c for f in schema
-                                              for c in _RECORD_COLUMNS.get(f.name, ()))})
+        # a decoded key/value may take its schema id from a header: headers are read too
+        ids_in_headers = ("headers",) if any(w in schema.names for w in payloads.decoded(o)) else ()
+        extra["columns"] = tuple({"offset", *ids_in_headers, *(c for f in schema
+                                                               for c in _RECORD_COLUMNS.get(f.name, ()))})
     on_corrupt = {"fail": "raise", "stop": "stop", "skip": "skip"}[o.on_corrupt]
     return DecodeOptions(validate_crc=o.validate_crc, on_corrupt=on_corrupt, **extra)
 

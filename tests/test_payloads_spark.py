@@ -75,22 +75,25 @@ def test_spark_compatible_types(tmp_path):
     assert types["value"] == out.type
 
 
-@pytest.mark.spark
-def test_spark_read_of_a_framed_topic_equals_the_python_decode(tmp_path):
+@pytest.fixture(scope="module")
+def spark():
     if shutil.which("java") is None:
         pytest.skip("Java is not installed")
     from kbatch.spark import local_session
+    session = local_session("kbatch-registry-tests", cores="2", tests=True,
+                            extra_conf={"spark.ui.showConsoleProgress": "false"})
+    yield session
+    session.stop()
+
+
+@pytest.mark.spark
+def test_spark_read_of_a_framed_topic_equals_the_python_decode(tmp_path, spark):
     from kbatch.spark.payloads import spark_compatible
     data = write(tmp_path)
-    spark = local_session("kbatch-registry-tests", cores="2", tests=True,
-                          extra_conf={"spark.ui.showConsoleProgress": "false"})
-    try:
-        df = (spark.read.format("kbatch").option("subscribe", "orders").option("valueFormat", "registry")
-              .option("schemaRegistry", str(data)).load(str(data)))
-        assert df.schema["value"].dataType.simpleString().startswith("struct<id:bigint,item:string,")
-        got = {(r["partition"], r["offset"]): r["value"] for r in df.collect()}
-    finally:
-        spark.stop()
+    df = (spark.read.format("kbatch").option("subscribe", "orders").option("valueFormat", "registry")
+          .option("schemaRegistry", str(data)).load(str(data)))
+    assert df.schema["value"].dataType.simpleString().startswith("struct<id:bigint,item:string,")
+    got = {(r["partition"], r["offset"]): r["value"] for r in df.collect()}
     reg = kbatch.registry(data)
     want = {}
     for p in (0, 1):
@@ -113,3 +116,79 @@ def test_spark_read_of_a_framed_topic_equals_the_python_decode(tmp_path):
             or row["ts"] == v["ts"]
         assert row["color"] == v["color"] and row["ref"] == v["ref"]
         assert row["either"] == v["either"] and dict(row["tags"]) == dict(v["tags"])
+
+
+EVENT = """syntax = "proto3";
+package ev;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/duration.proto";
+message Event {
+  uint64 id = 1; uint32 small = 2; string name = 3;
+  enum Kind { NONE = 0; CLICK = 1; VIEW = 2; }
+  Kind kind = 4;
+  google.protobuf.Timestamp at = 5; google.protobuf.Duration took = 6;
+  repeated sint32 scores = 7; map<string, int64> counts = 8;
+  message Where { string page = 1; optional int32 slot = 2; }
+  Where where = 9;
+  oneof source { string web = 10; int64 device = 11; }
+}
+"""
+
+
+@pytest.mark.spark
+def test_spark_read_of_protobuf_values(tmp_path, spark):
+    """Protobuf values written by the runtime: Spark's rows equal the Python
+    decode with the types Spark lacks mapped (uint64: decimal(20, 0), uint32:
+    bigint, Timestamp floor / Duration toward zero to microseconds, as
+    Spark's from_protobuf), and the runtime's own values."""
+    from tests.protobuf_ref import Protos, frame_pb
+    E = Protos({"event.proto": EVENT}).cls("ev.Event")
+    data = tmp_path / "data"
+    kbatch.write_log(data / "_schemas-0", [
+        {"key": json.dumps({"keytype": "SCHEMA", "subject": "events-value", "version": 1, "magic": 1}).encode(),
+         "value": json.dumps({"subject": "events-value", "version": 1, "id": 7, "schemaType": "PROTOBUF",
+                              "schema": EVENT}).encode()}])
+    msgs = []
+    for i in range(20):
+        m = E(id=2 ** 64 - 1 - i, small=2 ** 32 - 1 - i, name=f"e{i}", kind=i % 3, scores=[-i, i])
+        m.at.seconds, m.at.nanos = -1 if i % 2 else 1_700_000_000 + i, 999_999_500
+        m.took.seconds, m.took.nanos = (-3, -1500) if i % 2 else (3, 1500)
+        m.counts["a"] = i
+        if i % 3:
+            m.where.page = "home"
+            if i % 2:
+                m.where.slot = i
+        if i % 4 == 1:
+            m.web = "w"
+        elif i % 4 == 2:
+            m.device = i
+        msgs.append(m)
+    kbatch.write_log(data / "events-0", [{"value": frame_pb(7, m.SerializeToString())} for m in msgs])
+    df = (spark.read.format("kbatch").option("subscribe", "events").option("valueFormat", "registry")
+          .option("schemaRegistry", str(data)).load(str(data)))
+    assert df.schema["value"].dataType.simpleString().startswith(
+        "struct<id:decimal(20,0),small:bigint,name:string,kind:string,at:timestamp,"
+        "took:interval day to second,")
+    got = [r["value"].asDict(recursive=True) for r in df.orderBy("offset").collect()]
+    want = spark_compatible_rows(kbatch.registry(data), data / "events-0")
+    assert len(got) == 20
+    utc = datetime.timezone.utc
+    for m, row, w in zip(msgs, got, want):
+        at_us = (m.at.seconds * 10 ** 9 + m.at.nanos) // 1000               # floor, as from_protobuf
+        assert row["id"] == decimal.Decimal(m.id) == w["id"] and row["small"] == m.small == w["small"]
+        assert row["kind"] == E.Kind.Name(m.kind) == w["kind"] and row["name"] == m.name
+        assert row["at"].replace(tzinfo=utc) == datetime.datetime(1970, 1, 1, tzinfo=utc) + \
+            datetime.timedelta(microseconds=at_us)
+        took_us = int((m.took.seconds * 10 ** 9 + m.took.nanos) / 1000)     # toward zero
+        assert row["took"] == datetime.timedelta(microseconds=took_us) == w["took"]
+        assert row["scores"] == list(m.scores) and dict(row["counts"]) == dict(m.counts)
+        assert row["where"] == ({"page": m.where.page, "slot": m.where.slot if m.where.HasField("slot") else None}
+                                if m.HasField("where") else None)
+        assert row["source"] == m.WhichOneof("source") and row["web"] == (m.web if m.web else None)
+        assert row["device"] == (m.device if m.HasField("device") else None)
+
+
+def spark_compatible_rows(reg, partition):
+    from kbatch.spark.payloads import spark_compatible
+    records = kbatch.open_log(partition).read()
+    return spark_compatible(reg.decode(records.value)).to_pylist()

@@ -16,6 +16,11 @@ in ``Records.to_arrow(decode=...)``). Arrow types Spark has no type for are mapp
     month_day_nano (Avro duration)  struct<months: int, days: int, nanoseconds: long>
     time32[ms] (time-millis)        time64[us] (Spark's TIME)
     decimal256 (precision > 38)     string
+    timestamp[ns] / duration[ns]    timestamp[us] / duration[us] (Spark's TIMESTAMP, DAY TO SECOND
+      (Protobuf Timestamp, Duration)  interval; the nanoseconds below a microsecond dropped as
+                                    Spark's from_protobuf drops them: floor for a Timestamp,
+                                    toward zero for a Duration)
+    uint32 / uint64 (Protobuf)      bigint / decimal(20, 0) (Spark has no unsigned types)
 """
 
 from __future__ import annotations
@@ -157,6 +162,20 @@ def spark_compatible(arr: pa.Array) -> pa.Array:
                                           names=["months", "days", "nanoseconds"], mask=mask)
     if pa.types.is_time32(t):
         return arr.cast(pa.time64("us"))
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        # Spark keeps microseconds; from_protobuf reads seconds * 1e6 + nanos / 1000 with
+        # 0 <= nanos < 1e9: the floor of the nanoseconds / 1000
+        ns = arr.cast(pa.int64()).fill_null(0).to_numpy()
+        return pa.array(np.floor_divide(ns, 1000), pa.int64(),
+                        mask=arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
+                        ).cast(pa.timestamp("us", t.tz))
+    if pa.types.is_duration(t) and t.unit == "ns":
+        # Duration's seconds and nanos share their sign: / 1000 cuts toward zero
+        return arr.cast(pa.duration("us"), safe=False)
+    if t == pa.uint32():
+        return arr.cast(pa.int64())
+    if t == pa.uint64():
+        return arr.cast(pa.decimal128(20, 0))
     if pa.types.is_decimal256(t):
         return arr.cast(pa.string())
     return arr

@@ -113,27 +113,15 @@ message Order {
 
 
 def _order_class():
-    """The runtime's class of ``ORDER_PROTO`` (protoc in-process, grpcio-tools)."""
-    import os
-    import tempfile
+    """The runtime's class of ``ORDER_PROTO`` (protoc's descriptor set, stored
+    under tests/data/protobuf by the tests' helper)."""
+    import pathlib
+    import sys
 
-    grpc_tools = pytest.importorskip("grpc_tools")
-    from grpc_tools import protoc
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    from tests.protobuf_ref import Protos
 
-    include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-    with tempfile.TemporaryDirectory() as d:
-        with open(os.path.join(d, "order.proto"), "w") as f:
-            f.write(ORDER_PROTO)
-        out = os.path.join(d, "set.pb")
-        assert protoc.main(["protoc", f"-I{d}", f"-I{include}", "--include_imports",
-                            f"--descriptor_set_out={out}", os.path.join(d, "order.proto")]) == 0
-        with open(out, "rb") as f:
-            fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for fd in fds.file:
-        pool.Add(fd)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("bench.Order"))
+    return Protos({"order.proto": ORDER_PROTO}).cls("bench.Order")
 
 
 def _orders():

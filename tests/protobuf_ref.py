@@ -1,44 +1,72 @@
 """Test helpers for Protobuf payloads, independent of kbatch's decoder:
-.proto files compiled by protoc (grpc_tools, in-process) into message
-classes of the protobuf runtime, Confluent's framing built here, the
+.proto files compiled by protoc into a descriptor set (``protoc
+--include_imports --descriptor_set_out``), loaded into the protobuf
+runtime's pool as message classes; Confluent's framing built here; the
 runtime's value of a message in the form kbatch's Arrow rows take (read
-through the runtime's own descriptors), and Arrow arrays as plain Python
-values (timestamps and durations as int64 nanoseconds, dictionaries as
-their strings)."""
+through the runtime's own descriptors); Arrow arrays as plain Python values
+(timestamps and durations as int64 nanoseconds, dictionaries as their
+strings).
+
+The compiled sets are kept in ``tests/data/protobuf/<hash of the .proto
+texts>.pb``, so the tests need only the protobuf runtime: protoc
+(grpcio-tools, in-process) runs only for a set not stored yet, and writes it
+there (grpcio-tools is not an extra: it requires setuptools >= 77, which
+the build pins below 77)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import pathlib
 import struct
 import tempfile
 
 import pyarrow as pa
 import pytest
 
-grpc_tools = pytest.importorskip("grpc_tools")
-from grpc_tools import protoc  # noqa: E402
+pytest.importorskip("google.protobuf")
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 from google.protobuf.descriptor import FieldDescriptor  # noqa: E402
 
-INCLUDE = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+STORE = pathlib.Path(__file__).resolve().parent / "data" / "protobuf"
+
+
+def descriptor_set(files: dict[str, str]) -> bytes:
+    """protoc's FileDescriptorSet of ``{path: text}`` (imports included)."""
+    key = hashlib.sha256(json.dumps(sorted(files.items())).encode()).hexdigest()[:20]
+    stored = STORE / f"{key}.pb"
+    if stored.exists():
+        return stored.read_bytes()
+    try:
+        import grpc_tools
+        from grpc_tools import protoc
+    except ImportError:
+        pytest.fail(f"no stored descriptor set {stored.name} for {sorted(files)}: run the test once "
+                    f"with grpcio-tools installed (protoc) to write it")
+    include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(d, name)) or d, exist_ok=True)
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        out = os.path.join(d, "set.pb")
+        rc = protoc.main(["protoc", f"-I{d}", f"-I{include}", "--include_imports",
+                          f"--descriptor_set_out={out}", *[os.path.join(d, n) for n in files]])
+        if rc != 0:
+            raise ValueError(f"protoc failed ({rc})")
+        with open(out, "rb") as f:
+            raw = f.read()
+    STORE.mkdir(parents=True, exist_ok=True)
+    stored.write_bytes(raw)
+    return raw
 
 
 class Protos:
     """The runtime's pool of some .proto files (``{path: text}``)."""
 
     def __init__(self, files: dict[str, str]):
-        with tempfile.TemporaryDirectory() as d:
-            for name, text in files.items():
-                os.makedirs(os.path.dirname(os.path.join(d, name)) or d, exist_ok=True)
-                with open(os.path.join(d, name), "w") as f:
-                    f.write(text)
-            out = os.path.join(d, "set.pb")
-            rc = protoc.main(["protoc", f"-I{d}", f"-I{INCLUDE}", "--include_imports",
-                              f"--descriptor_set_out={out}", *[os.path.join(d, n) for n in files]])
-            if rc != 0:
-                raise ValueError(f"protoc failed ({rc})")
-            with open(out, "rb") as f:
-                fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
+        fds = descriptor_pb2.FileDescriptorSet.FromString(descriptor_set(files))
         self.pool = descriptor_pool.DescriptorPool()
         for fd in fds.file:
             self.pool.Add(fd)

@@ -195,7 +195,7 @@ def _one(f, v):
 
 def plain(arr) -> list:
     """An Arrow array as Python values: timestamps and durations int64,
-    dictionaries their strings, maps dicts (later keys win, as the runtime's)."""
+    dictionaries their strings, maps dicts (each key once, checked)."""
     t = arr.type
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
@@ -207,8 +207,12 @@ def plain(arr) -> list:
         keys, items = plain(arr.keys), plain(arr.items)
         offs = arr.offsets.to_pylist()
         base = offs[0]
-        return [dict(zip(keys[a - base:b - base], items[a - base:b - base])) if valid[j] else None
-                for j, (a, b) in enumerate(zip(offs, offs[1:]))]
+        out = []
+        for j, (a, b) in enumerate(zip(offs, offs[1:])):
+            ks = keys[a - base:b - base]
+            assert len(set(ks)) == len(ks), f"a map repeating a key: {ks}"       # protobuf keeps the last
+            out.append(dict(zip(ks, items[a - base:b - base])) if valid[j] else None)
+        return out
     if pa.types.is_list(t):
         items = plain(arr.flatten())
         offs = arr.offsets.to_pylist()

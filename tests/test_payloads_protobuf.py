@@ -310,6 +310,10 @@ def test_occurrences_merge_as_the_runtime_merges(protos):
     appended, message fields merged, a oneof switching members."""
     E = protos.cls("shop.Every")
     a, b, c = E(i32=1, s="a", packed_ints=[1]), E(i32=2, loose_ints=[5]), E(name="oneof")
+    a.counts.update({"k": 1, "j": 2})
+    b.counts.update({"k": 3, "": 4})                # "k" again: the later entry wins
+    a.by_id[7].sku = "first"
+    b.by_id[7].qty = 9                              # a message value replaced, not merged
     a.price.currency = "EUR"
     a.line.sku = "l1"
     b.price.units = 7

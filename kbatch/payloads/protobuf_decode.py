@@ -16,7 +16,8 @@ wrapped as Arrow arrays (no copy).
     oneof o { ... }                 its members are ordinary fields (null unless set), and a
                                     column ``o``: dictionary<int8, string>, the member set (null: none)
     repeated T                      list<T> (packed and unpacked both read)
-    map<K, V>                       map<K, V> (entries in wire order, duplicate keys kept)
+    map<K, V>                       map<K, V> (entries in wire order; a key repeated in one map
+                                    keeps its last entry, as protobuf does)
     google.protobuf.Timestamp       timestamp[ns, UTC]    Duration: duration[ns]
     google.protobuf.*Value          the wrapped scalar, nullable (absent: null)
 
@@ -266,6 +267,11 @@ def to_arrow(node: PNode, parts: list, pa):
         key, value = (to_arrow(k, parts, pa) for k in node.children)
         entries = pa.StructArray.from_arrays([key, value], fields=[
             pa.field("key", key.type, nullable=False), pa.field("value", value.type)])
+        keep = _last_of_each_key(key, offs, length, pa)
+        if keep is not None:
+            entries = entries.take(pa.array(keep))
+            offs = np.zeros(length + 1, np.int32)
+            np.cumsum(np.bincount(_rows_of(parts[node.col][4], length)[keep], minlength=length), out=offs[1:])
         return pa.Array.from_buffers(pa.map_(key.type, value.type), length, [validity, pa.py_buffer(offs)],
                                      null_count=nulls, children=[entries])
     if kind == "oneof":
@@ -277,6 +283,35 @@ def to_arrow(node: PNode, parts: list, pa):
         return pa.Array.from_buffers(node.arrow, length, [validity, pa.py_buffer(offs), pa.py_buffer(values)],
                                      null_count=nulls)
     return pa.Array.from_buffers(node.arrow, length, [validity, pa.py_buffer(values)], null_count=nulls)
+
+
+def _rows_of(offs, length: int) -> np.ndarray:
+    """The map row of each entry."""
+    counts = np.diff(np.asarray(offs[:length + 1], np.int64))
+    return np.repeat(np.arange(length, dtype=np.int64), counts)
+
+
+def _last_of_each_key(key, offs, length: int, pa):
+    """The entries to keep so that a map holds each key once, its last
+    occurrence (protobuf: a later entry of a key replaces the earlier one),
+    in wire order; None when no map repeats a key."""
+    n = len(key)
+    if n < 2 or offs is None:
+        return None
+    import pyarrow.compute as pc
+
+    rows = _rows_of(offs, length)
+    if len(rows) != n:
+        raise ValueError("map offsets and entries disagree")
+    codes = (pc.dictionary_encode(key).indices if pa.types.is_string(key.type) or pa.types.is_binary(key.type)
+             else key).to_numpy(zero_copy_only=False)
+    order = np.lexsort((np.arange(n), codes, rows))
+    r, c = rows[order], codes[order]
+    last = np.ones(n, bool)
+    last[:-1] = (r[:-1] != r[1:]) | (c[:-1] != c[1:])
+    if last.all():
+        return None
+    return np.sort(order[last])
 
 
 def _enum_array(node: PNode, length, nulls, valid, values, pa):

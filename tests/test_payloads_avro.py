@@ -309,6 +309,10 @@ def test_magic_one_guid_and_header_ids():
                       header_ids=[b"\x01" + guid.bytes, None]).to_pylist() == [77, 77]
     with pytest.raises(UnknownSchemaError):
         reg.decode([frame_guid(uuid.uuid4().bytes, payload)])
+    # a header of another length (a GUID with a byte more, an id with a byte less) is no header id
+    arr, errors = reg.decode([payload, payload], header_ids=[b"\x01" + guid.bytes + b"\x00", b"\x00\x00\x00\x0b"],
+                             on_error="null", with_errors=True)
+    assert arr.to_pylist() == [None, None] and all(errors.to_pylist())
 
 
 def test_inputs_kbatch_columns_pyarrow_and_lists(tmp_path):

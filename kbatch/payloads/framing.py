@@ -139,7 +139,7 @@ def from_headers(rows: Rows, header_ids: list) -> Frames:
         if len(raw) == 1 + ID_BYTES and raw[0] == MAGIC_ID:
             prefixed.ids[i] = int.from_bytes(raw[1:], "big", signed=True)
             prefixed.guid_rows[i] = False
-        elif len(raw) >= 1 + GUID_BYTES and raw[0] == MAGIC_GUID:
+        elif len(raw) == 1 + GUID_BYTES and raw[0] == MAGIC_GUID:
             if prefixed.guids is None:
                 prefixed.guids = np.zeros((len(rows), GUID_BYTES), np.uint8)
             prefixed.guids[i] = np.frombuffer(raw[1:1 + GUID_BYTES], np.uint8)

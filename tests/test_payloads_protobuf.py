@@ -4,8 +4,10 @@ text, their serializer writes the data, Confluent's framing built here.
 Every scalar type, enums (aliases, unknown numbers), nested and recursive
 messages, repeated (packed and unpacked), maps, oneofs, references
 (imports), well-known types, evolution across versions by field number,
-merged occurrences, unknown fields, proto2 presence, and damaged payloads
-(a clear error or a null row, never a wrong row)."""
+merged occurrences, unknown fields, proto2 presence, damaged payloads
+(a clear error or a null row, never a wrong row), and random message types
+(Hypothesis: the runtime's descriptors built directly, kbatch given the same
+file as .proto text)."""
 
 from __future__ import annotations
 
@@ -430,3 +432,157 @@ def test_damaged_payloads_are_the_runtimes_value_or_an_error(protos, seeds, data
         except Exception:           # noqa: BLE001 - the runtime refuses what kbatch read
             pytest.fail(f"kbatch decoded what the runtime refuses: {raw!r}")
         assert canon(row) == canon(protos.entries(truth))        # NaN (a flipped double) equal to NaN
+
+
+# --- Hypothesis: random message types (descriptors built for the runtime, .proto text for kbatch)
+
+SCALARS = {  # name: (FieldDescriptorProto type, a value strategy)
+    "double": (1, st.floats(allow_nan=True)), "float": (2, st.floats(width=32, allow_nan=True)),
+    "int64": (3, st.integers(-(2 ** 63), 2 ** 63 - 1)), "uint64": (4, st.integers(0, 2 ** 64 - 1)),
+    "int32": (5, st.integers(-(2 ** 31), 2 ** 31 - 1)), "fixed64": (6, st.integers(0, 2 ** 64 - 1)),
+    "fixed32": (7, st.integers(0, 2 ** 32 - 1)), "bool": (8, st.booleans()),
+    "string": (9, st.text(max_size=6)), "bytes": (12, st.binary(max_size=6)),
+    "uint32": (13, st.integers(0, 2 ** 32 - 1)), "sfixed32": (15, st.integers(-(2 ** 31), 2 ** 31 - 1)),
+    "sfixed64": (16, st.integers(-(2 ** 63), 2 ** 63 - 1)), "sint32": (17, st.integers(-(2 ** 31), 2 ** 31 - 1)),
+    "sint64": (18, st.integers(-(2 ** 63), 2 ** 63 - 1))}
+MAP_KEYS = [k for k in SCALARS if k not in ("double", "float", "bytes")]
+
+
+@st.composite
+def proto_specs(draw):
+    """A proto3 file: message M (fields of every kind, a oneof) using enum E and message N."""
+    nested = [(f"n{i}", draw(st.sampled_from(sorted(SCALARS))), draw(st.booleans()))
+              for i in range(draw(st.integers(1, 3)))]          # (name, type, repeated)
+    numbers = draw(st.lists(st.integers(1, 3000), min_size=1, max_size=8, unique=True))
+    fields = []
+    for i, number in enumerate(numbers):
+        kind = draw(st.sampled_from(["scalar", "scalar", "repeated", "optional", "map", "enum", "message",
+                                     "repeated_message", "oneof"]))
+        typ = draw(st.sampled_from(sorted(SCALARS)))
+        value = draw(st.sampled_from(sorted(SCALARS) + ["E", "N"])) if kind == "map" else None
+        key = draw(st.sampled_from(MAP_KEYS)) if kind == "map" else None
+        fields.append((f"f{i}", number, kind, typ, key, value))
+    return nested, fields
+
+
+def render(spec) -> str:
+    nested, fields = spec
+    lines = ['syntax = "proto3";', "package h;", "enum E { Z = 0; A = 1; B = 5; }",
+             "message N { " + " ".join(f"{'repeated ' if rep else ''}{t} {n} = {k + 1};"
+                                       for k, (n, t, rep) in enumerate(nested)) + " }", "message M {"]
+    members = []
+    for name, number, kind, typ, key, value in fields:
+        if kind == "oneof":
+            members.append(f"{typ} {name} = {number};")
+            continue
+        decl = {"scalar": f"{typ}", "repeated": f"repeated {typ}", "optional": f"optional {typ}",
+                "map": f"map<{key}, {value}>", "enum": "E", "message": "N",
+                "repeated_message": "repeated N"}[kind]
+        lines.append(f"  {decl} {name} = {number};")
+    if members:
+        lines.append("  oneof o { " + " ".join(members) + " }")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def descriptors(spec):
+    """The same file as a FileDescriptorProto (as protoc would make it), in a fresh pool."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    nested, fields = spec
+    F = descriptor_pb2.FieldDescriptorProto
+    fd = descriptor_pb2.FileDescriptorProto(name="h.proto", package="h", syntax="proto3")
+    e = fd.enum_type.add(name="E")
+    for n, v in (("Z", 0), ("A", 1), ("B", 5)):
+        e.value.add(name=n, number=v)
+    n_msg = fd.message_type.add(name="N")
+    for k, (name, typ, rep) in enumerate(nested):
+        n_msg.field.add(name=name, number=k + 1, type=SCALARS[typ][0], json_name=name,
+                        label=F.LABEL_REPEATED if rep else F.LABEL_OPTIONAL)
+    m = fd.message_type.add(name="M")
+    oneofs = 0
+    if any(f[2] == "oneof" for f in fields):         # the real oneof first, synthetic ones after (as protoc)
+        m.oneof_decl.add(name="o")
+        oneofs = 1
+    for name, number, kind, typ, key, value in fields:
+        f = m.field.add(name=name, number=number, json_name=name, label=F.LABEL_OPTIONAL)
+        if kind in ("scalar", "repeated", "optional", "oneof"):
+            f.type = SCALARS[typ][0]
+        elif kind == "enum":
+            f.type, f.type_name = F.TYPE_ENUM, ".h.E"
+        elif kind in ("message", "repeated_message"):
+            f.type, f.type_name = F.TYPE_MESSAGE, ".h.N"
+        if kind in ("repeated", "repeated_message", "map"):
+            f.label = F.LABEL_REPEATED
+        if kind == "oneof":
+            f.oneof_index = 0
+        if kind == "optional":
+            f.proto3_optional = True
+            f.oneof_index = oneofs
+            m.oneof_decl.add(name="_" + name)
+            oneofs += 1
+        if kind == "map":
+            entry_name = "".join(p.capitalize() for p in name.split("_")) + "Entry"
+            entry = m.nested_type.add(name=entry_name)
+            entry.options.map_entry = True
+            entry.field.add(name="key", number=1, type=SCALARS[key][0], label=F.LABEL_OPTIONAL, json_name="key")
+            v = entry.field.add(name="value", number=2, label=F.LABEL_OPTIONAL, json_name="value")
+            if value == "E":
+                v.type, v.type_name = F.TYPE_ENUM, ".h.E"
+            elif value == "N":
+                v.type, v.type_name = F.TYPE_MESSAGE, ".h.N"
+            else:
+                v.type = SCALARS[value][0]
+            f.type, f.type_name = F.TYPE_MESSAGE, f".h.M.{entry_name}"
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("h.M"))
+
+
+def fill(draw, msg, spec):
+    nested, fields = spec
+
+    def n_value(target):
+        for name, typ, rep in nested:
+            if rep:
+                getattr(target, name).extend(draw(st.lists(SCALARS[typ][1], max_size=3)))
+            elif draw(st.booleans()):
+                setattr(target, name, draw(SCALARS[typ][1]))
+
+    enum_value = st.sampled_from([0, 1, 5, 9])          # 9: open enum, no name
+    chosen = draw(st.sampled_from([None] + [f[0] for f in fields if f[2] == "oneof"]))
+    for name, _number, kind, typ, key, value in fields:
+        if kind in ("scalar", "optional") and draw(st.booleans()):
+            setattr(msg, name, draw(SCALARS[typ][1]))
+        elif kind == "oneof" and name == chosen:
+            setattr(msg, name, draw(SCALARS[typ][1]))
+        elif kind == "repeated":
+            getattr(msg, name).extend(draw(st.lists(SCALARS[typ][1], max_size=4)))
+        elif kind == "enum":
+            setattr(msg, name, draw(enum_value))
+        elif kind == "message" and draw(st.booleans()):
+            n_value(getattr(msg, name))
+        elif kind == "repeated_message":
+            for _ in range(draw(st.integers(0, 2))):
+                n_value(getattr(msg, name).add())
+        elif kind == "map":
+            for k in draw(st.lists(SCALARS[key][1], max_size=3)):
+                if value == "N":
+                    n_value(getattr(msg, name)[k])
+                else:
+                    getattr(msg, name)[k] = draw(enum_value if value == "E" else SCALARS[value][1])
+
+
+@given(spec=proto_specs(), data=st.data())
+def test_random_message_types_against_the_runtime(spec, data):
+    M = descriptors(spec)
+    reg = kbatch.registry([{"subject": "h-value", "version": 1, "id": 1, "schemaType": "PROTOBUF",
+                            "schema": render(spec)}])
+    msgs = []
+    for _ in range(data.draw(st.integers(1, 4))):
+        m = M()
+        fill(data.draw, m, spec)
+        msgs.append(m)
+    raws = [m.SerializeToString() for m in msgs]
+    arr = reg.decode([frame_pb(1, r, [1]) for r in raws])          # M: the second message of the file
+    arr.validate(full=True)
+    for raw, row in zip(raws, plain(arr)):
+        assert canon(row) == canon(expected(M.FromString(raw)))

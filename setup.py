@@ -16,7 +16,8 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 MODULES = ["_mapguard", "_columns", "_checksums", "_lz4", "_snappy", "_zstd", "_gzip", "_codecs", "_legacy",
-           "_records", "_batch", "_kernels", "_encode", "_offsets", "_latest"]
+           "_records", "_batch", "_kernels", "_encode", "_offsets", "_latest", "_avro",
+           "_protobuf"]
 
 sanitize = os.environ.get("KBATCH_SANITIZE") == "1"
 debug = os.environ.get("KBATCH_DEBUG") == "1"

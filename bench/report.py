@@ -226,6 +226,32 @@ def latest_table(results: dict) -> str:
     return "\n".join(out)
 
 
+REGISTRY_GROUPS = {"registry": "1 M framed Avro values (10 fields) -> pyarrow, one core",
+                   "registry-protobuf": "1 M framed Protobuf values (10 fields) -> pyarrow, one core",
+                   "registry-json": "1 M framed JSON Schema values (10 fields) -> pyarrow, one core"}
+
+
+def registry_table(results: dict) -> str:
+    """Schema Registry payloads into Arrow (bench/test_registry.py): per format,
+    kbatch and the Python routes, as ratios to the fastest Python route
+    (``extra_info["peer"]``; the Avro rows before it was recorded: "fastavro")."""
+    parts = []
+    for group, title in REGISTRY_GROUPS.items():
+        rows = [b for b in results["benchmarks"] if b.get("group") == group]
+        if not rows:
+            continue
+        peer = [b for b in rows if b["extra_info"].get("peer") or "fastavro" in b["extra_info"]["route"]]
+        base = min((b["stats"]["median"] for b in peer), default=None)
+        out = [f"| {title} | values/s | median s | vs the fastest Python route |", "|---|---:|---:|---:|"]
+        for b in sorted(rows, key=lambda b: b["stats"]["median"]):
+            med = b["stats"]["median"]
+            ratio = "-" if base is None else (f"{base / med:.2f}x" if b in peer else f"**{base / med:.1f}x**")
+            out.append(f"| {b['extra_info']['route']} | {b['extra_info']['records'] / med / 1e6:.2f} M | "
+                       f"{med:.3f} | {ratio} |")
+        parts.append("\n".join(out))
+    return "\n\n".join(parts)
+
+
 def decode_table(decode) -> str:
     out = ["| dataset | decoder | records/s | MB/s | median s | vs aiokafka |",
            "|---|---|---:|---:|---:|---:|"]
@@ -372,6 +398,8 @@ def main():
         parts += [internal_table(results), ""]
     if latest_table(results):
         parts += [latest_table(results), ""]
+    if registry_table(results):
+        parts += [registry_table(results), ""]
     if has_chart:
         parts += ["![throughput](bench/throughput.png)", ""]
     text = "\n".join(parts)

@@ -14,13 +14,17 @@
     consumer_lag(data_dir)      committed offsets vs log end offsets over time
     kbatch.internal             internal topics, producer snapshots, checkpoints as tables
     write_segment / write_log   real magic-2 segments and partition directories
+    registry(source)            an offline Schema Registry (the _schemas topic, an export,
+                                a folder): registry.decode(column) -> typed Arrow array
+    JsonValues()                plain JSON keys/values (no framing): the type inferred or given
 """
 
 from kbatch._core._columns import memory_pool_bytes, memory_stats, set_memory_pool
 from kbatch._version import __version__
 from kbatch.errors import (ArgumentError, ColumnNotReadError, CorruptRecordError,
                            DamagedLengthError, DecompressionLimitError, FileChangedError,
-                           KbatchError, LimitExceededError, MappingInvalidatedError)
+                           KbatchError, LimitExceededError, MappingInvalidatedError, PayloadError,
+                           SchemaError, UnknownSchemaError)
 from kbatch.internal.lag import consumer_lag
 from kbatch.lib.compact import compact
 from kbatch.lib.columns import BinaryColumn, HeadersColumn, MissingColumn
@@ -34,6 +38,7 @@ from kbatch.lib.records import BatchTable, ControlRecords, Records, SegmentEnd, 
 from kbatch.lib.entry import iter_segment, read_segment   # paths, URLs, buffers
 from kbatch.lib.views import ViewColumn
 from kbatch.lib.writer import LogWriter, SegmentWriter, write_log, write_segment
+from kbatch.payloads import JsonValues, Registry, registry
 from kbatch.tools.transactions import transactions
 from kbatch.tools.recover import recover
 from kbatch.tools.verify import verify
@@ -41,10 +46,13 @@ from kbatch.tools.verify import verify
 __all__ = [
     "ArgumentError", "BatchTable", "BinaryColumn", "ColumnNotReadError", "ControlRecords",
     "CorruptRecordError", "DamagedLengthError", "DecompressionLimitError", "FileChangedError",
-    "HeadersColumn",
+    "HeadersColumn", "JsonValues",
     "KbatchError", "LimitExceededError", "LogDir", "LogWriter", "MappingInvalidatedError",
-    "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "Records",
-    "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn", "__version__", "compact", "consumer_lag", "iter_segment",
-    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table", "recover", "resolve", "retention",
+    "MissingColumn", "MissingObjectError", "PartitionLog", "PathError", "PathKind", "PayloadError",
+    "Records", "Registry", "SchemaError", "UnknownSchemaError", "registry",
+    "RemoteError", "SegmentEnd", "SegmentWriter", "SkippedRange", "Storage", "ViewColumn",
+    "__version__", "compact", "consumer_lag", "iter_segment",
+    "memory_pool_bytes", "memory_stats", "open_log", "open_log_dir", "read_segment", "read_table",
+    "recover", "resolve", "retention",
     "set_memory_pool", "transactions", "verify", "write_log", "write_segment",
 ]

@@ -122,3 +122,43 @@ class DecryptionError(KbatchError):
     """An encrypted tiered segment cannot be decrypted: no key, a wrong key,
     a key that is not a usable RSA private key, or a chunk that fails its
     GCM authentication. Never carries key material."""
+
+
+class SchemaError(KbatchError, ValueError):
+    """A schema (Avro, Protobuf, JSON Schema) that does not parse, a reader
+    schema a writer's cannot be resolved to, or a registry source that holds
+    no registry."""
+
+
+class PayloadError(KbatchError, ValueError):
+    """A key or value that cannot be decoded with its schema: the record's
+    ``offset`` (None when the caller gave none), its ``row`` in the column,
+    the ``schema_id`` its framing names (None when unknown), the byte
+    ``position`` in the value, and the bare ``reason``."""
+
+    def __init__(self, reason: str, *, offset: int | None = None, row: int | None = None,
+                 schema_id: int | str | None = None, position: int | None = None):
+        self.reason = reason
+        self.offset = offset
+        self.row = row
+        self.schema_id = schema_id
+        self.position = position
+        where = f"record offset {offset}" if offset is not None else f"row {row}"
+        parts = [where]
+        if schema_id is not None:
+            parts.append(f"schema id {schema_id}")
+        if position is not None:
+            parts.append(f"byte {position}")
+        super().__init__(f"{', '.join(parts)}: {reason}")
+
+    def __reduce__(self):
+        return (_rebuild_payload, (type(self), self.reason, self.offset, self.row,
+                                   self.schema_id, self.position))
+
+
+class UnknownSchemaError(PayloadError):
+    """A value whose schema id (or guid) the registry does not hold."""
+
+
+def _rebuild_payload(cls, reason, offset, row, schema_id, position):
+    return cls(reason, offset=offset, row=row, schema_id=schema_id, position=position)

@@ -8,6 +8,7 @@ Layers, bottom up:
     1  kbatch._core                      compiled core (Cython)
     2  kbatch.lib                        decode, partition logs, txns, records, writer
     3  kbatch.internal                   internal topics as tables
+       kbatch.payloads                   Schema Registry payloads: the offline registry, decoders
     4  kbatch.spark                      integrations
     5  kbatch.tools                      cli, dump, stats, verify, sample, pipeline
        kbatch (the package facade) and kbatch.__main__ sit above all
@@ -64,7 +65,7 @@ PKG = pathlib.Path(wire.__file__).resolve().parent
 
 LAYERS = [
     ("kbatch.errors", 0), ("kbatch.wire", 0), ("kbatch._version", 0), ("kbatch._core", 1), ("kbatch.lib", 2),
-    ("kbatch.internal", 3), ("kbatch.spark", 4), ("kbatch.tools", 5),
+    ("kbatch.internal", 3), ("kbatch.payloads", 3), ("kbatch.spark", 4), ("kbatch.tools", 5),
     ("kbatch.__main__", 6),
 ]
 FACADE = {"kbatch", "kbatch.__main__"}      # sit above all; import everything by design

@@ -22,6 +22,7 @@ from typing import NamedTuple, Sequence
 import numpy as np
 
 from kbatch._core.coltable import FIXED_COLUMNS
+from kbatch.lib import decoded as decoded_columns
 from kbatch.lib.decoder import empty_chunk
 from kbatch.lib.gather import JOIN_ROLE, Copies, concat_fixed
 from kbatch.lib.columns import (BinaryColumn, HeadersColumn, MissingColumn, as_indices,
@@ -596,8 +597,13 @@ class Records:
 
     # --- Arrow and pandas -----------------------------------------------
 
-    def to_arrow(self):
+    def to_arrow(self, *, decode: dict | None = None, on_error: str = "raise"):
         """A ``pyarrow.Table`` sharing kbatch's buffers.
+
+        ``decode={"value": registry}`` (and/or ``"key"``): that column
+        decoded into typed Arrow data by a ``kbatch.Registry`` (Schema
+        Registry payloads); ``on_error="null"`` turns a bad value into a
+        null row and adds ``value_error`` (see ``kbatch.lib.decoded``).
 
         Columns: offset int64, timestamp timestamp[ms, UTC] (null where
         none), timestamp_type int8, key binary, value binary (zero_copy:
@@ -609,6 +615,9 @@ class Records:
         (first, asked for or not: a record cannot be told apart without it).
         """
         pa = optional_module("pyarrow", "arrow", "Records.to_arrow()")
+        decode = decoded_columns.check(decode)
+        if decode:
+            return decoded_columns.apply(self.to_arrow(), self, decode, on_error)
 
         n = len(self)
 
@@ -647,7 +656,7 @@ class Records:
             "is_control": flags(bt.is_control[self.batch]),
         })
 
-    def to_pandas(self, *, binary: str = "bytes"):
+    def to_pandas(self, *, binary: str = "bytes", decode: dict | None = None, on_error: str = "raise"):
         """A ``pandas.DataFrame``.
 
         ``binary="bytes"``: key/value/headers as Python objects (``bytes``,
@@ -657,7 +666,7 @@ class Records:
         pd = optional_module("pandas", "pandas", "Records.to_pandas()")
         optional_module("pyarrow", "pandas", "Records.to_pandas()")
 
-        table = self.to_arrow()
+        table = self.to_arrow(decode=decode, on_error=on_error)
         if binary == "arrow":
             return table.to_pandas(types_mapper=pd.ArrowDtype)
         if binary != "bytes":

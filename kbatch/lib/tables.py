@@ -24,10 +24,13 @@ def _order(keys) -> list:
 class PartitionRecords(dict):
     """``{(topic, partition): Records}`` of a read, in (topic, partition) order."""
 
-    def to_arrow(self):
+    def to_arrow(self, *, decode: dict | None = None, on_error: str = "raise"):
         """One ``pyarrow.Table``: ``topic`` (dictionary<int32, string>),
         ``partition`` (int32), then the columns of ``Records.to_arrow()``
-        (every partition read with the same options has the same ones)."""
+        (every partition read with the same options has the same ones).
+        ``decode``/``on_error`` as ``Records.to_arrow`` (the decoded columns
+        of every partition must have one type: read one topic, or give the
+        registry a reader schema)."""
         pa = optional_module("pyarrow", "arrow", "PartitionRecords.to_arrow()")
         keys = _order(self)
         topics = sorted({str(t) for t, _ in keys if t is not None})
@@ -35,7 +38,7 @@ class PartitionRecords(dict):
         index = {t: i for i, t in enumerate(topics)}
         tables = []
         for topic, partition in keys:
-            table = self[(topic, partition)].to_arrow()
+            table = self[(topic, partition)].to_arrow(decode=decode, on_error=on_error)
             n = table.num_rows
             codes = np.full(n, index.get(str(topic), 0), np.int32)
             topic_col = pa.DictionaryArray.from_arrays(
@@ -52,11 +55,11 @@ class PartitionRecords(dict):
                 .add_column(1, "partition", pa.array([], pa.int32()))
         return pa.concat_tables(tables)
 
-    def to_pandas(self, *, binary: str = "bytes"):
+    def to_pandas(self, *, binary: str = "bytes", decode: dict | None = None, on_error: str = "raise"):
         """One ``pandas.DataFrame`` of ``to_arrow()`` (``topic`` categorical);
-        ``binary`` as in ``Records.to_pandas``."""
+        ``binary``, ``decode`` and ``on_error`` as in ``Records.to_pandas``."""
         pd = optional_module("pandas", "pandas", "PartitionRecords.to_pandas()")
-        table = self.to_arrow()
+        table = self.to_arrow(decode=decode, on_error=on_error)
         if binary == "arrow":
             return table.to_pandas(types_mapper=pd.ArrowDtype)
         if binary != "bytes":

@@ -76,11 +76,12 @@ from pathlib import Path
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, GreaterThan,
                                     GreaterThanOrEqual, In, LessThan, LessThanOrEqual)
-from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
+from kbatch.spark import payloads
 from kbatch.spark import read as spark_read
-from kbatch.spark.arrow import to_record_batch
+from kbatch.spark.arrow import ARROW_TYPES, to_record_batch
 from kbatch.spark.options import output_columns, schema_ddl
 from kbatch.spark.plan import Options, SegmentSlice, SlicePack, by_partition, pack, plan
 from kbatch.spark.read import HEADER_COLUMNS
@@ -190,8 +191,17 @@ class KbatchDataSource(DataSource):
     def name(cls) -> str:
         return "kbatch"
 
-    def schema(self) -> str:
-        return schema_ddl(output_columns(self.options))
+    def schema(self):
+        columns = output_columns(self.options)
+        raw = payloads.raw_options(self.options)
+        if not payloads.decoded(raw):
+            return schema_ddl(columns)
+        # valueFormat/keyFormat=registry: the decoded columns' types, from the registry
+        types = payloads.field_types(raw, payloads.raw_storage(self.options))
+        fields = [pa.field(c, types.get(c, ARROW_TYPES[c])) for c in columns]
+        if raw.get("payload_errors") == "null":
+            fields += [pa.field(f"{c}_error", pa.string()) for c in columns if c in types]
+        return from_arrow_schema(pa.schema(fields))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         cls = KbatchPushdownReader if self.pushdown else KbatchReader

@@ -334,6 +334,21 @@ OPTIONS: tuple[Opt, ...] = (
         "at least this many input partitions when the data allows (default: the cores)"),
     Opt("chunkRecords", "chunk_records", _int(1, "a positive integer"), 1 << 16,
         "records per Arrow batch"),
+    # Schema Registry payloads (kbatch.payloads): value/key as typed structs
+    Opt("valueFormat", "value_format", _choice("binary", "registry"), "binary",
+        "registry: decode Confluent-framed values with schemaRegistry into a typed column"),
+    Opt("keyFormat", "key_format", _choice("binary", "registry"), "binary",
+        "registry: decode Confluent-framed keys likewise"),
+    Opt("schemaRegistry", "schema_registry", str, None,
+        "where the registry is: a data directory with _schemas, a _schemas partition, an "
+        "export .json or a folder (a path or URL the executors can read)"),
+    Opt("valueSubject", "value_subject", str, None,
+        "the subject whose latest version reads the values (default: <topic>-value of "
+        "the one subscribed topic)"),
+    Opt("keySubject", "key_subject", str, None,
+        "the subject whose latest version reads the keys (default: <topic>-key)"),
+    Opt("payloadErrors", "payload_errors", _choice("fail", "null"), "fail",
+        "a value that does not decode: fail the query, or a null and a <column>_error column"),
     # object storage (s3://, gs://, ... paths; storage.<key> options go to fsspec)
     Opt("layout", "layout", _choice("plain", "tiered"), "plain",
         "URL paths: plain (copied broker directories) or tiered (the tiered-storage "
@@ -405,6 +420,12 @@ class KafkaOptions:
     poll_timeout_ms: int | None = None
     fetch_offset_retries: int | None = None
     fetch_offset_retry_ms: int | None = None
+    value_format: str = "binary"
+    key_format: str = "binary"
+    schema_registry: str | None = None
+    value_subject: str | None = None
+    key_subject: str | None = None
+    payload_errors: str = "fail"
     given: frozenset = frozenset()     # Spark names of the options set
     # where the bytes are (the door, kbatch.lib.open): storage.<key> options, layout,
     # privateKey; ``store``: the one Storage built from them (after parsing)
@@ -645,6 +666,10 @@ def _storage_of(o: KafkaOptions):
 
 
 def _check_combination(o: KafkaOptions, kind: str) -> None:
+    for which in ("value", "key"):
+        if getattr(o, f"{which}_format") == "registry" and not o.schema_registry:
+            raise OptionError(f"{which}Format", "registry", "needs the schemaRegistry option (a data "
+                              "directory with _schemas, an export .json or a folder)")
     chosen = [n for n in ("assign", "subscribe", "subscribePattern") if n in o.given]
     if len(chosen) > 1:
         raise OptionError(chosen[1], "...", f"give only one of assign, subscribe and "

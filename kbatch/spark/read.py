@@ -30,6 +30,7 @@ from kbatch.lib.decoder import header_rows
 from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
 from kbatch.lib.segment import DecodeOptions, decode_chunks
+from kbatch.spark import payloads
 from kbatch.spark.arrow import numeric_array, to_record_batch, topic_array
 from kbatch.spark.options import KafkaOptions
 
@@ -53,6 +54,9 @@ def decode_options(o: KafkaOptions, schema: pa.Schema | None = None) -> DecodeOp
         extra["max_decompressed_bytes"] = o.max_decompressed_bytes
     if schema is not None:
         needed = ("offset", "key", "value") if o.view == "latest" else ("offset",)
+        # a decoded key/value may take its schema id from a header: headers are read too
+        if any(w in schema.names for w in payloads.decoded(o)):
+            needed += ("headers",)
         extra["columns"] = tuple({*needed, *(c for f in schema
                                              for c in _RECORD_COLUMNS.get(f.name, ()))})
     on_corrupt = {"fail": "raise", "stop": "stop", "skip": "skip"}[o.on_corrupt]
@@ -89,7 +93,7 @@ def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
 def _decoded(source, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
     # a projection: key, value and headers the query does not produce are not stored
     for chunk in decoded_records(source, piece, o, decode_options(o, schema), keep):
-        yield to_record_batch(chunk, piece.topic, piece.partition, schema)
+        yield spark_batch(chunk, piece.topic, piece.partition, o, schema)
 
 
 def read_latest(slices: list, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -108,7 +112,7 @@ def read_latest(slices: list, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa
     del chunks
     for start in range(0, len(table), o.chunk_records):
         rows = np.arange(start, min(start + o.chunk_records, len(table)), dtype=np.int64)
-        yield to_record_batch(table.take(rows), first.topic, first.partition, schema)
+        yield spark_batch(table.take(rows), first.topic, first.partition, o, schema)
 
 
 def decoded_records(source, piece, o: KafkaOptions, opts: DecodeOptions,
@@ -136,6 +140,22 @@ def decoded_records(source, piece, o: KafkaOptions, opts: DecodeOptions,
             chunk = keep(chunk)
         if len(chunk):
             yield chunk
+
+
+def spark_batch(chunk: Records, topic: str, partition: int, o: KafkaOptions,
+                schema: pa.Schema) -> pa.RecordBatch:
+    """One chunk as an Arrow batch of ``schema``; keys and values decoded
+    when the query asks (``valueFormat``/``keyFormat``)."""
+    if payloads.decoded(o):
+        return payloads.decode_batch(to_record_batch(chunk, topic, partition,
+                                                     _binary_schema(schema)), chunk, o, schema)
+    return to_record_batch(chunk, topic, partition, schema)
+
+
+def _binary_schema(schema: pa.Schema) -> pa.Schema:
+    """``schema`` as the Kafka source's: key and value binary, no error columns."""
+    return pa.schema([pa.field(f.name, pa.binary()) if f.name in ("key", "value") else f
+                      for f in schema if not f.name.endswith("_error")])
 
 
 def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from kbatch.wire import INT64_MAX
 from kbatch.errors import KbatchError
 from kbatch.tools import internal_cli, lifecycle_cli
+from kbatch.tools import schemas as schemas_cli
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
@@ -216,6 +217,11 @@ def cmd_dump(args) -> int:
                              what="dump takes segment or index files")
             if not index:
                 _check_segment(found)
+            if getattr(args, "registry", None) and not index:
+                from kbatch.tools.schemas import dump_decoded
+                status = max(status, dump_decoded(found.location, sys.stdout, args.registry, storage=storage,
+                                                  max_bytes=args.max_bytes, validate_crc=not args.no_crc))
+                continue
             dump_file(found.location, sys.stdout, fmt=args.format, decode=args.decode,
                       max_bytes=args.max_bytes, print_data=not args.no_data,
                       validate_crc=not args.no_crc, storage=storage)
@@ -459,9 +465,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read at most this many bytes of each file")
     p.add_argument("--no-data", action="store_true", help="omit keys and payloads")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
+    p.add_argument("--registry", metavar="SOURCE",
+                   help="decode Schema Registry framed values with the registry in SOURCE (a data "
+                        "directory with _schemas, an export .json, a folder): one JSON line per record")
     _url_flags(p)
     p.set_defaults(func=cmd_dump)
     internal_cli.extend_dump(p, cmd_dump, _resolve)
+
+    schemas_cli.add_schemas_command(sub, _url_flags, _storage)
 
     p = sub.add_parser("stats", help="records, offsets, times, codecs per partition/segment",
                        description="Statistics per partition and segment of a segment file, a "

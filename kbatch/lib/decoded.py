@@ -1,0 +1,63 @@
+"""Keys and values turned into data inside ``Records.to_arrow(decode=...)``:
+``decode={"value": registry, "key": registry}`` replaces each named binary
+column by what the decoder makes of it (a typed Arrow array, one row per
+record). A decoder is any object with ``decode(column, *, offsets,
+on_error, with_errors, header_ids)`` (``kbatch.Registry`` is one); this
+layer knows nothing of schemas. With ``on_error="null"`` a bad value is a
+null row and ``<name>_error`` says why (null where the value decoded).
+
+Schema ids carried in headers (``__value_schema_id`` / ``__key_schema_id``,
+Confluent's HeaderSchemaIdSerializer) are handed over per row when any
+record has such a header.
+"""
+
+from __future__ import annotations
+
+DECODABLE = ("key", "value")
+HEADER_OF = {"key": b"__key_schema_id", "value": b"__value_schema_id"}
+
+
+def check(decode) -> dict:
+    if decode is None:
+        return {}
+    if not isinstance(decode, dict) or not set(decode) <= set(DECODABLE):
+        raise ValueError(f"decode must map 'key' and/or 'value' to a decoder (a kbatch.Registry), "
+                         f"not {decode!r}")
+    for name, dec in decode.items():
+        if not callable(getattr(dec, "decode", None)):
+            raise TypeError(f"decode[{name!r}] has no decode() method: pass a kbatch.Registry")
+    return decode
+
+
+def apply(table, records, decode: dict, on_error: str):
+    """``table`` with the decoded columns in place of the binary ones."""
+    for name, dec in decode.items():
+        if name not in table.column_names:
+            continue
+        at = table.column_names.index(name)
+        header_ids = schema_id_headers(records, name)
+        decoded, errors = dec.decode(table.column(name), offsets=records.offset, on_error=on_error,
+                                     with_errors=True, header_ids=header_ids)
+        table = table.set_column(at, name, decoded)
+        if on_error == "null":
+            table = table.add_column(at + 1, f"{name}_error", errors)
+    return table
+
+
+def schema_id_headers(records, which: str):
+    """Per record, the bytes of its ``__key_schema_id`` / ``__value_schema_id``
+    header (``which``: "key" or "value"; None without one), or None when no
+    record has one (checked on the header keys' bytes first)."""
+    header = HEADER_OF[which]
+    headers = getattr(records, "headers", None)
+    keys = getattr(headers, "keys", None)
+    if keys is None or header not in keys.data.tobytes():
+        return None
+    out = []
+    for row in headers.to_pylist():
+        found = None
+        for k, v in row or ():
+            if (k.encode() if isinstance(k, str) else k) == header:
+                found = v
+        out.append(found)
+    return out

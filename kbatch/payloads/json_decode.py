@@ -1,0 +1,314 @@
+"""JSON Schema payloads (Confluent's ``schemaType: JSON``): the datum after
+the framing is JSON text. The reader's JSON Schema gives the Arrow type;
+fields are matched by name (a field the reader lacks is ignored, one the
+value lacks is null), so versions of a subject decode into one type.
+
+    object (properties)   struct (every field nullable)
+    array (items)         list
+    string                string; format date-time: timestamp[us, UTC];
+                          format date: date32
+    integer / number      int64 / float64
+    boolean / null        bool / null
+    ["T", "null"]         T, nullable
+    $ref "#/definitions/X" or "#/$defs/X"   the definition (local refs only)
+    anything else         string (the JSON text of the value)
+
+A schema that says nothing of the value's fields (``{}``, ``true``, an
+object without ``properties``), or none at all (``JsonValues``: unframed
+JSON text), gives no type: it is inferred from the values by pyarrow's JSON
+reader (objects only; values whose types conflict across rows raise a
+``SchemaError`` asking for a schema).
+
+All values are parsed by pyarrow's JSON reader at once (a raw newline can
+only be whitespace in JSON, so each value becomes one line); when that
+fails, each value is parsed alone and the ones that do not parse or do not
+fit the type become failed rows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from kbatch.errors import PayloadError, SchemaError
+
+MAX_REF_DEPTH = 32
+
+
+def says_nothing(schema) -> bool:
+    """A top-level JSON Schema that gives no fields: the type is inferred."""
+    if schema is True or schema == {}:
+        return True
+    return (isinstance(schema, dict) and schema.get("type", "object") == "object"
+            and "properties" not in schema and "$ref" not in schema
+            and not any(k in schema for k in ("allOf", "anyOf", "oneOf", "items", "enum", "const")))
+
+
+def arrow_type(schema, pa, root=None, depth: int = 0):
+    root = schema if root is None else root
+    if depth > MAX_REF_DEPTH:
+        raise SchemaError("a JSON Schema whose $refs nest too deeply (recursive?)")
+    if not isinstance(schema, dict):
+        return pa.string()
+    if "$ref" in schema:
+        ref = schema["$ref"]
+        for prefix in ("#/definitions/", "#/$defs/"):
+            if isinstance(ref, str) and ref.startswith(prefix):
+                target = root.get(prefix[2:-1], {}).get(ref[len(prefix):])
+                if target is not None:
+                    return arrow_type(target, pa, root, depth + 1)
+        raise SchemaError(f"JSON Schema $ref {ref!r}: only local #/definitions or #/$defs refs are read")
+    t = schema.get("type")
+    if isinstance(t, list):
+        kinds = [k for k in t if k != "null"]
+        t = kinds[0] if len(kinds) == 1 else None
+    if t is None and "properties" in schema:
+        t = "object"
+    if t == "object":
+        props = schema.get("properties") or {}
+        return pa.struct([pa.field(k, arrow_type(v, pa, root, depth)) for k, v in props.items()])
+    if t == "array":
+        return pa.list_(arrow_type(schema.get("items", {}), pa, root, depth))
+    if t == "string":
+        fmt = schema.get("format")
+        return pa.timestamp("us", "UTC") if fmt == "date-time" else pa.date32() if fmt == "date" else pa.string()
+    return {"integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_(),
+            "null": pa.null()}.get(t, pa.string())
+
+
+def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarray, typ, pa):
+    """(array of ``typ``, per-row reason or None) for rows ``live``; other rows null."""
+    import pyarrow.json as pj
+
+    n = len(start)
+    reasons: list = [None] * n
+    rows = np.flatnonzero(live)
+    if typ is None:
+        return _inferred(data, start, end, rows, reasons, n, pj, pa)
+    if pa.types.is_struct(typ):
+        target, wrap = typ, False
+    else:
+        target, wrap = pa.struct([pa.field("v", typ)]), True
+    good = None
+    if not wrap and len(rows):
+        good = _read_in_place(data, start[rows], end[rows], rows, reasons, target, pj, pa)
+    texts = [] if good is not None else [bytes(data[start[i]:end[i]]) for i in rows.tolist()]
+    if good is None:                 # a raw CR/LF is replaced before reading: check those values alone
+        keep = []
+        for k, (i, text) in enumerate(zip(rows.tolist(), texts)):
+            why = _strict_failure(text) if (b"\n" in text or b"\r" in text) else None
+            if why is None:
+                keep.append(k)
+            else:
+                reasons[i] = why
+        if len(keep) < len(texts):
+            rows, texts = rows[keep], [texts[k] for k in keep]
+        good = _read(texts, target, wrap, pj, pa)
+    if good is None:                 # one at a time: which values fail
+        ok_rows, ok_texts = [], []
+        for i, text in zip(rows.tolist(), texts):
+            if _read([text], target, wrap, pj, pa) is None:
+                reasons[i] = _why(text, wrap)
+            else:
+                ok_rows.append(i)
+                ok_texts.append(text)
+        rows = np.array(ok_rows, np.int64)
+        good = _read(ok_texts, target, wrap, pj, pa) if ok_texts else pa.array([], target)
+    values = good.field("v") if wrap else good
+    index = np.full(n, -1, np.int64)
+    index[rows] = np.arange(len(rows))
+    failed = np.array([r is not None for r in reasons], bool)
+    index[failed] = -1
+    if len(values) == n and (index >= 0).all():
+        return values, reasons       # every row, in order: no gather
+    taken = values.take(pa.array(index, mask=index < 0))
+    return taken, reasons
+
+
+def _inferred(data, start, end, rows, reasons, n, pj, pa):
+    """Rows read with the type pyarrow's JSON reader infers: values that are
+    not JSON objects fail their rows; the rest are read again together."""
+    good = _read_in_place(data, start[rows], end[rows], rows, reasons, None, pj, pa) if len(rows) else None
+    if good is None and len(rows):
+        keep = []
+        for k, i in enumerate(rows.tolist()):
+            text = bytes(data[start[i]:end[i]])
+            try:
+                ok = isinstance(json.loads(text), dict)
+                why = None if ok else "a JSON value that is not an object"
+            except (ValueError, UnicodeDecodeError) as exc:
+                why = f"not JSON: {exc}"
+            if why is None:
+                keep.append(k)
+            else:
+                reasons[i] = why
+        rows = rows[keep]
+        good = _read([bytes(data[start[i]:end[i]]) for i in rows.tolist()], None, False, pj, pa) \
+            if len(rows) else pa.array([], pa.struct([]))
+        if good is None:
+            raise SchemaError("JSON values whose types conflict from row to row (pyarrow's inference "
+                              "cannot give them one type): decode them with a JSON Schema")
+    if good is None:
+        good = pa.array([], pa.struct([]))
+    index = np.full(n, -1, np.int64)
+    index[rows] = np.arange(len(rows))
+    index[np.array([r is not None for r in reasons], bool)] = -1
+    if len(good) == n and (index >= 0).all():
+        return good, reasons
+    return good.take(pa.array(index, mask=index < 0)), reasons
+
+
+def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):
+    """The values of ``rows`` read as one newline-delimited body made from
+    the data buffer itself (no copy per value), or None where the layout
+    does not allow it (values out of order, touching or empty) or the reader
+    fails (then the caller decides value by value).
+
+    Each value's framing (at least one byte, as the values lie in a kbatch
+    or pyarrow column) becomes ``"\\n"`` after spaces, so every value is one
+    line; a raw CR or LF inside a value can only be whitespace in valid
+    JSON, so it becomes a space, and such a value is checked alone by
+    ``_strict_failure`` (a raw newline inside a string fails it; a failed
+    one is read as ``{}`` and its reason recorded)."""
+    if np.any(ends <= starts) or np.any(starts[1:] <= ends[:-1]):
+        return None
+    base = int(starts[0])
+    size = int(ends[-1]) - base
+    text = bytearray(memoryview(data[base:base + size]))    # the values (a copy) and a last "\\n"
+    text.append(10)
+    body = np.frombuffer(text, np.uint8)
+    rel_s, rel_e = starts - base, ends - base
+    failed = {}
+    gap_len = rel_s[1:] - rel_e[:-1]
+    if len(gap_len) and (gap_len == gap_len[0]).all():     # the framing between values: spaces
+        body[(rel_e[:-1, None] + np.arange(int(gap_len[0]))).ravel()] = 32
+    elif len(gap_len):
+        first = np.repeat(rel_e[:-1], gap_len)
+        step = np.arange(len(first)) - np.repeat(np.cumsum(gap_len) - gap_len, gap_len)
+        body[first + step] = 32
+    if text.find(b"\n", 0, size) >= 0 or text.find(b"\r", 0, size) >= 0:    # memchr: rare, then numpy
+        raw_nl = np.flatnonzero((body[:-1] == 10) | (body[:-1] == 13))
+        body[raw_nl] = 32
+        owner = np.searchsorted(rel_s, raw_nl, side="right") - 1
+        for k in np.unique(owner).tolist():
+            why = _strict_failure(bytes(data[int(starts[k]):int(ends[k])]))
+            if why is not None:
+                if rel_e[k] - rel_s[k] < 2:
+                    return None
+                failed[int(rows[k])] = why
+                body[rel_s[k]:rel_e[k]] = 32
+                body[rel_s[k]:rel_s[k] + 2] = (123, 125)        # "{}" keeps the row's line
+    body[rel_s[1:] - 1] = 10                                # one line per value
+    readable = _readable(target, pa) if target is not None else None
+    try:
+        table = pj.read_json(pa.py_buffer(text), parse_options=_parse_options(readable, pj, pa),
+                             read_options=pj.ReadOptions(block_size=max(len(text), 1 << 20)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.num_rows != len(rows):
+        return None
+    for i, why in failed.items():
+        reasons[i] = why
+    arr = table.to_struct_array()
+    arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+    return arr.cast(target) if readable != target else arr
+
+
+def _strict_failure(text: bytes):
+    """Why a value holding a raw CR or LF is not JSON (None if it is):
+    outside strings they are whitespace, inside they are not allowed."""
+    try:
+        json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"not JSON: {exc}"
+    return None
+
+
+def _read(texts: list, target, wrap: bool, pj, pa):
+    if not texts:
+        return pa.array([], target)
+    body = b"\n".join((b'{"v":' + t.replace(b"\n", b" ").replace(b"\r", b" ") + b"}") if wrap
+                      else t.replace(b"\n", b" ").replace(b"\r", b" ") for t in texts) + b"\n"
+    readable = _readable(target, pa) if target is not None else None
+    try:
+        table = pj.read_json(pa.py_buffer(body), parse_options=_parse_options(readable, pj, pa),
+                             read_options=pj.ReadOptions(block_size=max(len(body), 1 << 20)))
+        if table.num_rows != len(texts):
+            return None
+        arr = table.to_struct_array()
+        arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
+        return arr.cast(target) if readable != target else arr
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+
+
+def _parse_options(readable, pj, pa):
+    if readable is None:                                    # inferred
+        return pj.ParseOptions(newlines_in_values=False)
+    return pj.ParseOptions(explicit_schema=pa.schema(list(readable)), unexpected_field_behavior="ignore",
+                           newlines_in_values=False)
+
+
+def _readable(t, pa):
+    """``t`` as pyarrow's JSON reader can fill it: dates read as strings (cast after)."""
+    if pa.types.is_date32(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _readable(f.type, pa)) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(_readable(t.value_type, pa))
+    return t
+
+
+def _why(text: bytes, wrap: bool) -> str:
+    try:
+        value = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"not JSON: {exc}"
+    if not wrap and not isinstance(value, dict):
+        return "a JSON value that is not an object"
+    return "a JSON value whose types do not fit the reader's schema"
+
+
+class JsonValues:
+    """Keys or values that are plain JSON text (no Confluent framing, no
+    registry): ``JsonValues().decode(column)`` gives a struct array whose
+    type pyarrow's JSON reader infers from the values, or the type of
+    ``schema`` (a JSON Schema, as a dict or its text). A decoder for
+    ``Records.to_arrow(decode={"value": JsonValues()})``. Null or empty
+    values are null rows; a value that is not a JSON object (or does not fit
+    the schema) raises a ``PayloadError`` naming its offset, or with
+    ``on_error="null"`` is a null row."""
+
+    def __init__(self, schema=None):
+        import pyarrow as pa
+
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError as exc:
+                raise SchemaError(f"a JSON Schema that is not JSON: {exc}") from None
+        self.schema = schema
+        self.type = None if schema is None or says_nothing(schema) else arrow_type(schema, pa)
+
+    def __repr__(self) -> str:
+        return f"JsonValues({'inferred' if self.type is None else self.type})"
+
+    def decode(self, column, *, offsets=None, on_error: str = "raise", with_errors: bool = False,
+               header_ids=None, **_ignored):
+        import pyarrow as pa
+
+        from kbatch.payloads.column import rows_of
+
+        if on_error not in ("raise", "null"):
+            raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
+        rows = rows_of(column)
+        start, end = rows.offsets[:-1], rows.offsets[1:]
+        live = rows.valid & (end > start)
+        array, reasons = decode(rows.data, start, end, live, self.type, pa)
+        if on_error == "raise":
+            for i, why in enumerate(reasons):
+                if why is not None:
+                    raise PayloadError(why, offset=int(offsets[i]) if offsets is not None else None, row=i)
+        return (array, pa.array(reasons, pa.string())) if with_errors else array

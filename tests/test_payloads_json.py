@@ -1,0 +1,149 @@
+"""JSON Schema payloads: values written by the json module with Confluent's
+framing built here, decoded against what json.loads says, evolution by
+field name, and bad values as clear errors or null rows."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import struct
+
+import pyarrow as pa
+import pytest
+
+import kbatch
+from kbatch.errors import PayloadError
+
+V1 = {"type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string"}}}
+V2 = {"type": "object", "properties": {
+    "id": {"type": "integer"}, "name": {"type": ["string", "null"]},
+    "when": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+    "score": {"type": "number"}, "ok": {"type": "boolean"},
+    "tags": {"type": "array", "items": {"type": "string"}}, "inner": {"$ref": "#/$defs/Inner"}},
+    "$defs": {"Inner": {"type": "object", "properties": {"x": {"type": "integer"}}}}}
+
+
+def frame(sid, obj, **dumps):
+    return b"\x00" + struct.pack(">i", sid) + json.dumps(obj, **dumps).encode()
+
+
+def registry():
+    return kbatch.registry([
+        {"subject": "j-value", "version": 1, "id": 1, "schemaType": "JSON", "schema": json.dumps(V1)},
+        {"subject": "j-value", "version": 2, "id": 2, "schemaType": "JSON", "schema": json.dumps(V2)}])
+
+
+def test_json_schema_types_and_evolution_by_name():
+    reg = registry()
+    objs = [(1, {"id": 1, "name": "a"}),
+            (2, {"id": 2, "name": None, "when": "2024-05-06T07:08:09.5Z", "day": "2024-05-06", "score": 1.5,
+                 "ok": True, "tags": ["x", "y"], "inner": {"x": 3}, "unknown": [1, 2]}),
+            (2, {"id": 3})]
+    arr = reg.decode([frame(sid, o, indent=2) for sid, o in objs] + [None])
+    arr.validate(full=True)
+    assert arr.type.field("when").type == pa.timestamp("us", "UTC") and arr.type.field("day").type == pa.date32()
+    rows = arr.to_pylist()
+    for (_, o), row in zip(objs, rows):
+        for k, v in o.items():
+            if k == "unknown":
+                assert k not in row
+            elif k == "when":
+                assert row[k] == datetime.datetime(2024, 5, 6, 7, 8, 9, 500000, tzinfo=datetime.timezone.utc)
+            elif k == "day":
+                assert row[k] == datetime.date(2024, 5, 6)
+            else:
+                assert row[k] == v
+        assert all(row[k] is None for k in row if k not in o)
+    assert rows[-1] is None
+
+
+def test_bad_json_values():
+    reg = registry()
+    good = frame(1, {"id": 1, "name": "a"})
+    bad = [b"\x00\x00\x00\x00\x01{nope", frame(1, {"id": "seven"}), frame(1, [1, 2]), frame(9, {})]
+    arr, errors = reg.decode([good] + bad, on_error="null", with_errors=True, subject="j-value")
+    assert arr.to_pylist()[0]["id"] == 1 and arr.to_pylist()[1:] == [None] * 4
+    assert errors[0].as_py() is None and all(errors.to_pylist()[1:])
+    with pytest.raises(PayloadError, match="record offset 11"):
+        reg.decode([good, bad[0]], offsets=[10, 11], subject="j-value")
+
+
+@pytest.mark.parametrize("spoiler", [False, True], ids=["one read", "value by value"])
+def test_raw_newlines_are_whitespace_only_outside_strings(spoiler):
+    """A raw CR or LF is JSON whitespace between tokens and invalid inside a
+    string (json.loads refuses it): the first decodes, the second is a failed
+    row, whether the column is read at once or (a value of the wrong type
+    among them) value by value."""
+    reg = registry()
+    objs = [{"id": k, "name": f"n{k}"} for k in range(6)]
+    values = [frame(1, objs[0]), frame(1, objs[1], indent=2),
+              b"\x00\x00\x00\x00\x01" + b'{"id": 2,\r\n "name": "n2"}',
+              b"\x00\x00\x00\x00\x01" + b'{"id": 3, "name": "a\nb"}',           # raw LF inside a string
+              None, b"", frame(9, objs[4]),                                      # null, empty, unknown id
+              b"\x00\x00\x00\x00\x01" + b'{"id": 5, "name": "c\rd"}',           # raw CR inside a string
+              frame(1, objs[5])]
+    if spoiler:
+        values.append(frame(1, {"id": "not an integer"}))
+    arr, errors = reg.decode(values, on_error="null", with_errors=True, subject="j-value")
+    arr.validate(full=True)
+    rows, errs = arr.to_pylist(), errors.to_pylist()
+    for i in (0, 1, 2, 8):
+        text = values[i][5:]
+        truth = json.loads(text)
+        assert {k: v for k, v in rows[i].items() if v is not None} == truth and errs[i] is None
+    for i in (3, 7):
+        with pytest.raises(ValueError):
+            json.loads(values[i][5:])
+        assert rows[i] is None and "not JSON" in errs[i]
+    assert rows[4] is None and errs[4] is None and rows[5] is None and rows[6] is None and errs[6]
+    if spoiler:
+        assert rows[9] is None and errs[9]
+    with pytest.raises(PayloadError, match="record offset 3"):
+        reg.decode(values[:4], offsets=[0, 1, 2, 3], subject="j-value")
+
+
+def test_json_without_a_schema_is_inferred():
+    """Unframed JSON (``JsonValues``) and a registered schema that names no
+    fields: the type is what pyarrow's JSON reader infers; each row equals
+    json.loads of its value (fields it lacks are null)."""
+    objs = [{"id": 1, "name": "a", "score": 1.5, "tags": ["x"], "inner": {"x": 1, "y": "z"}, "ok": True},
+            {"id": 2, "name": None, "score": 2.0, "tags": [], "inner": {"x": 2}},
+            {"id": 3, "extra": "only here"}]
+    texts = [json.dumps(o, indent=1 if i == 1 else None).encode() for i, o in enumerate(objs)]
+    values = texts + [None, b""]
+
+    def same(row, truth):
+        """row is truth, with null for the fields of other rows that truth lacks."""
+        if isinstance(truth, dict):
+            assert set(truth) <= set(row)
+            for k in row:
+                if k in truth:
+                    same(row[k], truth[k])
+                else:
+                    assert row[k] is None
+        else:
+            assert row == truth
+
+    arr = kbatch.JsonValues().decode(values)
+    arr.validate(full=True)
+    assert arr.type.field("id").type == pa.int64() and arr.type.field("tags").type.value_type in (pa.string(), pa.null())
+    for text, row in zip(texts, arr.to_pylist()):
+        same(row, json.loads(text))
+    assert arr.to_pylist()[3:] == [None, None]
+
+    reg = kbatch.registry([{"subject": "free-value", "version": 1, "id": 5, "schemaType": "JSON",
+                            "schema": json.dumps({"type": "object"})}])
+    framed = [b"\x00" + struct.pack(">i", 5) + t for t in texts]
+    assert reg.decode(framed).to_pylist() == arr.to_pylist()[:3]
+
+    bad = texts + [b"[1, 2]", b"{nope", b'{"id": 4, "name": "raw\nnewline"}']
+    arr, errors = kbatch.JsonValues().decode(bad, on_error="null", with_errors=True)
+    assert arr.to_pylist()[3:] == [None] * 3 and errors.to_pylist()[:3] == [None] * 3 and all(errors.to_pylist()[3:])
+    for text, row in zip(texts, arr.to_pylist()):
+        same(row, json.loads(text))
+    with pytest.raises(PayloadError, match="record offset 103: a JSON value that is not an object"):
+        kbatch.JsonValues().decode(bad, offsets=list(range(100, 106)))
+    with pytest.raises(kbatch.SchemaError, match="conflict"):
+        kbatch.JsonValues().decode([b'{"a": 1}', b'{"a": "one"}'])
+    typed = kbatch.JsonValues(V1).decode(texts)
+    assert typed.type == pa.struct([("id", pa.int64()), ("name", pa.string())])

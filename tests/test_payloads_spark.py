@@ -1,0 +1,194 @@
+"""Spark's read of a Confluent-framed topic (``valueFormat=registry``; one
+partition with the schema ids in record headers) equals the Python decode (``Registry.decode``, itself checked against fastavro);
+the Arrow types Spark lacks are mapped as ``from_avro`` maps them."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import shutil
+import uuid
+
+import pyarrow as pa
+import pytest
+
+import kbatch
+from kbatch.spark.options import OptionError, parse_options
+from tests.registry_ref import avro_bytes, frame
+
+ORDER = {"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "item", "type": "string"},
+    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]}},
+    {"name": "ref", "type": {"type": "string", "logicalType": "uuid"}},
+    {"name": "either", "type": ["null", "int", "string"]},
+    {"name": "tags", "type": {"type": "map", "values": {"type": "array", "items": "string"}}}]}
+
+
+def order(i: int) -> dict:
+    return {"id": i, "item": f"item-{i}", "price": decimal.Decimal(f"{i}.50"),
+            "ts": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=i),
+            "color": ["RED", "BLUE"][i % 2], "ref": str(uuid.UUID(int=i + 1)),
+            "either": [None, i, str(i)][i % 3], "tags": {"a": ["x"] * (i % 3)}}
+
+
+def write(tmp_path):
+    data = tmp_path / "data"
+    kbatch.write_log(data / "_schemas-0", [
+        {"key": json.dumps({"keytype": "SCHEMA", "subject": "orders-value", "version": 1, "magic": 1}).encode(),
+         "value": json.dumps({"subject": "orders-value", "version": 1, "id": 1,
+                              "schema": json.dumps(ORDER)}).encode()}])
+    # partition 1 carries the schema id in a __value_schema_id header (magic 0 + id), values unframed
+    rows = [{"key": f"k{i}".encode(), "value": frame(1, avro_bytes(ORDER, order(i)))} if i < 30 else
+            {"key": f"k{i}".encode(), "value": avro_bytes(ORDER, order(i)),
+             "headers": [("__value_schema_id", b"\x00\x00\x00\x00\x01")]} for i in range(50)]
+    rows.append({"key": b"tomb", "value": None})
+    kbatch.write_log(data / "orders-0", rows[:30])
+    kbatch.write_log(data / "orders-1", rows[30:])
+    return data
+
+
+def test_options_need_a_registry():
+    with pytest.raises(OptionError, match="schemaRegistry"):
+        parse_options({"path": "/x", "valueFormat": "registry"})
+    o = parse_options({"path": "/x", "valueFormat": "registry", "schemaRegistry": "/r", "subscribe": "orders"})
+    assert o.value_format == "registry" and o.key_format == "binary"
+    with pytest.raises(OptionError, match="valueFormat"):
+        parse_options({"path": "/x", "valueFormat": "avro"})
+
+
+def test_spark_compatible_types(tmp_path):
+    from kbatch.spark.payloads import field_types, spark_compatible
+    data = write(tmp_path)
+    reg = kbatch.registry(data)
+    arr = reg.decode([frame(1, avro_bytes(ORDER, order(i))) for i in range(6)])
+    out = spark_compatible(arr)
+    out.validate(full=True)
+    rows = out.to_pylist()
+    assert rows[1]["color"] == "BLUE" and rows[1]["ref"] == str(uuid.UUID(int=2))
+    assert [r["either"] for r in rows[:3]] == [{"member0": None, "member1": None},
+                                               {"member0": 1, "member1": None},
+                                               {"member0": None, "member1": "2"}]
+    types = field_types({"value_format": "registry", "schema_registry": str(data), "subscribe": "orders"})
+    assert types["value"] == out.type
+
+
+@pytest.fixture(scope="module")
+def spark():
+    if shutil.which("java") is None:
+        pytest.skip("Java is not installed")
+    from kbatch.spark import local_session
+    session = local_session("kbatch-registry-tests", cores="2", tests=True,
+                            extra_conf={"spark.ui.showConsoleProgress": "false"})
+    yield session
+    session.stop()
+
+
+@pytest.mark.spark
+def test_spark_read_of_a_framed_topic_equals_the_python_decode(tmp_path, spark):
+    from kbatch.spark.payloads import spark_compatible
+    data = write(tmp_path)
+    df = (spark.read.format("kbatch").option("subscribe", "orders").option("valueFormat", "registry")
+          .option("schemaRegistry", str(data)).load(str(data)))
+    assert df.schema["value"].dataType.simpleString().startswith("struct<id:bigint,item:string,")
+    got = {(r["partition"], r["offset"]): r["value"] for r in df.collect()}
+    reg = kbatch.registry(data)
+    want = {}
+    for p in (0, 1):
+        records = kbatch.open_log(data / f"orders-{p}").read()
+        decoded = records.to_arrow(decode={"value": reg}).column("value").combine_chunks()   # header ids used
+        values = spark_compatible(decoded).cast(pa.struct(
+            [pa.field(f.name, pa.timestamp("us", "UTC") if f.name == "ts" else f.type)
+             for f in spark_compatible(decoded).type])).to_pylist()
+        for off, v in zip(records.offset.tolist(), values):
+            want[(p, off)] = v
+    assert len(got) == 51 and sum(v is not None for v in got.values()) == 50
+    for k, v in want.items():
+        row = got[k]
+        if v is None:
+            assert row is None
+            continue
+        row = row.asDict(recursive=True)
+        assert row["id"] == v["id"] and row["item"] == v["item"] and row["price"] == v["price"]
+        assert row["ts"].replace(tzinfo=None) == v["ts"].astimezone(datetime.timezone.utc).replace(tzinfo=None) \
+            or row["ts"] == v["ts"]
+        assert row["color"] == v["color"] and row["ref"] == v["ref"]
+        assert row["either"] == v["either"] and dict(row["tags"]) == dict(v["tags"])
+
+
+EVENT = """syntax = "proto3";
+package ev;
+import "google/protobuf/timestamp.proto";
+import "google/protobuf/duration.proto";
+message Event {
+  uint64 id = 1; uint32 small = 2; string name = 3;
+  enum Kind { NONE = 0; CLICK = 1; VIEW = 2; }
+  Kind kind = 4;
+  google.protobuf.Timestamp at = 5; google.protobuf.Duration took = 6;
+  repeated sint32 scores = 7; map<string, int64> counts = 8;
+  message Where { string page = 1; optional int32 slot = 2; }
+  Where where = 9;
+  oneof source { string web = 10; int64 device = 11; }
+}
+"""
+
+
+@pytest.mark.spark
+def test_spark_read_of_protobuf_values(tmp_path, spark):
+    """Protobuf values written by the runtime: Spark's rows equal the Python
+    decode with the types Spark lacks mapped (uint64: decimal(20, 0), uint32:
+    bigint, Timestamp floor / Duration toward zero to microseconds, as
+    Spark's from_protobuf), and the runtime's own values."""
+    from tests.protobuf_ref import Protos, frame_pb
+    E = Protos({"event.proto": EVENT}).cls("ev.Event")
+    data = tmp_path / "data"
+    kbatch.write_log(data / "_schemas-0", [
+        {"key": json.dumps({"keytype": "SCHEMA", "subject": "events-value", "version": 1, "magic": 1}).encode(),
+         "value": json.dumps({"subject": "events-value", "version": 1, "id": 7, "schemaType": "PROTOBUF",
+                              "schema": EVENT}).encode()}])
+    msgs = []
+    for i in range(20):
+        m = E(id=2 ** 64 - 1 - i, small=2 ** 32 - 1 - i, name=f"e{i}", kind=i % 3, scores=[-i, i])
+        m.at.seconds, m.at.nanos = -1 if i % 2 else 1_700_000_000 + i, 999_999_500
+        m.took.seconds, m.took.nanos = (-3, -1500) if i % 2 else (3, 1500)
+        m.counts["a"] = i
+        if i % 3:
+            m.where.page = "home"
+            if i % 2:
+                m.where.slot = i
+        if i % 4 == 1:
+            m.web = "w"
+        elif i % 4 == 2:
+            m.device = i
+        msgs.append(m)
+    kbatch.write_log(data / "events-0", [{"value": frame_pb(7, m.SerializeToString())} for m in msgs])
+    df = (spark.read.format("kbatch").option("subscribe", "events").option("valueFormat", "registry")
+          .option("schemaRegistry", str(data)).load(str(data)))
+    assert df.schema["value"].dataType.simpleString().startswith(
+        "struct<id:decimal(20,0),small:bigint,name:string,kind:string,at:timestamp,"
+        "took:interval day to second,")
+    got = [r["value"].asDict(recursive=True) for r in df.orderBy("offset").collect()]
+    want = spark_compatible_rows(kbatch.registry(data), data / "events-0")
+    assert len(got) == 20
+    utc = datetime.timezone.utc
+    for m, row, w in zip(msgs, got, want):
+        at_us = (m.at.seconds * 10 ** 9 + m.at.nanos) // 1000               # floor, as from_protobuf
+        assert row["id"] == decimal.Decimal(m.id) == w["id"] and row["small"] == m.small == w["small"]
+        assert row["kind"] == E.Kind.Name(m.kind) == w["kind"] and row["name"] == m.name
+        assert row["at"].replace(tzinfo=utc) == datetime.datetime(1970, 1, 1, tzinfo=utc) + \
+            datetime.timedelta(microseconds=at_us)
+        took_us = int((m.took.seconds * 10 ** 9 + m.took.nanos) / 1000)     # toward zero
+        assert row["took"] == datetime.timedelta(microseconds=took_us) == w["took"]
+        assert row["scores"] == list(m.scores) and dict(row["counts"]) == dict(m.counts)
+        assert row["where"] == ({"page": m.where.page, "slot": m.where.slot if m.where.HasField("slot") else None}
+                                if m.HasField("where") else None)
+        assert row["source"] == m.WhichOneof("source") and row["web"] == (m.web if m.web else None)
+        assert row["device"] == (m.device if m.HasField("device") else None)
+
+
+def spark_compatible_rows(reg, partition):
+    from kbatch.spark.payloads import spark_compatible
+    records = kbatch.open_log(partition).read()
+    return spark_compatible(reg.decode(records.value)).to_pylist()

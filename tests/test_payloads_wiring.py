@@ -1,0 +1,118 @@
+"""The registry wired into the rest: ``Records.to_arrow(decode=...)``,
+``to_pandas``, ``open_log_dir(...).read().to_arrow(decode=...)``, schema ids
+in headers, and the command line (``kbatch schemas``, ``kbatch dump
+--registry``). Payloads written by fastavro, framing built here."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+import kbatch
+from kbatch.errors import PayloadError
+from kbatch.tools.cli import main
+from tests.registry_ref import avro_bytes, frame
+
+ORDER = {"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "item", "type": "string"},
+    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
+KEY = "string"
+
+
+def write(tmp_path, bad: bool = False):
+    import datetime
+    import decimal
+    schemas = tmp_path / "data" / "_schemas-0"
+    kbatch.write_log(schemas, [
+        {"key": json.dumps({"keytype": "SCHEMA", "subject": s, "version": 1, "magic": 1}).encode(),
+         "value": json.dumps({"subject": s, "version": 1, "id": i, "schema": json.dumps(sch)}).encode()}
+        for s, i, sch in (("orders-value", 1, ORDER), ("orders-key", 2, KEY))])
+    rows = []
+    for i in range(20):
+        rec = {"id": i, "item": f"item-{i}", "price": decimal.Decimal(f"{i}.25"),
+               "ts": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)}
+        rows.append({"key": frame(2, avro_bytes(KEY, f"k{i}")), "value": frame(1, avro_bytes(ORDER, rec)),
+                     "timestamp": 1_700_000_000_000 + i})
+    rows.append({"key": None, "value": None, "timestamp": 1_700_000_000_100})      # a tombstone
+    if bad:
+        rows.append({"key": None, "value": b"\x00\x00\x00\x00\x01\x02", "timestamp": 1_700_000_000_200})
+    kbatch.write_log(tmp_path / "data" / "orders-0", rows)
+    return tmp_path / "data"
+
+
+def test_records_to_arrow_and_pandas_decode_keys_and_values(tmp_path):
+    data = write(tmp_path)
+    reg = kbatch.registry(data)
+    records = kbatch.open_log(data / "orders-0").read()
+    table = records.to_arrow(decode={"value": reg, "key": reg})
+    assert table.column("value").type.field("price").type == pa.decimal128(9, 2)
+    values = table.column("value").to_pylist()
+    assert values[3]["item"] == "item-3" and values[-1] is None
+    assert table.column("key").to_pylist()[:2] == ["k0", "k1"]
+    assert table.column("offset").to_pylist() == list(range(21))
+    df = records.to_pandas(decode={"value": reg})
+    assert df["value"][5]["id"] == 5
+    assert kbatch.open_log_dir(data).read("orders").to_arrow(decode={"value": reg}).num_rows == 21
+
+
+def test_bad_values_raise_or_become_null_rows_with_an_error_column(tmp_path):
+    data = write(tmp_path, bad=True)
+    reg = kbatch.registry(data)
+    records = kbatch.open_log(data / "orders-0").read()
+    with pytest.raises(PayloadError, match="record offset 21, schema id 1"):
+        records.to_arrow(decode={"value": reg})
+    table = records.to_arrow(decode={"value": reg}, on_error="null")
+    assert table.column_names[table.column_names.index("value") + 1] == "value_error"
+    assert table.column("value").to_pylist()[21] is None
+    errors = table.column("value_error").to_pylist()
+    assert errors[:21] == [None] * 21 and "truncated" in errors[21]
+    with pytest.raises(ValueError, match="decode must map"):
+        records.to_arrow(decode={"headers": reg})
+
+
+def test_schema_ids_in_headers(tmp_path):
+    import uuid
+    guid = uuid.uuid4()
+    reg = kbatch.registry([{"subject": "s", "version": 1, "id": 5, "schema": '"long"', "guid": str(guid)}])
+    kbatch.write_segment(tmp_path / "00000000000000000000.log", [
+        {"value": avro_bytes("long", 41), "headers": [("__value_schema_id", b"\x01" + guid.bytes)]},
+        {"value": frame(5, avro_bytes("long", 42))}])
+    records = kbatch.read_segment(tmp_path / "00000000000000000000.log")
+    assert records.to_arrow(decode={"value": reg}).column("value").to_pylist() == [41, 42]
+
+
+def test_command_line_schemas_and_dump(tmp_path, capfd):
+    data = write(tmp_path, bad=True)
+    assert main(["schemas", str(data)]) == 0
+    out = capfd.readouterr().out
+    assert "orders-value" in out and "orders-key" in out and "AVRO" in out
+    assert main(["schemas", str(data), "--format", "json"]) == 0
+    rows = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
+    assert {(r["subject"], r["id"]) for r in rows} == {("orders-value", 1), ("orders-key", 2)}
+    seg = data / "orders-0" / "00000000000000000000.log"
+    assert main(["dump", "--registry", str(data), str(seg)]) == 1      # one bad value: exit 1
+    lines = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
+    assert lines[0]["value"]["item"] == "item-0" and lines[0]["value"]["price"] == "0.25"
+    assert lines[20]["value"] is None and "value_error" not in lines[20]
+    assert "truncated" in lines[21]["value_error"]
+    assert main(["schemas", str(tmp_path / "nowhere")]) == 1
+    assert "kbatch schemas:" in capfd.readouterr().err
+
+
+def test_plain_json_values_through_to_arrow(tmp_path):
+    """Unframed JSON values (no registry) decoded by ``kbatch.JsonValues``
+    inside ``to_arrow``: rows equal json.loads; a bad value names its offset."""
+    objs = [{"n": i, "s": f"v{i}"} for i in range(5)]
+    rows = [{"key": None, "value": json.dumps(o).encode(), "timestamp": 1_700_000_000_000 + i}
+            for i, o in enumerate(objs)]
+    rows.append({"key": None, "value": b"not json", "timestamp": 1_700_000_000_009})
+    kbatch.write_log(tmp_path / "plain-0", rows)
+    records = kbatch.open_log(tmp_path / "plain-0").read()
+    table = records.to_arrow(decode={"value": kbatch.JsonValues()}, on_error="null")
+    assert table.column("value").to_pylist() == objs + [None]
+    assert table.column("value_error").to_pylist()[:5] == [None] * 5 and table.column("value_error")[5].as_py()
+    with pytest.raises(PayloadError, match="record offset 5: not JSON"):
+        records.to_arrow(decode={"value": kbatch.JsonValues()})

@@ -79,7 +79,8 @@ from pyspark.sql.types import StructType
 
 from kbatch.spark import read as spark_read
 from kbatch.spark.arrow import to_record_batch
-from kbatch.spark.options import output_columns, schema_ddl
+from kbatch.lib.batchrows import spark_ddl
+from kbatch.spark.options import output_columns, output_level, schema_ddl
 from kbatch.spark.plan import Options, SegmentSlice, SlicePack, pack, plan
 from kbatch.spark.read import HEADER_COLUMNS
 from kbatch.spark.timefilter import narrow
@@ -113,8 +114,9 @@ class KbatchReader(DataSourceReader):
 
     def partitions(self):
         max_bytes = self.options.max_partition_bytes
-        if (set(self.arrow_schema.names) <= HEADER_COLUMNS
-                and "maxPartitionBytes" not in self.options.kafka.given):
+        headers = (self.options.kafka.level == "batches"
+                   or set(self.arrow_schema.names) <= HEADER_COLUMNS)
+        if headers and "maxPartitionBytes" not in self.options.kafka.given:
             # counted from batch headers (61 bytes read a batch): fewer, larger
             # input partitions, so Python workers start fewer tasks
             max_bytes *= HEADER_COUNT_PACKING
@@ -123,6 +125,10 @@ class KbatchReader(DataSourceReader):
     def read(self, partition):
         if not isinstance(partition, SlicePack):   # Spark's single empty partition
             return iter(())
+        if self.options.kafka.level == "batches":
+            return (batch for piece in partition.slices
+                    for batch in spark_read.batch_level(piece, self.options.kafka,
+                                                        self.arrow_schema))
         return (batch for piece in partition.slices
                 for batch in read_slice(piece, self.options, self.arrow_schema))
 
@@ -180,6 +186,8 @@ class KbatchDataSource(DataSource):
         return "kbatch"
 
     def schema(self) -> str:
+        if output_level(self.options) == "batches":
+            return spark_ddl()
         return schema_ddl(output_columns(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -285,6 +293,36 @@ def register(spark, *, check: bool = True) -> None:
     spark.dataSource.register(source)
 
 
+def _option_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        import json
+        return json.dumps(value)
+    return str(value)
+
+
+def count(spark, path, **options) -> int:
+    """The exact number of records ``spark.read.format("kbatch")`` with
+    ``options`` (Spark option names: ``startingOffsets``, ``endingTimestamp``,
+    ``isolation``, ``subscribe``, ...; values as strings, or bools, numbers
+    and dicts, turned into the strings Spark takes) returns for ``path`` (one
+    path or a list), without shipping a row per record: the sum of the
+    ``records`` column of the same read at ``level=batches``, which the
+    executors compute from the CRC-checked batch headers. ``register(spark)``
+    must have been called (a classic or a Spark Connect session)."""
+    from pyspark.sql import functions as F
+    reader = spark.read.format("kbatch").option("level", "batches")
+    for key, value in options.items():
+        if str(key).lower() == "level":
+            raise ValueError("kbatch.spark.count: level is always batches here")
+        reader = reader.option(key, _option_text(value))
+    single = isinstance(path, (str, os.PathLike))
+    df = reader.load(os.fspath(path) if single else [os.fspath(p) for p in path])
+    total = df.agg(F.sum("records")).collect()[0][0]
+    return int(total or 0)
+
+
 def local_session(app: str = "kbatch", *, cores: str = "*", tests: bool = False,
                   extra_conf: dict | None = None):
     """A quiet local SparkSession whose Python workers can import kbatch.
@@ -322,5 +360,5 @@ def local_session(app: str = "kbatch", *, cores: str = "*", tests: bool = False,
     return spark
 
 
-__all__ = ["KbatchDataSource", "SCHEMA", "check_workers", "register", "local_session",
+__all__ = ["KbatchDataSource", "SCHEMA", "check_workers", "count", "register", "local_session",
            "to_record_batch"]

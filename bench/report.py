@@ -258,6 +258,20 @@ def spark_table(spark) -> str:
             if counted:
                 out[-1] += (f" kbatch's `count()` with `columns=partition` takes "
                             f"{counted[2]:.3f} s, {counted[2] / many:.2f}x that floor.")
+        summed = spark.get("level=batches: sum(records) (Parquet: count)", {}).get("kbatch")
+        if summed is not None:
+            out += ["", f"**level=batches**: `agg(sum(\"records\"))` (one row per batch, "
+                    f"from the CRC-checked batch headers) takes {summed[2]:.3f} s, "
+                    f"**{summed[2] / parquet_count[2]:.2f}x** the time of Parquet's "
+                    f"`count()` of the same records ({parquet_count[2]:.3f} s) and "
+                    f"{summed[2] / one:.2f}x the one-row Python source's count "
+                    f"({one:.3f} s)"]
+            alone = (floor or {}).get("read(level=batches), no Spark, one core")
+            if alone is not None:
+                out[-1] += (f"; kbatch's own part, `read(level=\"batches\")` of the "
+                            f"partition without Spark (every header walked, CRCs "
+                            f"checked), takes {alone:.3f} s on one core")
+            out[-1] += "."
     return "\n".join(out)
 
 

@@ -201,7 +201,7 @@ class KbatchDataSource(DataSource):
 
 WORKER_FIX = (
     "Spark's Python workers cannot import kbatch ({error}; worker Python: {python}). "
-    "Install kbatch where the executors run (pip install kbatch, or a wheel with "
+    "Install kbatch where the executors run (pip install kbatch-kafka, or a wheel with "
     "spark.sparkContext.addPyFile / spark.addArtifacts), or point them at a Python "
     "that has it (spark.pyspark.python, PYSPARK_PYTHON, spark.executorEnv.PYTHONPATH); "
     "register(spark, check=False) skips this check")

@@ -462,7 +462,9 @@ class Parser(argparse.ArgumentParser):
 def _version() -> str:
     try:
         from importlib.metadata import version
-        return version("kbatch")
+
+        from kbatch._version import DISTRIBUTION
+        return version(DISTRIBUTION)
     except Exception:               # not installed (a source checkout on PYTHONPATH)
         from kbatch._version import __version__
         return __version__

@@ -277,18 +277,27 @@ def check_workers(spark) -> None:
         raise KbatchError(WORKER_FIX.format(error=error, python=sc.pythonExec))
 
 
-def register(spark, *, check: bool = True) -> None:
+def register(spark, *, check: bool = True, ship=False) -> None:
     """Make ``format("kbatch")`` available in ``spark``.
 
     ``check``: first make sure the Python workers can import kbatch
     (``check_workers``: a local session is set up to use this interpreter
     when they cannot; on a cluster a ``KbatchError`` says how to fix it).
+    ``ship``: True (or the path of a kbatch wheel) sends kbatch with the
+    session's jobs (``addFile``; ``addArtifacts`` on Spark Connect) and
+    registers a source whose workers unpack it where they cannot import
+    kbatch (``kbatch.spark.ship``); no check is needed then.
     Filter pushdown is used when ``spark.sql.python.filterPushdown.enabled``
     is true at this call (Spark refuses a reader with pushdown while it is off).
     """
+    enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower()
+    if ship:
+        from kbatch.spark.ship import add_to_session, package_file, shipped_source
+        name = add_to_session(spark, package_file(ship))
+        spark.dataSource.register(shipped_source(name, enabled == "true"))
+        return
     if check:
         check_workers(spark)
-    enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower()
     source = type("KbatchDataSource", (KbatchDataSource,), {"pushdown": enabled == "true"})
     spark.dataSource.register(source)
 

@@ -294,7 +294,10 @@ def register(spark, *, check: bool = True, ship=False) -> None:
     if ship:
         from kbatch.spark.ship import add_to_session, package_file, shipped_source
         name = add_to_session(spark, package_file(ship))
-        spark.dataSource.register(shipped_source(name, enabled == "true"))
+        spark.dataSource.register(shipped_source(
+            name, enabled == "true", f"{__name__}:KbatchDataSource",
+            (f"{__name__}:KbatchReader", f"{__name__}:KbatchPushdownReader",
+             "kbatch.spark.stream:KbatchStreamReader")))
         return
     if check:
         check_workers(spark)

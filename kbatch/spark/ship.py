@@ -93,12 +93,21 @@ def add_to_session(spark, path: Path) -> str:
     return path.name
 
 
-def shipped_source(name: str, pushdown: bool):
+def shipped_source(name: str, pushdown: bool, source: str, readers: tuple[str, ...]):
     """The ``DataSource`` class ``register(spark, ship=True)`` registers:
     ``format("kbatch")`` whose workers unpack the shipped file ``name``
-    when they cannot import kbatch. Everything here is made in this call,
-    so that cloudpickle sends it by value (no import of kbatch to load it)."""
+    when they cannot import kbatch. ``source``: the real source class
+    (``"module:Name"``; ``pushdown`` as ``register`` sets it); ``readers``:
+    the classes its readers have, which pickle as envelopes. Everything
+    here is made in this call, so that cloudpickle sends it by value (no
+    import of kbatch to load it)."""
     from pyspark.sql.datasource import DataSource
+
+    def named(path: str):
+        """The object ``"package.module:Name"`` names (imported where it runs)."""
+        import importlib
+        module, _, attr = path.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
     def ensure():
         import importlib.util
@@ -148,17 +157,13 @@ def shipped_source(name: str, pushdown: bool):
 
     def envelope_readers():
         import copyreg
-
-        from kbatch.spark import KbatchPushdownReader, KbatchReader
-        from kbatch.spark.stream import KbatchStreamReader
-        for cls in (KbatchReader, KbatchPushdownReader, KbatchStreamReader):
-            copyreg.pickle(cls, envelope)
+        for path in readers:
+            copyreg.pickle(named(path), envelope)
 
     def real(options):
         ensure()
-        from kbatch.spark import KbatchDataSource
-        cls = type("KbatchDataSource", (KbatchDataSource,), {"pushdown": pushdown})
-        return cls(options)
+        base = named(source)
+        return type(base.__name__, (base,), {"pushdown": pushdown})(options)
 
     class ShippedKbatchDataSource(DataSource):
         """``format("kbatch")`` (``kbatch.spark.KbatchDataSource``), kbatch

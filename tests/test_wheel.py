@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "corpus"
 SEGMENTS = ["seanorth__kafka-server/kafka-logs/some-topic-0/00000000000000000000.log",
             "asayers__kafkalite/tests/test-data/fs-data/hamlet-gzip-0/00000000000000000000.log"]
-EXTRAS = {"arrow", "pandas", "spark", "remote", "test", "bench"}
+EXTRAS = {"arrow", "pandas", "spark", "connect", "remote", "test", "bench"}
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -323,7 +323,6 @@ def count(spark, path, **options) -> int:
     ``records`` column of the same read at ``level=batches``, which the
     executors compute from the CRC-checked batch headers. ``register(spark)``
     must have been called (a classic or a Spark Connect session)."""
-    from pyspark.sql import functions as F
     reader = spark.read.format("kbatch").option("level", "batches")
     for key, value in options.items():
         if str(key).lower() == "level":
@@ -331,7 +330,9 @@ def count(spark, path, **options) -> int:
         reader = reader.option(key, _option_text(value))
     single = isinstance(path, (str, os.PathLike))
     df = reader.load(os.fspath(path) if single else [os.fspath(p) for p in path])
-    total = df.agg(F.sum("records")).collect()[0][0]
+    # an expression string, not pyspark.sql.functions: those build the Column
+    # of whichever kind of session the process started with
+    total = df.agg({"records": "sum"}).collect()[0][0]
     return int(total or 0)
 
 

@@ -75,7 +75,7 @@ def s3():
     server = S3()
     yield server
     server.stop()
-    lines = ["# Remote reads (kbatch.lib.remote), through a request-counting proxy",
+    lines = ["# Reads from object storage (the one door: kbatch.lib.sources, kbatch.lib.tiered), through a request-counting proxy",
              "", "Local S3 server (moto) behind the proxy in tests/remote_s3.py; "
              "`make bench` (bench/test_remote.py).", "", "| figure | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in RESULTS.items()]

@@ -1262,3 +1262,14 @@ def test_the_remote_rule_check_finds_sites():
     assert sorted(remote_rule_sites(src)) == [
         (4, "://"), (5, "://"), (6, "://"), (7, "is_url"), (7, "split_protocol"),
         (7, "urlparse")]
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml names every folder of kbatch that holds modules, and
+    no folder that is gone (an install fails on a missing one)."""
+    import tomllib
+    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text())
+                 ["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(PKG.parent).parts)
+               for p in PKG.rglob("__init__.py")}
+    assert listed == folders

@@ -280,6 +280,16 @@ def test_secret_option_values_are_never_echoed(tmp_path):
                                                  "client_kwargs": {"endpoint_url": "x"}})
     assert "hunter2" not in repr(storage) and "AKIA-ID" not in repr(storage)
     assert "endpoint_url" in repr(storage)
+    # nested secrets (fsspec's client_kwargs) and connection strings are masked too
+    nested = kbatch.Storage.of(storage_options={
+        "client_kwargs": {"aws_secret_access_key": "hunter2", "region_name": "eu-west-1"},
+        "connection_string": "AccountName=a;AccountKey=hunter2"})
+    assert "hunter2" not in repr(nested) and "eu-west-1" in repr(nested)
+    # a Spark query's options: the storage options and the private key stay out of its repr
+    from kbatch.spark.options import KafkaOptions
+    opts = KafkaOptions(storage={"secret": "hunter2"}, private_key="hunter2-pem",
+                        store=kbatch.Storage.of(storage_options={"secret": "hunter2"}))
+    assert "hunter2" not in repr(opts) and "***" in repr(opts)
 
 
 def test_private_keys_as_bytes_text_paths_and_never_echoed(tmp_path):

@@ -1,7 +1,7 @@
 """A test-side writer of the tiered-storage plugin's bucket layout, written
 from the plugin's format (KafkaRemoteStorageManager, ObjectKeyFactory,
 ChunkSizesBinaryCodec, Encryption/CompressionChunkEnumeration), independent
-of kbatch's reader: it shares no code with kbatch.lib.remote.tiered.
+of kbatch's reader: it shares no code with kbatch.lib.tiered.
 
 encode_segment() turns one local segment (its .log and .index/.timeindex
 files) into the three objects the plugin uploads:

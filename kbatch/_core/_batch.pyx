@@ -683,6 +683,11 @@ cdef class BatchDecoder:
                 if not self._more_follows and all_zero(buf, pos, self._zeros_from):
                     self._end_reason = END_ZERO_PADDING
                     return ST_END
+                if self._more_follows and all_zero(buf, pos, self._end):
+                    # zeros to this window's end: what follows decides (more
+                    # zeros to the data's end: padding; anything else: damage)
+                    self._end_reason = END_TRUNCATED
+                    return ST_END
                 return self._fail(E_BATCH_LENGTH, pos + H_LENGTH, length, MIN_LENGTH_ANY)
             if length > rem - LOG_OVERHEAD:
                 # past the data's end (a torn tail, or a damaged length: the caller

@@ -197,39 +197,43 @@ def _run(pieces, opts, chunk_bytes, drops, expect) -> Records:
         dec.set_read_budget(opts.max_read_bytes - held)
         chunks.append(chunk)
 
-    for index, piece in enumerate(pieces):
-        drop = None if drops is None else drops.get(paths[index])
-        stop = -1 if piece.stop is None else piece.stop
-        if index + 1 < len(pieces):     # an object's next piece comes while this one decodes
-            after = pieces[index + 1]
-            after.source.prefetch(after.start, after.stop)
-        path = paths[index]
-        with piece.source.window(piece.start, piece.stop, populate=True) as view:
-            if views:
-                hold = SourceHold(view, path)
-                if not hold.guarded:
-                    raise _Unguarded()
-                holds.append(hold)
-            if dec is None:
-                dec = decoder(view, path, opts, piece.start, piece.stop, UNBOUNDED, chunk_bytes,
-                              zeros_from=zeros_from(view), expect_bytes=expect,
-                              drop_positions=drop)
-            else:
-                dec.continue_with(view, start=piece.start, stop=stop, path=path,
-                                  zeros_from=zeros_from(view), drop_positions=drop)
-            try:
-                end, seen = _decode_piece(dec, view, path, opts, index, stop, drop, marks,
-                                          skipped, take)
-                _hand_over_windows(dec, view)
-            finally:
-                dec.release()     # the mapping can close: the decoder holds no view of it
-            view = None
-        end, gap, stopped = settle_segment_end(end, path, not piece.torn_ok, piece.next_base,
-                                               opts, seen)
-        if gap is not None:
-            skipped.append(gap)
-        if stopped:
-            break    # on_corrupt="stop": nothing after the first damage
+    try:
+        for index, piece in enumerate(pieces):
+            drop = None if drops is None else drops.get(paths[index])
+            stop = -1 if piece.stop is None else piece.stop
+            if index + 1 < len(pieces):     # an object's next piece comes while this one decodes
+                after = pieces[index + 1]
+                after.source.prefetch(after.start, after.stop)
+            path = paths[index]
+            with piece.source.window(piece.start, piece.stop, populate=True) as view:
+                if views:
+                    hold = SourceHold(view, path)
+                    if not hold.guarded:
+                        raise _Unguarded()
+                    holds.append(hold)
+                if dec is None:
+                    dec = decoder(view, path, opts, piece.start, piece.stop, UNBOUNDED, chunk_bytes,
+                                  zeros_from=zeros_from(view), expect_bytes=expect,
+                                  drop_positions=drop)
+                else:
+                    dec.continue_with(view, start=piece.start, stop=stop, path=path,
+                                      zeros_from=zeros_from(view), drop_positions=drop)
+                try:
+                    end, seen = _decode_piece(dec, view, path, opts, index, stop, drop, marks,
+                                              skipped, take)
+                    _hand_over_windows(dec, view)
+                finally:
+                    dec.release()     # the mapping can close: the decoder holds no view of it
+                view = None
+            end, gap, stopped = settle_segment_end(end, path, not piece.torn_ok, piece.next_base,
+                                                   opts, seen)
+            if gap is not None:
+                skipped.append(gap)
+            if stopped:
+                break    # on_corrupt="stop": nothing after the first damage
+    finally:     # a read that stopped or raised leaves no prefetch behind
+        for piece in pieces:
+            piece.source.drop_prefetch()
     if dec is None:
         return Records.empty()
     take(end)

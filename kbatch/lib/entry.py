@@ -35,8 +35,15 @@ def _is_buffer(source) -> bool:
         return False
 
 
-def _segment(source, storage: Storage):
-    return expect(source, PathKind.SEGMENT, what=WHAT, storage=storage).segment()
+def _segment(source, storage: Storage, start, stop):
+    """The segment ``source`` names, with ``start`` checked against its size
+    as the decoder checks a buffer's (before anything is fetched)."""
+    seg = expect(source, PathKind.SEGMENT, what=WHAT, storage=storage).segment()
+    size = seg.source.size
+    end = size if stop is None or stop < 0 or stop > size else stop
+    if start < 0 or start > end:
+        raise ValueError(f"start {start} outside [0, {end}]")
+    return seg
 
 
 def read_segment(source, **kwargs) -> Records:
@@ -50,7 +57,7 @@ def read_segment(source, **kwargs) -> Records:
     start, stop = rest.pop("start", 0), rest.pop("stop", None)
     isolation = rest.pop("isolation", "read_uncommitted")
     opts = decode.read_options("read_segment", isolation=isolation, **rest)
-    seg = _segment(source, storage)
+    seg = _segment(source, storage, start, stop)
     with seg.source.window(start, stop, populate=True) as view:
         return decode.read_view(view, seg.name, opts, isolation, start, stop)
 
@@ -68,7 +75,7 @@ def iter_segment(source, **kwargs) -> Iterator[Records]:
     opts = decode.read_options("iter_segment", isolation=isolation, **rest)
     if chunk_records < 1 or chunk_bytes < 1:
         raise ValueError("chunk_records and chunk_bytes must be positive")
-    seg = _segment(source, storage)
+    seg = _segment(source, storage, start, stop)
     return decode.iter_decoded(seg.source.chunks, seg.name, opts, start, stop, chunk_records,
                                chunk_bytes, isolation)
 

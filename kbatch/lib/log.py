@@ -126,7 +126,7 @@ def _plan_chunks(plan: ReadPlan, lo: int, hi: int, opts: DecodeOptions, **kw):
         return
     try:
         first = next(chunks, None)
-        damaged = first is not None and _damaged(first)
+        damaged = first is not None and _damaged(first, plan)
     except CorruptRecordError:
         first, damaged = None, True
     if damaged:
@@ -139,7 +139,7 @@ def _plan_chunks(plan: ReadPlan, lo: int, hi: int, opts: DecodeOptions, **kw):
     yield first
     try:
         for chunk in chunks:
-            if _damaged(chunk):
+            if _damaged(chunk, plan):
                 planner.check_seek(plan)
             yield chunk
     except CorruptRecordError:
@@ -154,12 +154,16 @@ def _steered(plans: list[ReadPlan]) -> bool:
     return any(pl.index_seek for pl in plans)
 
 
-def _damaged(records: Records) -> bool:
-    """Damage a read met: skipped ranges, or an end other than a batch
-    boundary or zero padding."""
+def _damaged(records: Records, last: ReadPlan) -> bool:
+    """Damage a read met: skipped ranges, a corrupt end, or a range the
+    index stopped (``last.stop``) that ends inside a batch. A torn tail of
+    a read to the end of the data is the data's end, not damage."""
     end = records.end
-    return bool(records.skipped) or (end is not None
-                                     and end.reason not in (None, "zero_padding"))
+    if records.skipped:
+        return True
+    if end is None or end.reason in (None, "zero_padding"):
+        return False
+    return end.reason != "truncated" or last.stop is not None
 
 
 def _batch_level_mode(mode) -> None:
@@ -558,7 +562,7 @@ class PartitionLog:
             return empty if state is None else state.filter(empty)
         try:
             records = self._decode_plans(plans, opts, drops)
-            recheck = _damaged(records)
+            recheck = _damaged(records, plans[-1])
         except CorruptRecordError:
             if not _steered(plans):
                 raise

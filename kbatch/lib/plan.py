@@ -150,23 +150,27 @@ def rewalked(plan: ReadPlan, lo: int, hi: int) -> ReadPlan:
 
 
 def check_seek(plan: ReadPlan) -> None:
-    """Raise ``CorruptRecordError`` when an index seek started ``plan``
-    inside a batch of the walk (an entry that named a valid batch stored
-    in a record value): what was read from there is not the log's."""
-    if not plan.index_seek or not plan.start:
+    """Raise ``CorruptRecordError`` when an index seek started or stopped
+    ``plan`` inside a batch of the walk (an entry that named a valid batch
+    stored in a record value): what was read from there is not the log's,
+    or records before the stop were left out."""
+    if not plan.index_seek:
         return
     bounds = plan.segment.batch_bounds()
-    i = int(np.searchsorted(bounds["position"], plan.start, side="right")) - 1
-    if i < 0:
-        return
-    at, size = int(bounds["position"][i]), int(bounds["size"][i])
-    if at < plan.start < at + size:
-        raise CorruptRecordError(
-            f"an .index entry seeks inside the batch at byte {at} (records read "
-            f"from there are not the log's; read with use_index=False)", path=plan.segment.source.name,
-            position=plan.start, base_offset=int(bounds["last_offset"][i]) if
-            int(bounds["base_offset"][i]) == INT64_MIN else int(bounds["base_offset"][i]),
-            batch_position=at)
+    for what, position in (("seeks", plan.start), ("stops", plan.stop)):
+        if not position:
+            continue
+        i = int(np.searchsorted(bounds["position"], position, side="right")) - 1
+        if i < 0:
+            continue
+        at, size = int(bounds["position"][i]), int(bounds["size"][i])
+        if at < position < at + size:
+            base = int(bounds["base_offset"][i])
+            raise CorruptRecordError(
+                f"an .index entry {what} inside the batch at byte {at} (a read "
+                f"from it is not the log's; read with use_index=False)",
+                path=plan.segment.source.name, position=position, batch_position=at,
+                base_offset=int(bounds["last_offset"][i]) if base == INT64_MIN else base)
 
 
 def plan(segments, lo: int, hi: int, use_index: bool, *,

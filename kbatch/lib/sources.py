@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -50,7 +51,8 @@ def _int_at(buf, at: int, size: int) -> int:
     return int.from_bytes(buf[at:at + size], "big", signed=True)
 
 CACHE_SPAN = 2 * FIRST_BLOCK      # ranges kept for a following read are at most this long
-CACHE_SPANS = 4
+CACHE_BYTES = 16 * CACHE_SPAN     # ... and all of them together, every object's
+CACHE_SPANS = 512
 CHECK_BYTES = 64 << 10            # what a batch check fetches first (most batches fit)
 RESYNC_WINDOW = 4 << 20           # what a search for the next valid batch reads at a time
 
@@ -60,10 +62,9 @@ class MappedFile:
 
     remote = False
 
-    def __init__(self, path, size: int | None = None):
+    def __init__(self, path):
         self.path = os.fspath(path)
         self.name = self.path
-        self._size = size
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path!r})"
@@ -84,6 +85,9 @@ class MappedFile:
 
     def prefetch(self, start: int, stop: int | None) -> None:
         """Nothing to do: the mapping is faulted in as it is read."""
+
+    def drop_prefetch(self) -> None:
+        """Nothing to do (see ``prefetch``)."""
 
     def chunks(self, opts, *, start: int = 0, stop: int | None = None,
                chunk_records: int = UNBOUNDED, chunk_bytes: int = 1 << 30,
@@ -119,6 +123,51 @@ class MappedFile:
             return batch_at(view, position, path, stop=stop)
 
 
+class SpanCache:
+    """Ranges kept for the reads that follow them (an index check's batch,
+    then the read from it), for every object together: at most
+    ``budget`` bytes and ``count`` ranges, the least recently used go
+    first. One per process: what a log keeps does not grow with its
+    partitions, nor live as long as the log."""
+
+    def __init__(self, budget: int = CACHE_BYTES, count: int = CACHE_SPANS):
+        self.budget, self.count = budget, count
+        self._lock = threading.Lock()
+        self._spans: OrderedDict = OrderedDict()     # (owner, start) -> bytes
+        self._bytes = 0
+
+    def get(self, owner, start: int, stop: int) -> bytes | None:
+        with self._lock:
+            for key in reversed(self._spans):
+                if key[0] is owner:
+                    data = self._spans[key]
+                    if key[1] <= start and stop <= key[1] + len(data):
+                        self._spans.move_to_end(key)
+                        return data[start - key[1]:stop - key[1]]
+        return None
+
+    def spans(self, owner) -> list[tuple[int, bytes]]:
+        with self._lock:
+            return [(key[1], data) for key, data in self._spans.items() if key[0] is owner]
+
+    def put(self, owner, start: int, data: bytes) -> None:
+        with self._lock:
+            old = self._spans.pop((owner, start), None)
+            self._bytes -= 0 if old is None else len(old)
+            self._spans[(owner, start)] = data
+            self._bytes += len(data)
+            while self._bytes > self.budget or len(self._spans) > self.count:
+                _, dropped = self._spans.popitem(last=False)
+                self._bytes -= len(dropped)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+
+SPANS = SpanCache()
+
+
 class RemoteBytes:
     """An object's bytes read in ranges (see the module docstring).
     ``raw``: a ``RangeSource`` or a ``TieredSource`` (``size``, ``read``,
@@ -137,7 +186,7 @@ class RemoteBytes:
         self.block = raw.block
         self._version = version
         self._lock = threading.Lock()
-        self._spans: list[tuple[int, bytes]] = []
+        self._owner = object()            # its ranges in ``SPANS``
         self._ahead: dict[tuple[int, int], object] = {}
 
     def __repr__(self) -> str:
@@ -153,11 +202,7 @@ class RemoteBytes:
     # --- ranges ----------------------------------------------------------
 
     def _cached(self, start: int, stop: int) -> bytes | None:
-        with self._lock:
-            for a, data in self._spans:
-                if a <= start and stop <= a + len(data):
-                    return data[start - a:stop - a]
-        return None
+        return SPANS.get(self._owner, start, stop)
 
     def read(self, start: int, stop: int) -> bytes:
         """Bytes ``[start, stop)`` (clipped to the object); a range of at
@@ -170,15 +215,13 @@ class RemoteBytes:
             return hit
         data = self.raw.read(start, stop)
         if len(data) <= CACHE_SPAN:
-            with self._lock:
-                self._spans = [(start, data)] + self._spans[:CACHE_SPANS - 1]
+            SPANS.put(self._owner, start, data)
         return data
 
     def _fill(self, buf: np.ndarray, start: int, stop: int) -> None:
         """``buf[start:stop]`` from the cache and then from ranged reads."""
         pos = start
-        with self._lock:
-            spans = list(self._spans)
+        spans = SPANS.spans(self._owner)
         progress = True
         while progress and pos < stop:
             progress = False
@@ -220,6 +263,12 @@ class RemoteBytes:
             finally:
                 done.set()
         threading.Thread(target=run, name="kbatch-prefetch", daemon=True).start()
+
+    def drop_prefetch(self) -> None:
+        """Forget a prefetch no window asked for (a read that stopped or
+        raised first): its bytes go when its fetch ends."""
+        with self._lock:
+            self._ahead = {}
 
     @contextmanager
     def window(self, start: int = 0, stop: int | None = None, *, populate: bool = False):
@@ -294,7 +343,7 @@ class RemoteBytes:
                 if valid_end > pos:
                     pos, want = valid_end, self.block    # cut by the window: on from there
                     continue
-                if 0 <= length and valid_end + LOG_OVERHEAD + length <= size:
+                if 0 < length and valid_end + LOG_OVERHEAD + length <= size:
                     want = max(self.block, LOG_OVERHEAD + length)   # one batch, whole
                     continue
             if reason not in ("corrupt", "truncated"):
@@ -335,15 +384,23 @@ class RemoteBytes:
 class RangeWindows:
     """The windows ``decode_chunks`` reads an object's ``[start, stop)``
     through: ``block`` bytes at a time, a window always holding the whole
-    batch the decoder needs next. Past the current window it looks with the
-    object's ranges (``RangeFinders``)."""
+    batch the decoder needs next. The bytes come from one stream of ranged
+    reads (``raw.blocks``: the first range alone, then ``concurrency``
+    ranges in flight ahead of the decoder); a window's bytes the next one
+    needs again (a batch cut by its end) are kept, not fetched twice. A
+    jump past what was read (the resync after damage) starts the stream
+    again there. Past the current window it looks with the object's
+    ranges (``RangeFinders``). Keeps in memory one window, the bytes kept
+    for the next one and the ranges in flight."""
 
     def __init__(self, src: RemoteBytes, start: int, stop: int, max_batch_bytes: int):
         self.src = src
         self.stop = stop
         self.max_batch_bytes = max_batch_bytes
-        self._start = start
         self._wstart = start
+        self._zeros_to_end = False    # zeros run from the decoder's stop to ``stop``
+        self._stream = None           # (position, bytes) from ``_have_at + len(_have)`` on
+        self._have_at, self._have = start, bytearray()   # read, not yet passed
 
     def first(self, start: int):
         return self.next(start, 0)
@@ -352,14 +409,41 @@ class RangeWindows:
         """The window from ``position`` (at least ``need`` bytes, when the
         object has them)."""
         wstop = min(self.stop, position + max(need, self.src.block))
+        have_end = self._have_at + len(self._have)
+        if not self._have_at <= position <= have_end or self._stream is None:
+            self._restart(position)
+            have_end = position
+        del self._have[:position - self._have_at]      # the decoder never goes back
+        self._have_at = position
+        while have_end < wstop:
+            block = next(self._stream, None)
+            if block is None:
+                break
+            self._have += block[1]
+            have_end += len(block[1])
+        wstop = min(wstop, have_end)
+        buf = np.zeros(wstop, np.uint8)        # positions are the object's
+        buf[position:wstop] = np.frombuffer(self._have, np.uint8, wstop - position)
         self._wstart = position
-        return self.src.fetched_view(position, wstop), wstop
+        return memoryview(buf), wstop
+
+    def _restart(self, position: int) -> None:
+        if self._stream is not None:
+            self._stream.close()               # cancels the reads in flight
+        self._stream = self.src.raw.blocks(position, self.stop, first=self.src.block)
+        self._have_at, self._have = position, bytearray()
+
+    def _bytes(self, start: int, stop: int) -> bytes:
+        """``[start, stop)`` from what was read when it holds them, else fetched."""
+        if self._have_at <= start and stop <= self._have_at + len(self._have):
+            return bytes(self._have[start - self._have_at:stop - self._have_at])
+        return self.src.read(start, stop)
 
     def holds(self, view, position: int) -> bool:
         return self._wstart <= position < len(view)
 
     def more_follows(self, window_stop: int) -> bool:
-        return window_stop < self.stop
+        return window_stop < self.stop and not self._zeros_to_end
 
     def needs(self, dec, window_stop: int) -> int | None:
         """Bytes the next window must hold from where the decoder stopped,
@@ -371,13 +455,36 @@ class RangeWindows:
             return 0                          # whole batches to the window's end
         if dec.end_reason != "truncated":
             return None                       # damage: the decode's end decides
-        head = self.src.read(at, at + LOG_OVERHEAD)
+        head = self._bytes(at, at + LOG_OVERHEAD)
         if len(head) < LOG_OVERHEAD:
             return None
+        if not any(head):
+            # zeros to the window's end: a file's mapping sees them run to the
+            # end (padding: the next window is the last) or meet other bytes
+            # (damage: the next window holds the first of them)
+            other = self._first_nonzero(window_stop)
+            if other is None:
+                self._zeros_to_end = True
+                return LOG_OVERHEAD
+            return other + 1 - at
         length = int.from_bytes(head[Header.LENGTH:Header.LENGTH + 4], "big", signed=True)
         if length < 0 or at + LOG_OVERHEAD + length > self.stop:
             return None                       # runs past the data: a torn tail, or damage
         return LOG_OVERHEAD + length
+
+    def _first_nonzero(self, position: int) -> int | None:
+        """The first byte at or after ``position`` (before ``stop``) that is
+        not zero, read ``block`` bytes at a time; None: zeros to ``stop``."""
+        while position < self.stop:
+            upto = min(self.stop, position + self.src.block)
+            data = np.frombuffer(self.src.read(position, upto), dtype=np.uint8)
+            found = np.flatnonzero(data)
+            if len(found):
+                return position + int(found[0])
+            if len(data) < upto - position:
+                return None                   # the object ends early: its check says so
+            position = upto
+        return None
 
     def finders(self, view):
         return RangeFinders(self.src, self.max_batch_bytes)

@@ -42,7 +42,7 @@ STORAGE_KEYS = ("storage_options", "filesystem", "layout", "private_key", "block
                 "concurrency", "retries", "remote_log_metadata")
 
 _SECRET = re.compile(r"(secret|passw|token|credential|jaas|session|auth|private|"
-                     r"(^|[._-])key($|[._-])|^key$|apikey|access.?key|sas)", re.I)
+                     r"(^|[._-])key($|[._-])|^key$|apikey|access.?key|sas|connection.?string)", re.I)
 
 
 def is_secret_name(name: str) -> bool:
@@ -52,8 +52,19 @@ def is_secret_name(name: str) -> bool:
 
 
 def shown(name: str, value) -> str:
-    """``value`` as an error message may show it: ``***`` for a secret."""
-    return "***" if is_secret_name(name) else repr(value)
+    """``value`` as an error message or a repr may show it: ``***`` for a
+    secret, and inside a dict or a list (``client_kwargs``, ``config_kwargs``)
+    each secret entry masked by its own name."""
+    return "***" if is_secret_name(name) else _masked_repr(value)
+
+
+def _masked_repr(value) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {shown(k, v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_masked_repr(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return repr(value)
 
 
 def _freeze(value):

@@ -461,10 +461,6 @@ class TieredSource:
         stop = min(stop, self.size)
         return b"".join(data for _, data in self.blocks(start, stop))
 
-    def chunks_needed(self, start: int, stop: int) -> int:
-        """How many chunks ``[start, stop)`` of the original bytes needs."""
-        return len(self.chunks.chunks_for(start, min(stop, self.size)))
-
     def blocks(self, start: int = 0, stop: int | None = None, *, first: int = FIRST_BLOCK):
         """``(position, original bytes)`` covering ``[start, stop)``, as
         ``RangeSource.blocks``: only the chunks holding those bytes are

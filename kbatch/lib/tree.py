@@ -118,7 +118,7 @@ class LocalTree:
         return out
 
     def source(self, path: str, size: int | None = None, version=None) -> MappedFile:
-        return MappedFile(path, size)
+        return MappedFile(path)          # a file's size is read when asked: it may grow
 
     def raw(self, path: str, size: int | None = None) -> FileRange:
         """Ranges of the file, read as an object is (a tiered segment's chunks)."""

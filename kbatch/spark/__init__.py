@@ -54,10 +54,12 @@ table), and kbatch's own:
     minPartitions        at least this many input partitions when the data
                          allows (default: the driver's core count)
     chunkRecords         records per Arrow batch (default 65536)
-    useIndex             false (default): seeks and splits from a walk over the
-                         batch headers, exact whatever the index files hold;
-                         true: from the .index/.timeindex entries (checked, as
-                         Kafka does; the driver reads far less of each segment)
+    useIndex             true (default): seeks and splits from the
+                         .index/.timeindex entries, each checked against the
+                         batch it names (the driver reads far less of each
+                         segment; damage after a seek is found by a walk);
+                         false: from a walk over the batch headers, whatever
+                         the index files hold
 
 Offset and timestamp bounds prune whole segments using file names and the
 indexes, whether or not Spark's Python filter pushdown is enabled. With

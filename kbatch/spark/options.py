@@ -408,10 +408,10 @@ class KafkaOptions:
     given: frozenset = frozenset()     # Spark names of the options set
     # where the bytes are (the door, kbatch.lib.open): storage.<key> options, layout,
     # privateKey; ``store``: the one Storage built from them (after parsing)
-    storage: dict = field(default_factory=dict)
+    storage: dict = field(default_factory=dict, repr=False)   # shown masked by store
     layout: str = "plain"
-    private_key: str | None = None
-    store: object = None
+    private_key: str | None = field(default=None, repr=False)
+    store: object = None       # Storage's repr masks its secrets
 
     # --- derived ------------------------------------------------------------
 

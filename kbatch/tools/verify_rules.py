@@ -1,7 +1,7 @@
-"""The rules ``verify`` checks a segment by, wherever its bytes come from
-(a local file: ``kbatch.tools.verify``; an object: ``kbatch.tools.
-remote_checks``): the reports, the walk over its decoded chunks, and the
-checks of its batches and its offset and time indexes.
+"""The rules ``verify`` (``kbatch.tools.verify``) checks a segment by,
+wherever the door finds its bytes (a file, an object, a tiered segment's
+chunks): the reports, the walk over its decoded chunks, and the checks of
+its batches and its offset and time indexes.
 """
 
 from __future__ import annotations

@@ -211,11 +211,8 @@ def test_cli_stats_level_batches(data_dir):
 def spark():
     if shutil.which("java") is None:
         pytest.skip("Java is not installed")
-    from kbatch.spark import local_session
-    session = local_session("kbatch-batch-level", cores="2", tests=True,
-                            extra_conf={"spark.ui.showConsoleProgress": "false"})
-    yield session
-    session.stop()
+    from .conftest import shared_spark
+    return shared_spark()           # not stopped here: later test files reuse it
 
 
 @pytest.mark.spark

@@ -83,7 +83,10 @@ def server(tmp_path_factory):
          "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=file:{log4j} "
                    "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"],
         env=env, cwd=where, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
+    def ready() -> str:
+        """Waits until the server listens (the classic session starts meanwhile:
+        two JVMs starting at once on 2 cores take less wall time than one after
+        the other)."""
         deadline = time.monotonic() + 240
         while True:
             if proc.poll() is not None:
@@ -93,12 +96,14 @@ def server(tmp_path_factory):
                             f"{proc.returncode}): {' | '.join(last)}")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
+                    return f"sc://127.0.0.1:{port}"
             if time.monotonic() > deadline:
                 raise AssertionError("the Spark Connect server did not listen in 240 s: "
                                      + (where / "server.out").read_text()[-2000:])
             time.sleep(0.5)
-        yield f"sc://127.0.0.1:{port}"
+
+    try:
+        yield ready
     finally:
         os.killpg(proc.pid, signal.SIGTERM)        # the server's own process group
         try:
@@ -117,13 +122,12 @@ def sessions(server):
     from pyspark.sql.connect.session import SparkSession as RemoteSession
 
     import kbatch.spark as ks
-    classic = ks.local_session("kbatch-connect-classic", cores="2", tests=True,
-                               extra_conf={"spark.ui.showConsoleProgress": "false"})
-    connect = RemoteSession.builder.remote(server).getOrCreate()
+    from .conftest import shared_spark
+    classic = shared_spark()
+    connect = RemoteSession.builder.remote(server()).getOrCreate()
     ks.register(connect)            # Connect: the import check is skipped (no SparkContext)
     yield classic, connect
-    connect.stop()
-    classic.stop()
+    connect.stop()                  # the classic session stays for later test files
 
 
 OPTION_SETS = [
@@ -168,19 +172,25 @@ def test_count_and_errors_equal_a_classic_session(sessions, data):
 
 
 def test_streaming_read_equals_a_classic_session(sessions, data, tmp_path):
+    """A Connect stream (availableNow, two micro-batches of at most 1000
+    offsets) holds what the classic session's batch read of the same options
+    holds (the classic stream is tests/test_spark_streaming.py's; running it
+    here again cost 8 s a run)."""
     classic, connect = sessions
-    got = []
-    for i, spark in enumerate((classic, connect)):
-        stream = (spark.readStream.format("kbatch").option("startingOffsets", "earliest")
-                  .option("isolation", "read_committed").option("maxOffsetsPerTrigger", "400")
-                  .load(str(data)))
-        query = (stream.writeStream.format("memory").queryName(f"kb{i}")
-                 .option("checkpointLocation", str(tmp_path / f"cp{i}"))
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        got.append(sorted(tuple(r) for r in spark.sql(
-            f"select partition, offset, value from kb{i}").collect()))
-    assert got[0] and got[0] == got[1]
+    stream = (connect.readStream.format("kbatch").option("startingOffsets", "earliest")
+              .option("isolation", "read_committed").option("maxOffsetsPerTrigger", "1000")
+              .load(str(data)))
+    query = (stream.writeStream.format("memory").queryName("kb_connect")
+             .option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    assert len(query.recentProgress) >= 2          # the limit cut the read
+    got = sorted(tuple(r) for r in connect.sql(
+        "select partition, offset, value from kb_connect").collect())
+    want = sorted(tuple(r) for r in classic.read.format("kbatch")
+                  .option("isolation", "read_committed").load(str(data))
+                  .select("partition", "offset", "value").collect())
+    assert got and got == want
 
 
 def test_register_ship_on_connect(sessions, data):

@@ -1,8 +1,9 @@
 """``register(spark, ship=True)``: a cluster whose executors' Python cannot
 import kbatch reads through the package shipped with the job.
 
-A ``local-cluster[2,1,1024]`` session (two executor JVMs, each with its own
-Python workers) in a child process: the executors' Python
+A ``local-cluster[1,1,1024]`` session (an executor JVM apart from the
+driver's, with its own Python workers; one, not two: each JVM costs about
+10 s of start-up on a 2-core machine) in a child process: the executors' Python
 (``spark.pyspark.python``) is a virtualenv that sees kbatch's dependencies
 but not kbatch (checked first, by a task), the driver's sees kbatch. The
 expected counts are those the partitions were written with.
@@ -32,10 +33,11 @@ import importlib.util, json, sys
 sys.path.insert(0, sys.argv[3])   # the driver imports kbatch (not through PYTHONPATH:
                                   # the executors would inherit it)
 from pyspark.sql import SparkSession, functions as F
-spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("kbatch-ship")
+spark = (SparkSession.builder.master("local-cluster[1,1,1024]").appName("kbatch-ship")
          .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
          .config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.pyspark.python", sys.argv[2])
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
          .config("spark.executor.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
          .getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")

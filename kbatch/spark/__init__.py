@@ -203,8 +203,9 @@ class KbatchDataSource(DataSource):
 
 WORKER_FIX = (
     "Spark's Python workers cannot import kbatch ({error}; worker Python: {python}). "
-    "Install kbatch where the executors run (pip install kbatch-kafka, or a wheel with "
-    "spark.sparkContext.addPyFile / spark.addArtifacts), or point them at a Python "
+    "Install kbatch where the executors run (pip install kbatch-kafka, or its wheel), "
+    "or send it with the job: kbatch.spark.register(spark, ship=True) (a wheel given "
+    "to addPyFile cannot load kbatch's compiled core from the zip), or point them at a Python "
     "that has it (spark.pyspark.python, PYSPARK_PYTHON, spark.executorEnv.PYTHONPATH); "
     "register(spark, check=False) skips this check")
 

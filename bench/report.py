@@ -56,6 +56,8 @@ def collect(results: dict):
         test = b["name"].split("[")[0]
         if b.get("group") in ("internal", "latest (paired)"):   # their own tables
             continue
+        if b.get("group") == "scaling":       # scaling_table
+            continue
         if b.get("group") == "spark floor":
             spark_floor[info.get("label", "count, one row")] = median
             continue
@@ -302,6 +304,20 @@ def spark_table(spark) -> str:
             if counted:
                 out[-1] += (f" kbatch's `count()` with `columns=partition` takes "
                             f"{counted[2]:.3f} s, {counted[2] / many:.2f}x that floor.")
+        summed = spark.get("level=batches: sum(records) (Parquet: count)", {}).get("kbatch")
+        if summed is not None:
+            out += ["", f"**level=batches**: `agg(sum(\"records\"))` (one row per batch, "
+                    f"from the CRC-checked batch headers) takes {summed[2]:.3f} s, "
+                    f"**{summed[2] / parquet_count[2]:.2f}x** the time of Parquet's "
+                    f"`count()` of the same records ({parquet_count[2]:.3f} s) and "
+                    f"{summed[2] / one:.2f}x the one-row Python source's count "
+                    f"({one:.3f} s)"]
+            alone = (floor or {}).get("read(level=batches), no Spark, one core")
+            if alone is not None:
+                out[-1] += (f"; kbatch's own part, `read(level=\"batches\")` of the "
+                            f"partition without Spark (every header walked, CRCs "
+                            f"checked), takes {alone:.3f} s on one core")
+            out[-1] += "."
     return "\n".join(out)
 
 
@@ -323,6 +339,57 @@ def scaling_line(other) -> str:
                       f"decoding) scales {r:.2f}x: the ceiling memory bandwidth sets for "
                       f"any read here" for what, r in ratios if what == "memory copy")
             + ".")
+
+
+def scaling_table(results: dict) -> str:
+    """bench/test_scaling.py: each row at every thread count (median, rate
+    over the bytes read, speed-up over one thread, share of the numpy copy
+    floor's rate at the same thread count), then the one-thread counters and
+    the bound they set on many cores."""
+    rows = [b for b in results["benchmarks"] if b.get("group") == "scaling"]
+    if not rows:
+        return ""
+    table: dict = defaultdict(dict)
+    info: dict = {}
+    for b in rows:
+        e = b["extra_info"]
+        table[e["label"]][e["threads"]] = (b["stats"]["median"], e["bytes"])
+        if "gil_share" in e:
+            info[e["label"]] = e
+    threads = sorted({t for cells in table.values() for t in cells})
+    copy = table.get("floor: numpy copy of the plain bytes in memory", {})
+    out = ["| read (threads: median, GB/s, over 1 thread, % of the numpy copy's GB/s) | "
+           + " | ".join(f"{t}" for t in threads) + " |", "|---|" + "---:|" * len(threads)]
+    for label, cells in table.items():
+        line = []
+        for t in threads:
+            if t not in cells:
+                line.append("-")
+                continue
+            median, nbytes = cells[t]
+            cell = f"{median * 1e3:.0f} ms, {nbytes / median / 1e9:.2f} GB/s"
+            if t > 1 and 1 in cells:
+                cell += f", **{cells[1][0] / median:.2f}x**"
+            if t in copy and not label.startswith("floor: numpy"):
+                rate, floor = nbytes / median, copy[t][1] / copy[t][0]
+                cell += f", {100 * rate / floor:.0f}%"
+            line.append(cell)
+        out.append(f"| {label} | " + " | ".join(line) + " |")
+    if info:
+        out += ["", "One thread's counters (medians of 3 runs, `bench/test_scaling.counters`): "
+                "minor page faults per MiB read, and the share of the read during which "
+                "the GIL was held (a ticking thread's GIL waits, CPU contention taken "
+                "out), with the speed-up that share allows on any number of cores "
+                "(Amdahl: 1 / share). Reasoned, not measured: this machine has "
+                f"{max(threads)} cores.", "",
+                "| read | minor faults / MiB | GIL held | bound on the speed-up from the GIL |",
+                "|---|---:|---:|---:|"]
+        for label, e in info.items():
+            share = e["gil_share"]
+            bound = f"{1 / share:.0f}x" if share > 0.005 else "> 200x"
+            out.append(f"| {label} | {e['faults_per_mib']:.1f} | {100 * share:.1f}% | "
+                       f"{bound} |")
+    return "\n".join(out)
 
 
 def floor_ratio_lines(decode) -> str:
@@ -385,7 +452,7 @@ def main():
     if load.exists():
         parts[0] += (" Load average (1 min) at the start and end of the run: "
                      f"{' '.join(load.read_text().split())}.")
-    for table in (from_path_table(other), projection_table(other)):
+    for table in (scaling_table(results), from_path_table(other), projection_table(other)):
         if table:
             parts += [table, ""]
     if codecs:

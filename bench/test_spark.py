@@ -5,8 +5,9 @@ The dataset is the ``small`` segment (5 M records) as a partition directory;
 its Parquet copy is written once through kbatch (and a one-row Python data
 source gives the floor every Python source's query pays). Queries: count and
 groupBy(partition).count, with every column and with ``columns=partition``
-(the batch-header count path), an aggregate over every column (headers
-included), and a Parquet write.
+(the batch-header count path), ``level=batches`` with ``sum(records)``
+beside Parquet's count, an aggregate over every column (headers included),
+and a Parquet write.
 """
 
 import os
@@ -48,6 +49,8 @@ def sources(spark):
             .load(str(part)),
             "kbatch columns=partition": spark.read.format("kbatch")
             .option("columns", "partition").load(str(part)),
+            "kbatch level=batches": spark.read.format("kbatch")
+            .option("level", "batches").load(str(part)),
             "parquet": spark.read.parquet(str(parquet))}
 
 
@@ -63,6 +66,14 @@ def _count(df):
     return df.count()
 
 
+def _sum_records(df):
+    from pyspark.sql import functions as F
+    total = df.agg(F.sum("records")).collect()[0][0]
+    if total != RECORDS:       # not a timing: the answer must be the count
+        raise AssertionError(f"sum(records) = {total}, expected {RECORDS}")
+    return total
+
+
 def _group_count(df):
     return df.groupBy("partition").count().collect()
 
@@ -72,8 +83,10 @@ def _write(df):
     df.write.mode("overwrite").parquet(str(out))
 
 
-# query -> (function, the kbatch source it runs on)
+# query -> (function, the kbatch source it runs on[, Parquet's function])
 QUERIES = {"count": (_count, "kbatch"),
+           "level=batches: sum(records) (Parquet: count)": (_sum_records,
+                                                           "kbatch level=batches", _count),
            "count, columns=partition": (_count, "kbatch columns=partition"),
            "groupBy(partition).count": (_group_count, "kbatch"),
            "groupBy(partition).count, columns=partition": (_group_count,
@@ -85,12 +98,29 @@ QUERIES = {"count": (_count, "kbatch"),
 @pytest.mark.parametrize("query", list(QUERIES))
 @pytest.mark.parametrize("source", ["kbatch", "parquet"])
 def test_spark(benchmark, spark, sources, query, source):
-    fn, kbatch_source = QUERIES[query]
+    fn, kbatch_source, *parquet_fn = QUERIES[query]
     df = sources[kbatch_source if source == "kbatch" else "parquet"]
+    if source == "parquet" and parquet_fn:
+        fn = parquet_fn[0]
     benchmark.group = f"spark {query}"
     benchmark.extra_info.update(records=RECORDS, bytes=dataset_path("small").stat().st_size,
                                 dataset=f"spark {query}")
     benchmark.pedantic(fn, args=(df,), rounds=3, iterations=1, warmup_rounds=1)
+
+
+def test_batch_level_without_spark(benchmark, sources):
+    """What level=batches reads, without Spark: ``read(level="batches")`` of
+    the partition on one core (every batch header walked, CRCs checked):
+    the part of a level=batches query that is kbatch's own."""
+    import kbatch
+    log = kbatch.open_log(SPARK_DIR / "bench-0")
+    benchmark.group = "spark floor"
+    benchmark.extra_info.update(records=RECORDS, bytes=0, dataset="spark floor",
+                                label="read(level=batches), no Spark, one core")
+    table = benchmark.pedantic(lambda: log.read(level="batches"), rounds=5, iterations=1,
+                               warmup_rounds=1)
+    if sum(table.column("records").to_pylist()) != RECORDS:
+        raise AssertionError("read(level=batches) does not sum to the record count")
 
 
 FLOORS = {"count, one row": (_count, 1),

@@ -65,3 +65,44 @@ def corpus():
     if not CORPUS.is_dir():
         pytest.skip(NO_CORPUS)
     return CORPUS
+
+
+# --- one classic local Spark session for the test files that can share it ----
+# Starting one (a JVM, then the first Python worker) takes 15-25 s on a 2-core
+# machine. shared_spark() hands out one local[2] session, created on first use
+# and again after a test file stopped it; its settings are the union of what
+# the files' own sessions set, so a file whose builder's getOrCreate() picks it
+# up gets what it asked for. A file that needs another master (local-cluster)
+# stops it first (stop_shared_spark()).
+_SHARED_SPARK = None
+
+
+def shared_spark():
+    global _SHARED_SPARK
+    if _SHARED_SPARK is None or _SHARED_SPARK.sparkContext._jsc is None:
+        from kbatch.spark import local_session
+        _SHARED_SPARK = local_session(
+            "kbatch-tests-shared", cores="2", tests=True,
+            extra_conf={"spark.ui.showConsoleProgress": "false",
+                        "spark.sql.streaming.minBatchesToRetain": "100",
+                        # a loaded machine starts Python workers slowly
+                        "spark.python.authenticate.socketTimeout": "120s"})
+    return _SHARED_SPARK
+
+
+def stop_shared_spark() -> None:
+    """Stops whichever classic session this process runs (the shared one or
+    one a test file left running)."""
+    global _SHARED_SPARK
+    if "pyspark" in sys.modules:
+        from pyspark import SparkContext
+        if SparkContext._active_spark_context is not None:
+            SparkContext._active_spark_context.stop()
+    _SHARED_SPARK = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_shared_spark_at_the_end():
+    yield
+    if _SHARED_SPARK is not None:
+        stop_shared_spark()

@@ -1266,11 +1266,17 @@ def test_the_remote_rule_check_finds_sites():
 
 
 def test_every_package_folder_is_installed():
-    """pyproject.toml names every folder of kbatch that holds modules, and
-    no folder that is gone (an install fails on a missing one)."""
+    """pyproject.toml finds the packages (a list named one that was gone and
+    every install failed on it): what setuptools finds with its include
+    patterns is every folder of kbatch that holds modules, each with an
+    __init__.py (a folder without one would be left out of the wheel)."""
     import tomllib
-    listed = set(tomllib.loads((PKG.parent / "pyproject.toml").read_text())
-                 ["tool"]["setuptools"]["packages"])
+    from setuptools import find_packages
+    find = (tomllib.loads((PKG.parent / "pyproject.toml").read_text())
+            ["tool"]["setuptools"]["packages"]["find"])
+    found = set(find_packages(str(PKG.parent), include=find["include"]))
     folders = {".".join(p.parent.relative_to(PKG.parent).parts)
-               for p in PKG.rglob("__init__.py")}
-    assert listed == folders
+               for pattern in ("*.py", "*.pyx") for p in PKG.rglob(pattern)
+               if "__pycache__" not in p.parts}
+    assert found == folders
+    assert all((PKG.parent / f.replace(".", "/") / "__init__.py").exists() for f in folders)

@@ -81,7 +81,7 @@ CASES = [
     ("stats a path too long", ["stats", "x" * 5000], 2, "no such file"),
     ("dump a segment with a bad CRC", ["dump", "--no-data", "{corrupt}"], 1, "CRC"),
     ("stats a segment with a bad CRC", ["stats", "{corrupt}"], 1, "CRC"),
-    ("main without pyspark", ["main", "--log-dir", "{data}"], 1, "kbatch[spark]"),
+    ("main without pyspark", ["main", "--log-dir", "{data}"], 1, "kbatch-kafka[spark]"),
     # side files given where a segment is read: named as what they are
     ("verify an .index file", ["verify", "{index}"], 2, "an offset index file"),
     ("stats a .timeindex file", ["stats", "{timeindex}"], 2, "a time index file"),

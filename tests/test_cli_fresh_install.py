@@ -38,9 +38,9 @@ def _python(code: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("call,extra", [
-    ("r.to_arrow()", "kbatch[arrow]"),
-    ("r.batches.to_arrow()", "kbatch[arrow]"),
-    ("r.__arrow_c_stream__()", "kbatch[arrow]"),
+    ("r.to_arrow()", "kbatch-kafka[arrow]"),
+    ("r.batches.to_arrow()", "kbatch-kafka[arrow]"),
+    ("r.__arrow_c_stream__()", "kbatch-kafka[arrow]"),
 ])
 def test_to_arrow_without_pyarrow_names_the_extra(tmp_path, call, extra):
     env = _without(tmp_path, "pyarrow")
@@ -59,7 +59,7 @@ def test_to_pandas_without_pandas_names_the_extra(tmp_path, missing):
             f"try:\n    r.to_pandas()\nexcept ImportError as e:\n    print(e)\n")
     proc = _python(code, env, tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "pip install 'kbatch[pandas]'" in proc.stdout
+    assert "pip install 'kbatch-kafka[pandas]'" in proc.stdout
     assert f"needs {missing}" in proc.stdout
 
 
@@ -79,7 +79,7 @@ def test_main_without_pyspark_fails_first_and_writes_nothing(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert "pip install 'kbatch[spark]'" in proc.stderr
+    assert "pip install 'kbatch-kafka[spark]'" in proc.stderr
     assert list(cwd.iterdir()) == []       # no ./sample written first
 
 

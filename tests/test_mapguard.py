@@ -363,3 +363,78 @@ def test_map_guarded_segment_survives_truncation(tmp_path):
     """)
     assert child.returncode == 0, (child.returncode, child.stderr)
     assert "valid False 2000" in child.stdout and "raised MappingInvalidatedError" in child.stdout
+
+
+# --- populate: MADV_POPULATE_READ without the GIL ------------------------------
+
+def _kernel_at_least(major: int, minor: int) -> bool:
+    import platform
+    try:
+        got = tuple(int(x) for x in platform.release().split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return got >= (major, minor)
+
+
+def _minor_faults() -> int:
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _kernel_at_least(5, 14),
+                    reason="MADV_POPULATE_READ is Linux 5.14's")
+def test_populate_faults_the_pages_in(tmp_path):
+    import numpy as np
+
+    from kbatch._core._mapguard import populate
+    from kbatch.lib.segment import _MADV_POPULATE_READ
+    path = tmp_path / "data"
+    size = 8 << 20
+    block = np.random.default_rng(1).integers(0, 255, mmap.PAGESIZE, dtype=np.uint8).tobytes()
+    with open(path, "wb") as f:      # page by page: the page cache keeps small folios,
+        for _ in range(size // mmap.PAGESIZE):   # so a fault maps 16 pages, not 512
+            f.write(block)
+            f.flush()
+
+    def touch(mm) -> int:
+        arr = np.frombuffer(mm, np.uint8)
+        before = _minor_faults()
+        total = int(arr[::mmap.PAGESIZE].sum())     # one byte of every page
+        faults = _minor_faults() - before
+        del arr
+        assert total > 0
+        return faults
+
+    with open(path, "rb") as f:
+        plain = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        populated = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    with plain, populated:
+        view = memoryview(populated)
+        try:
+            # a length past the mapping is cut to it; the first half, then all
+            assert populate(view, size // 2, _MADV_POPULATE_READ) is True
+            assert populate(view, size * 4, _MADV_POPULATE_READ) is True
+        finally:
+            view.release()
+        unpopulated = touch(plain)
+        if unpopulated < 32:
+            pytest.skip(f"a fault maps many pages here ({unpopulated} faults for "
+                        f"{size >> 20} MiB): populating saves nothing to count")
+        assert touch(populated) <= 8               # numpy's own, not the mapping's
+
+
+def test_populate_refuses_nothing_and_falls_back(tmp_path):
+    from kbatch._core._mapguard import populate
+    path = tmp_path / "data"
+    path.write_bytes(b"x" * 3 * mmap.PAGESIZE)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as mm:
+        view = memoryview(mm)
+        try:
+            assert populate(view, 0, mmap.MADV_WILLNEED) is False      # nothing to do
+            assert populate(view, -5, mmap.MADV_WILLNEED) is False
+            # an advice the kernel refuses: MADV_WILLNEED instead, which it takes
+            assert populate(view, len(mm), 0x7fff) is True
+            with pytest.raises(TypeError):
+                populate(None, 1, mmap.MADV_WILLNEED)
+        finally:
+            view.release()

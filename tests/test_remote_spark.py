@@ -32,6 +32,9 @@ def cluster():
     from pyspark.sql import SparkSession
 
     import kbatch.spark
+
+    from .conftest import stop_shared_spark
+    stop_shared_spark()         # getOrCreate would hand back a running local[2] session
     os.environ["SPARK_HOME"] = os.path.dirname(pyspark.__file__)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     path = os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(

@@ -75,7 +75,7 @@ def test_cluster_without_kbatch_says_how_to_fix_it():
         check_workers(_Session(sc))
     text = str(info.value)
     assert "No module named 'kbatch'" in text
-    assert "pip install kbatch" in text and "addPyFile" in text
+    assert "pip install kbatch-kafka" in text and "register(spark, ship=True)" in text
     assert "spark.executorEnv.PYTHONPATH" in text
     assert "\n" not in text
     assert sc.jobs == 1

@@ -64,6 +64,7 @@ import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import plan as planner
+from kbatch.lib.batchrows import BatchPart, batch_table, check_level, count_batches, kept_part
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
 from kbatch.lib.index import TxnIndex
 from kbatch.lib.latest import apply_view, check_columns, check_view
@@ -172,6 +173,17 @@ def _no_view_in_chunks(options: dict) -> None:
     if check_view(view) != "all":
         raise ArgumentError(f"view={view!r} needs every record of the partition at once: "
                             "use read(), not iter()")
+
+
+def _no_view_in_batches(view: str) -> None:
+    if view != "all":
+        raise ArgumentError(f'view={view!r} is a table of records: level="batches" has none')
+
+
+def _batch_level_mode(mode) -> None:
+    if mode != "offsets":
+        raise ArgumentError('level="batches" takes timestamp_mode="offsets" (a batch is '
+                            "kept whole or cut by offsets, not by each record's timestamp)")
 
 
 def _check_timestamp_mode(mode) -> None:
@@ -414,8 +426,19 @@ class PartitionLog:
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None,
               window=None, ranged=True, plans=None):
+        for _, _, _, chunk in self._plan_iter(lo, hi, opts, chunk_records, chunk_bytes,
+                                              state, drops, window, ranged, plans):
+            yield chunk
+
+    def _plan_iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None,
+                   window=None, ranged=True, plans=None, control_only=False):
+        """``(plan, low, high, chunk)``: ``iter``'s chunks with the plan each
+        came from and the offsets ``[low, high)`` it was trimmed to.
+        ``control_only``: data records are not decoded (batch rows, control
+        records; CRCs checked as in a full read)."""
         if plans is None:
             plans = self.plan(lo, hi) if lo < hi else []
+        extra = {"control_only": True} if control_only else {}
         active = self.segments[-1] if self.segments else None
         for k, plan in enumerate(plans):
             last_plan = k == len(plans) - 1
@@ -432,7 +455,7 @@ class PartitionLog:
             trim = ranged or plan.limit is not None
             stopped, seen = False, None
             for chunk in _plan_chunks(plan, lo, hi, opts, chunk_records=chunk_records,
-                                      chunk_bytes=chunk_bytes, drop_positions=drop):
+                                      chunk_bytes=chunk_bytes, drop_positions=drop, **extra):
                 if len(chunk.batches):
                     seen = int(chunk.batches.last_offset.max())
                 if chunk.end is not None:
@@ -447,13 +470,13 @@ class PartitionLog:
                 # chunk (which carries ``end``) even when empty
                 if (_has_content(chunk) or chunk.skipped
                         or ((last_plan or stopped) and chunk.end is not None)):
-                    yield chunk
+                    yield plan, low, high, chunk
                 del chunk
             if stopped:
                 return   # on_corrupt="stop": nothing after the first damage
         if not plans:
             empty = Records.empty()
-            yield empty if state is None else state.filter(empty)
+            yield None, lo, hi, (empty if state is None else state.filter(empty))
 
     def _next_base(self, seg: Segment) -> int | None:
         """The base offset of the segment after ``seg`` (None: it is the last)."""
@@ -473,10 +496,15 @@ class PartitionLog:
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
-             **options) -> Records:
+             level: str = "records", **options):
         """Records with offsets in ``[start_offset, end_offset)`` (and the
         timestamp bounds, see ``iter``), exactly as a full read filtered to
         that range.
+
+        ``level="batches"``: instead of ``Records``, a ``pyarrow.Table`` with
+        one row per batch of that read, from the CRC-checked batch headers
+        (``kbatch.lib.batchrows``: its ``records`` column sums to the
+        record count of the same read at ``level="records"``).
 
         Options: those of ``read_segment``, and ``isolation``
         ("read_committed" resolves transactions over the whole partition).
@@ -499,9 +527,39 @@ class PartitionLog:
         if view == "latest":
             check_columns(options.get("columns"))
         opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
+        if check_level(level) == "batches":
+            _batch_level_mode(timestamp_mode)
+            _no_view_in_batches(view)
+            return batch_table(self.batch_parts(start_offset, end_offset, start_timestamp,
+                                                end_timestamp, opts, options))
         records = self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
                                  timestamp_mode, opts, options)
         return apply_view(records, view, self.name)
+
+    def batch_parts(self, start_offset, end_offset, start_timestamp, end_timestamp,
+                    opts: DecodeOptions, options: dict) -> list[BatchPart]:
+        """The rows of ``read(level="batches")`` (``kbatch.lib.batchrows``):
+        the planned byte ranges walked with ``iter``'s rules (seeks, segment
+        ends, ``on_corrupt``), data records not decoded, except those of
+        batches the range cuts and of magic 0/1 message sets, which are
+        counted exactly. ``options``: the read's (``isolation`` among them).
+        Keeps in memory one row per batch read."""
+        isolation = check_isolation(options.get("isolation", "read_uncommitted"))
+        plain = {k: v for k, v in options.items() if k != "isolation"}
+        state, _, lo, hi, _ = self._read_setup(isolation, plain, opts, start_offset,
+                                               end_offset, start_timestamp, end_timestamp,
+                                               "offsets")
+        ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp)
+        parts = []
+        for plan, low, high, chunk in self._plan_iter(lo, hi, opts, UNBOUNDED, 1 << 30,
+                                                      ranged=ranged, control_only=True):
+            rows = chunk.batches
+            if plan is None or not len(rows):
+                continue
+            keep, counts = count_batches(rows, plan.segment.source, opts, low, high, state)
+            parts.append(kept_part(self.topic, self.partition, plan.segment.source.name,
+                                   rows, keep, counts))
+        return parts
 
     def _decode_plans(self, plans: list[ReadPlan], opts: DecodeOptions, drops) -> Records:
         """The planned ranges decoded as one run, each held below its limit."""
@@ -633,6 +691,7 @@ class LogDir:
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
              threads: int | None = None, isolation: str = "read_uncommitted",
              visibility: str = "all", view: str = "all", log_start=None,
+             level: str = "records",
              **options) -> PartitionRecords:
         """Every selected partition as ``{(topic, partition): Records}``:
         whole, or the range (arguments of ``PartitionLog.read``) of each.
@@ -661,6 +720,9 @@ class LogDir:
         cut into that many runs decoded in parallel and then joined. Keeps
         in memory the result (and, while a cut partition is joined, its
         runs) and one decompressed batch per thread.
+
+        ``level="batches"``: one ``pyarrow.Table``, a row per batch of the
+        read (``PartitionLog.read``), partitions in (topic, partition) order.
         """
         from kbatch.lib.visibility import check_visibility
         check_visibility(visibility)
@@ -673,6 +735,13 @@ class LogDir:
         opts = decode_options("LogDir.read", options)
         parts = self.select(topics)
         workers = threads or os.cpu_count() or 1
+        if check_level(level) == "batches":
+            _batch_level_mode(timestamp_mode)
+            _no_view_in_batches(view)
+            return self._batch_level(parts, workers, start_offset, end_offset,
+                                     start_timestamp, end_timestamp, opts,
+                                     {**options, "isolation": isolation}, visibility,
+                                     log_start)
         if _ranged(start_offset, end_offset, start_timestamp, end_timestamp):
             def read_part(p):
                 return p.read(start_offset, end_offset, start_timestamp=start_timestamp,
@@ -704,6 +773,26 @@ class LogDir:
             if pool is not None:
                 pool.shutdown()
         return self._viewed(joined, view, workers)
+
+    def _batch_level(self, parts, workers, start_offset, end_offset, start_timestamp,
+                     end_timestamp, opts, options, visibility, log_start=None):
+        """``read(level="batches")``: each partition's rows on ``workers``
+        threads (visibility "consumer": each range cut to the checkpoints')."""
+        from kbatch.lib.visibility import visible_ranges
+        ranges = visible_ranges(self.location) if visibility == "consumer" else {}
+        for key, start in (log_start or {}).items():      # a simulated retention change
+            ranges[key] = (start, ranges.get(key, (None, None))[1])
+        parts = sorted(parts, key=lambda p: (str(p.topic), -1 if p.partition is None
+                                             else p.partition))
+
+        def one(p):
+            lo, hi = ranges.get((p.topic, p.partition), (None, None))
+            start = start_offset if lo is None else max(lo, start_offset or 0)
+            end = end_offset if hi is None else hi if end_offset is None \
+                else min(hi, end_offset)
+            return p.batch_parts(start, end, start_timestamp, end_timestamp, opts, options)
+        with ThreadPoolExecutor(max_workers=max(1, min(workers, len(parts)))) as pool:
+            return batch_table([x for found in pool.map(one, parts) for x in found])
 
     def _visible(self, result: dict, visibility: str, log_start=None) -> PartitionRecords:
         from kbatch.lib.visibility import apply_visibility
@@ -819,18 +908,32 @@ def read_table(path, topics: str | Sequence[str] | None = None, *,
     ``topic`` and ``partition`` beside each record's columns (see
     ``kbatch.lib.tables``). Storage keywords as ``open_log``; the rest are
     ``LogDir.read``'s arguments (``start_offset``, ``isolation``,
-    ``columns``, ``threads``...). Keeps in memory the records and the table."""
+    ``columns``, ``threads``...); ``level="batches"``: a row per batch
+    (``kbatch.lib.batchrows``; a segment file is read too). Keeps in memory
+    the records and the table."""
     from kbatch.lib.open import resolve
     storage, rest = Storage.split({k: v for k, v in kwargs.items()
                                    if k in STORAGE_ARGS or k == "storage"})
     options = {k: v for k, v in kwargs.items() if k not in STORAGE_ARGS and k != "storage"}
     found = resolve(path, storage, transient_ok=True)
+    batches = options.get("level", "records") == "batches"
+    if found.kind is PathKind.SEGMENT and batches:
+        # a lone segment file: a partition of that one (last) segment
+        log = PartitionLog.__new__(PartitionLog)
+        log._setup(Partition(found.topic, found.partition, found.location), found.storage,
+                   True if use_index is None else use_index, [found.segment()])
+        select_topics([log], topics, found.name)
+        options.pop("threads", None)
+        options.pop("visibility", None)
+        return log.read(**options)
     if found.kind is PathKind.PARTITION:
         log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
                               found.storage, True if use_index is None else use_index)
         select_topics([log], topics, found.name)
         options.pop("threads", None)
         options.pop("visibility", None)
-        return PartitionRecords({(log.topic, log.partition): log.read(**options)}).to_arrow()
+        read = log.read(**options)
+        return read if batches else PartitionRecords({(log.topic, log.partition): read}).to_arrow()
     logs = open_log_dir(found, use_index=use_index)
-    return logs.read(topics, **options).to_arrow()
+    read = logs.read(topics, **options)
+    return read if batches else read.to_arrow()

@@ -70,7 +70,7 @@ def _fsspec():
         import fsspec
     except ImportError:
         raise KbatchError("reading URLs needs fsspec, which is not installed: "
-                          "pip install 'kbatch[remote]'") from None
+                          "pip install 'kbatch-kafka[remote]'") from None
     return fsspec
 
 
@@ -85,7 +85,7 @@ def filesystem_of(url: str, storage_options: dict):
         scheme = url.split("://", 1)[0]
         raise KbatchError(f"{url}: cannot open this URL: {type(exc).__name__} (the "
                           f"filesystem for {scheme}:// may need a package: pip install "
-                          "'kbatch[remote]' has s3fs; or a storage option it does not "
+                          "'kbatch-kafka[remote]' has s3fs; or a storage option it does not "
                           "take)") from None
     return fs, stripped
 

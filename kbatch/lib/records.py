@@ -83,13 +83,13 @@ class SkippedRange(NamedTuple):
 
 def optional_module(module: str, extra: str, what: str):
     """Import an optional dependency; without it, an ImportError that says
-    which extra brings it (``pip install 'kbatch[arrow]'``)."""
+    which extra brings it (``pip install 'kbatch-kafka[arrow]'``)."""
     import importlib
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ImportError(f"{what} needs {module}, which is not installed: "
-                          f"pip install 'kbatch[{extra}]' ({exc})") from exc
+                          f"pip install 'kbatch-kafka[{extra}]' ({exc})") from exc
 
 
 class Record(NamedTuple):

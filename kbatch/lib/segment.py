@@ -21,7 +21,7 @@ from typing import Iterator
 import numpy as np
 
 from kbatch._core import _batch
-from kbatch._core._mapguard import try_guard
+from kbatch._core._mapguard import populate, try_guard
 from kbatch.lib.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import (ArgumentError, CorruptRecordError, DamagedLengthError,
                            DecompressionLimitError, FileChangedError, LimitExceededError)
@@ -158,16 +158,16 @@ _MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
 
 def _populate(mm: mmap.mmap, length: int) -> None:
     """Fault in the first ``length`` bytes (the file's data, not its hole):
-    best effort, a failure only costs page faults later."""
-    if length <= 0 or not hasattr(mm, "madvise"):
+    best effort, a failure only costs page faults later. The GIL is
+    released meanwhile (``_mapguard.populate``: threads reading other
+    segments go on; ``mmap.madvise`` would hold it)."""
+    if length <= 0:
         return
+    view = memoryview(mm)
     try:
-        mm.madvise(_MADV_POPULATE_READ, 0, length)
-    except OSError:
-        try:
-            mm.madvise(mmap.MADV_WILLNEED, 0, length)
-        except OSError:
-            pass
+        populate(view, length, _MADV_POPULATE_READ)
+    finally:
+        view.release()
 
 
 def _advise_huge(mm: mmap.mmap) -> None:

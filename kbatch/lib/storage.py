@@ -164,7 +164,7 @@ def _cryptography():
         from cryptography.hazmat.primitives import serialization
     except ImportError:
         raise KbatchError("decrypting tiered storage needs cryptography, which is not "
-                          "installed: pip install 'kbatch[remote]'") from None
+                          "installed: pip install 'kbatch-kafka[remote]'") from None
     return serialization
 
 

@@ -82,7 +82,8 @@ from pyspark.sql.types import StructType
 from kbatch.spark import payloads
 from kbatch.spark import read as spark_read
 from kbatch.spark.arrow import ARROW_TYPES, to_record_batch
-from kbatch.spark.options import output_columns, schema_ddl
+from kbatch.lib.batchrows import spark_ddl
+from kbatch.spark.options import output_columns, output_level, schema_ddl
 from kbatch.spark.plan import Options, SegmentSlice, SlicePack, by_partition, pack, plan
 from kbatch.spark.read import HEADER_COLUMNS
 from kbatch.spark.timefilter import narrow
@@ -119,8 +120,9 @@ class KbatchReader(DataSourceReader):
             # the table of a Kafka partition needs all of it in one place
             return by_partition(plan(self.options))
         max_bytes = self.options.max_partition_bytes
-        if (set(self.arrow_schema.names) <= HEADER_COLUMNS
-                and "maxPartitionBytes" not in self.options.kafka.given):
+        headers = (self.options.kafka.level == "batches"
+                   or set(self.arrow_schema.names) <= HEADER_COLUMNS)
+        if headers and "maxPartitionBytes" not in self.options.kafka.given:
             # counted from batch headers (61 bytes read a batch): fewer, larger
             # input partitions, so Python workers start fewer tasks
             max_bytes *= HEADER_COUNT_PACKING
@@ -132,6 +134,10 @@ class KbatchReader(DataSourceReader):
         if self.options.kafka.view == "latest":
             return spark_read.read_latest(partition.slices, self.options.kafka,
                                           self.arrow_schema)
+        if self.options.kafka.level == "batches":
+            return (batch for piece in partition.slices
+                    for batch in spark_read.batch_level(piece, self.options.kafka,
+                                                        self.arrow_schema))
         return (batch for piece in partition.slices
                 for batch in read_slice(piece, self.options, self.arrow_schema))
 
@@ -192,6 +198,8 @@ class KbatchDataSource(DataSource):
         return "kbatch"
 
     def schema(self):
+        if output_level(self.options) == "batches":
+            return spark_ddl()
         columns = output_columns(self.options)
         raw = payloads.raw_options(self.options)
         if not payloads.decoded(raw):
@@ -214,8 +222,9 @@ class KbatchDataSource(DataSource):
 
 WORKER_FIX = (
     "Spark's Python workers cannot import kbatch ({error}; worker Python: {python}). "
-    "Install kbatch where the executors run (pip install kbatch, or a wheel with "
-    "spark.sparkContext.addPyFile / spark.addArtifacts), or point them at a Python "
+    "Install kbatch where the executors run (pip install kbatch-kafka, or its wheel), "
+    "or send it with the job: kbatch.spark.register(spark, ship=True) (a wheel given "
+    "to addPyFile cannot load kbatch's compiled core from the zip), or point them at a Python "
     "that has it (spark.pyspark.python, PYSPARK_PYTHON, spark.executorEnv.PYTHONPATH); "
     "register(spark, check=False) skips this check")
 
@@ -290,20 +299,63 @@ def check_workers(spark) -> None:
         raise KbatchError(WORKER_FIX.format(error=error, python=sc.pythonExec))
 
 
-def register(spark, *, check: bool = True) -> None:
+def register(spark, *, check: bool = True, ship=False) -> None:
     """Make ``format("kbatch")`` available in ``spark``.
 
     ``check``: first make sure the Python workers can import kbatch
     (``check_workers``: a local session is set up to use this interpreter
     when they cannot; on a cluster a ``KbatchError`` says how to fix it).
+    ``ship``: True (or the path of a kbatch wheel) sends kbatch with the
+    session's jobs (``addFile``; ``addArtifacts`` on Spark Connect) and
+    registers a source whose workers unpack it where they cannot import
+    kbatch (``kbatch.spark.ship``); no check is needed then.
     Filter pushdown is used when ``spark.sql.python.filterPushdown.enabled``
     is true at this call (Spark refuses a reader with pushdown while it is off).
     """
+    enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower()
+    if ship:
+        from kbatch.spark.ship import add_to_session, package_file, shipped_source
+        name = add_to_session(spark, package_file(ship))
+        spark.dataSource.register(shipped_source(
+            name, enabled == "true", f"{__name__}:KbatchDataSource",
+            (f"{__name__}:KbatchReader", f"{__name__}:KbatchPushdownReader",
+             "kbatch.spark.stream:KbatchStreamReader")))
+        return
     if check:
         check_workers(spark)
-    enabled = str(spark.conf.get("spark.sql.python.filterPushdown.enabled", "false")).lower()
     source = type("KbatchDataSource", (KbatchDataSource,), {"pushdown": enabled == "true"})
     spark.dataSource.register(source)
+
+
+def _option_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        import json
+        return json.dumps(value)
+    return str(value)
+
+
+def count(spark, path, **options) -> int:
+    """The exact number of records ``spark.read.format("kbatch")`` with
+    ``options`` (Spark option names: ``startingOffsets``, ``endingTimestamp``,
+    ``isolation``, ``subscribe``, ...; values as strings, or bools, numbers
+    and dicts, turned into the strings Spark takes) returns for ``path`` (one
+    path or a list), without shipping a row per record: the sum of the
+    ``records`` column of the same read at ``level=batches``, which the
+    executors compute from the CRC-checked batch headers. ``register(spark)``
+    must have been called (a classic or a Spark Connect session)."""
+    reader = spark.read.format("kbatch").option("level", "batches")
+    for key, value in options.items():
+        if str(key).lower() == "level":
+            raise ValueError("kbatch.spark.count: level is always batches here")
+        reader = reader.option(key, _option_text(value))
+    single = isinstance(path, (str, os.PathLike))
+    df = reader.load(os.fspath(path) if single else [os.fspath(p) for p in path])
+    # an expression string, not pyspark.sql.functions: those build the Column
+    # of whichever kind of session the process started with
+    total = df.agg({"records": "sum"}).collect()[0][0]
+    return int(total or 0)
 
 
 def local_session(app: str = "kbatch", *, cores: str = "*", tests: bool = False,
@@ -343,5 +395,5 @@ def local_session(app: str = "kbatch", *, cores: str = "*", tests: bool = False,
     return spark
 
 
-__all__ = ["KbatchDataSource", "SCHEMA", "check_workers", "register", "local_session",
+__all__ = ["KbatchDataSource", "SCHEMA", "check_workers", "count", "register", "local_session",
            "to_record_batch"]

@@ -309,6 +309,10 @@ OPTIONS: tuple[Opt, ...] = (
     # what to read
     Opt("includeHeaders", "include_headers", _bool, False,
         "add the headers column (not decoded otherwise)"),
+    Opt("level", "level", _choice("records", "batches"), "records",
+        "records: a row per record; batches: a row per record batch from the CRC-checked "
+        "batch headers (baseOffset, lastOffset, records, ...; sum(records) is the record "
+        "count of the same read)", BATCH),
     Opt("columns", "columns", _columns, COLUMNS,
         "comma-separated columns of the schema to produce (kbatch): fewer columns, "
         "less decoding and less shipped to the JVM"),
@@ -402,6 +406,7 @@ class KafkaOptions:
     fail_on_data_loss: bool = True
     include_headers: bool = False
     columns: tuple = COLUMNS
+    level: str = "records"
     isolation: str = "read_uncommitted"
     view: str = "all"
     validate_crc: bool = True
@@ -696,6 +701,12 @@ def _check_combination(o: KafkaOptions, kind: str) -> None:
     if "columns" in o.given and "headers" in o.columns and not o.include_headers:
         raise OptionError("columns", ",".join(o.columns),
                           "the headers column needs includeHeaders=true")
+    if o.level == "batches":
+        for name in ("columns", "includeHeaders", "view", "valueFormat", "keyFormat",
+                     "schemaRegistry", "valueSubject", "keySubject", "payloadErrors"):
+            if name in o.given:
+                raise OptionError(name, "...", "applies to level=records; level=batches "
+                                  "has its own columns (one row per batch)")
     if o.streaming and o.on_corrupt == "stop":
         # a batch read ends at the first damage; a stream would either stall
         # there for ever or move past it in the next micro-batch
@@ -707,6 +718,19 @@ def _show(spec: OffsetSpec) -> str:
     if spec.kind == "json":
         return _spec_text(spec.offsets)
     return str(spec.each) if spec.kind == "each" else spec.kind
+
+
+def output_level(options) -> str:
+    """``level`` of these options (read for ``DataSource.schema()``; a bad
+    value raises here, the rest is checked by ``parse_options``)."""
+    for key, raw in dict(options).items():
+        opt = _BY_NAME.get(str(key).lower())
+        if opt is not None and opt.attr == "level":
+            try:
+                return opt.parse(str(raw))
+            except _Bad as bad:
+                raise OptionError(opt.name, str(raw), bad.accepted) from None
+    return "records"
 
 
 def output_columns(options) -> tuple[str, ...]:
@@ -762,4 +786,4 @@ def _default_text(value) -> str:
 
 
 __all__ = ["DataLossError", "KafkaOptions", "OPTIONS", "OffsetSpec", "OptionError",
-           "output_columns", "parse_options", "parity_table", "schema_ddl"]
+           "output_columns", "output_level", "parse_options", "parity_table", "schema_ddl"]

@@ -26,16 +26,19 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from kbatch.lib.batchrows import BATCH_COLUMNS, count_batches, kept_part, part_arrays
 from kbatch.lib.decoder import header_rows
 from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
-from kbatch.lib.segment import DecodeOptions, decode_chunks
+from kbatch.lib.segment import DecodeOptions
 from kbatch.spark import payloads
+from kbatch.wire import UNBOUNDED
 from kbatch.spark.arrow import numeric_array, to_record_batch, topic_array
 from kbatch.spark.options import KafkaOptions
 
 log = logging.getLogger("kbatch.spark")
 HEADER_COLUMNS = frozenset({"topic", "partition"})
+BATCH_NAMES = tuple(name for name, _, _ in BATCH_COLUMNS)
 
 
 # the record columns each Spark column needs (topic/partition need none)
@@ -90,6 +93,39 @@ def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
     return _constant_batches(counted, piece, schema, o.chunk_records)
 
 
+def _checked_chunks(source, piece, opts: DecodeOptions, **kw):
+    """The slice's chunks, its segment's end checked (a segment that is not
+    its partition's last must end at a batch boundary), damage logged."""
+    path = source.name
+    for chunk in source.chunks(opts, start=piece.start, stop=piece.stop, **kw):
+        if chunk.end is not None:
+            chunk, _ = check_segment_end(chunk, path, getattr(piece, "inner", False),
+                                         getattr(piece, "next_base", None), opts, None)
+            if chunk.end.reason == "corrupt":
+                log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
+                            "ends there): %s", path, chunk.end.valid_bytes, chunk.end.error)
+        for gap in chunk.skipped:
+            log.warning("kbatch: skipped bytes %d-%d of %s (%s)", gap.start, gap.stop,
+                        path, gap.error or gap.reason)
+        yield chunk
+
+
+def batch_level(piece, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``level=batches``: a row per batch of the slice (``kbatch.lib.batchrows``),
+    from its batch headers, CRCs checked (data records are not decoded, but
+    those of a batch cut by the slice's offsets, or magic 0/1 messages)."""
+    opts = decode_options(o)
+    source = piece.segment.source
+    for chunk in _checked_chunks(source, piece, opts, control_only=True,
+                                 chunk_records=UNBOUNDED, chunk_bytes=1 << 30):
+        rows = chunk.batches
+        keep, counts = count_batches(rows, source, opts, piece.lo, piece.hi, piece.txn_state)
+        part = kept_part(piece.topic, piece.partition, source.name, rows, keep, counts)
+        if len(part.counts):
+            arrays = dict(zip(BATCH_NAMES, part_arrays(pa, part, "us")))
+            yield pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+
+
 def _decoded(source, piece, o: KafkaOptions, schema: pa.Schema, keep=None):
     # a projection: key, value and headers the query does not produce are not stored
     for chunk in decoded_records(source, piece, o, decode_options(o, schema), keep):
@@ -119,20 +155,8 @@ def decoded_records(source, piece, o: KafkaOptions, opts: DecodeOptions,
                     keep=None) -> Iterator[Records]:
     """The slice's records, chunk by chunk: its offsets, read_committed
     applied, damage warned about as ``onCorrupt`` says (chunks with records only)."""
-    path = source.name
-    for chunk in source.chunks(opts, start=piece.start, stop=piece.stop,
-                               chunk_records=o.chunk_records, chunk_bytes=64 << 20,
-                               drop_positions=piece.drop_positions):
-        if chunk.end is not None:
-            # a segment that is not its partition's last must end at a batch boundary
-            chunk, _ = check_segment_end(chunk, path, getattr(piece, "inner", False),
-                                         getattr(piece, "next_base", None), opts, None)
-            if chunk.end.reason == "corrupt":
-                log.warning("kbatch: stopped reading %s at byte %d (the last good batch "
-                            "ends there): %s", path, chunk.end.valid_bytes, chunk.end.error)
-        for gap in chunk.skipped:
-            log.warning("kbatch: skipped bytes %d-%d of %s (%s)", gap.start, gap.stop,
-                        path, gap.error or gap.reason)
+    for chunk in _checked_chunks(source, piece, opts, chunk_records=o.chunk_records,
+                                 chunk_bytes=64 << 20, drop_positions=piece.drop_positions):
         chunk = chunk.select_offsets(piece.lo, piece.hi)
         if piece.txn_state is not None:
             chunk = piece.txn_state.filter(chunk)
@@ -170,23 +194,11 @@ def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
         return None
     if len(rows) and (rows["magic"] < 2).any():
         return None
-    keep = ~rows["is_control"].astype(bool)
-    if piece.txn_state is not None:
-        # read_committed: aborted and open transactions, everything at or after the LSO
-        keep &= ~piece.txn_state.dropped(BatchTable.from_rows(rows))
-    base, last = rows["base_offset"], rows["last_offset"]
-    keep &= (last >= piece.lo) & (base < piece.hi)
-    inside = keep & (base >= piece.lo) & (last < piece.hi)
-    total = int(rows["records_count"][inside].sum())
-    for i in np.flatnonzero(keep & ~inside).tolist():      # straddling batches
-        pos, size = int(rows["position"][i]), int(rows["size"][i])
-        records = Records.concat(list(decode_chunks(view, path, opts, start=pos,
-                                                    stop=pos + size)))
-        records = records.select_offsets(piece.lo, piece.hi)
-        if piece.txn_state is not None:
-            records = piece.txn_state.filter(records)
-        total += len(records)
-    return total
+    # per batch, the records the read keeps (read_committed and the offset
+    # bounds applied; batches the bounds cut are decoded): level=batches' rule
+    keep, counts = count_batches(BatchTable.from_rows(rows), piece.segment.source, opts,
+                                 piece.lo, piece.hi, piece.txn_state)
+    return int(counts[keep].sum())
 
 
 def _constant_batches(n: int, piece, schema: pa.Schema, chunk: int):
@@ -203,8 +215,8 @@ def _constant_batches(n: int, piece, schema: pa.Schema, chunk: int):
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-__all__ = ["decode_options", "decoded_records", "header_count_batches", "read_latest",
-           "read_slice"]
+__all__ = ["batch_level", "decode_options", "decoded_records", "header_count_batches",
+           "read_latest", "read_slice"]
 
 
 def group_by_size(sizes: list[int], max_bytes: int, min_partitions: int) -> list[list[int]]:

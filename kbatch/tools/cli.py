@@ -253,6 +253,10 @@ def cmd_stats(args) -> int:
     from kbatch.tools.stats import log_bounds, partition_files, segment_stats, summarize
 
     found = _resolve(args.path, storage=_storage(args))
+    if args.level == "batches":
+        return _stats_batches(args, found)
+    if args.isolation != "read_uncommitted":
+        raise UsageError("--isolation applies to --level batches")
     parts = partition_files(found)
     status = EXIT_OK
     done: dict = {}          # (topic, partition) -> [SegmentStats]
@@ -319,6 +323,34 @@ def cmd_stats(args) -> int:
           f"{total['control_records']} control, {total['bytes']} bytes in "
           f"{total['segments']} segments of {len(done)} partitions")
     return status
+
+
+def _stats_batches(args, found) -> int:
+    """``stats --level batches``: a line (or JSON object) per batch of the
+    read (``kbatch.lib.batchrows``), then the total."""
+    from kbatch.lib.log import read_table
+    table = read_table(found, level="batches", isolation=args.isolation,
+                       validate_crc=not args.no_crc, on_corrupt=args.on_corrupt)
+    columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    for name in ("firstTimestamp", "maxTimestamp"):    # milliseconds, as dump's JSON
+        ts = table.column(name).cast("int64").to_pylist()
+        columns[name] = ts
+    rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
+    total = sum(r["records"] for r in rows)
+    if args.format == "json":
+        for r in rows:
+            print(json.dumps(r))
+        return EXIT_OK
+    for r in rows:
+        flags = "".join([" transactional" if r["isTransactional"] else "",
+                         " control" if r["isControl"] else ""])
+        print(f"{r['topic']}-{r['partition']} {r['segment'].rsplit('/', 1)[-1]}@{r['position']}: "
+              f"offsets {r['baseOffset']}..{r['lastOffset']}, {r['records']} records, "
+              f"{r['sizeInBytes']} bytes, {r['compression']}, producer {r['producerId']} "
+              f"epoch {r['producerEpoch']} sequence {r['baseSequence']}, "
+              f"{_when(r['firstTimestamp'])} .. {_when(r['maxTimestamp'])}{flags}")
+    print(f"total: {total} records in {len(rows)} batches")
+    return EXIT_OK
 
 
 # --- verify -------------------------------------------------------------
@@ -437,7 +469,9 @@ class Parser(argparse.ArgumentParser):
 def _version() -> str:
     try:
         from importlib.metadata import version
-        return version("kbatch")
+
+        from kbatch._version import DISTRIBUTION
+        return version(DISTRIBUTION)
     except Exception:               # not installed (a source checkout on PYTHONPATH)
         from kbatch._version import __version__
         return __version__
@@ -483,6 +517,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-corrupt", choices=["raise", "stop", "skip"], default="raise",
                    help="damaged data: report the segment as failed (raise), count up to it "
                         "(stop), or count past it, listing the skipped bytes (skip)")
+    p.add_argument("--level", choices=["segments", "batches"], default="segments",
+                   help="segments: per partition and segment (default); batches: a row per "
+                        "batch from the CRC-checked headers, records = what a read returns")
+    p.add_argument("--isolation", choices=["read_uncommitted", "read_committed"],
+                   default="read_uncommitted",
+                   help="--level batches: read_committed leaves out aborted and open "
+                        "transactions' batches")
     _url_flags(p)
     p.set_defaults(func=cmd_stats)
     internal_cli.extend_stats(p, cmd_stats, _storage)

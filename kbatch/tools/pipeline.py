@@ -155,7 +155,7 @@ def require_spark() -> None:
             __import__(module)
         except ImportError as exc:
             raise KbatchError(f"the main job needs {module} ({exc}): "
-                              f"pip install 'kbatch[spark]' (and Java 17 for Spark)") from None
+                              f"pip install 'kbatch-kafka[spark]' (and Java 17 for Spark)") from None
 
 
 def preflight(log_dir: str | None, out_dir: str) -> None:

@@ -37,7 +37,7 @@ def start_s3():
         from moto.server import ThreadedMotoServer
     except ImportError:
         raise KbatchError("--source s3 needs moto's server mode: pip install 'moto[server]' "
-                          "(and 'kbatch[remote]')") from None
+                          "(and 'kbatch-kafka[remote]')") from None
     import logging
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")

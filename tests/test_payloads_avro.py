@@ -492,3 +492,57 @@ def test_hostile_counts_do_not_allocate():
     reg = kbatch.registry(export(("r-value", 1, 1, schema)))
     with pytest.raises(PayloadError, match="truncated"):
         reg.decode([frame(1, b"\xfe\xff\xff\xff\x0f")])
+
+
+@pytest.mark.parametrize("writer, reader", [
+    ({"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
+     {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 3}),
+    ({"type": "long", "logicalType": "timestamp-millis"},
+     {"type": "long", "logicalType": "timestamp-micros"}),
+    ({"type": "long", "logicalType": "timestamp-micros"},
+     {"type": "long", "logicalType": "timestamp-millis"}),
+    ({"type": "int", "logicalType": "date"}, {"type": "int", "logicalType": "time-millis"}),
+    ({"type": "int", "logicalType": "time-millis"}, {"type": "long", "logicalType": "time-micros"}),
+])
+def test_logical_types_that_disagree_are_refused_not_misread(writer, reader):
+    """Two versions whose logical types give the same bytes another meaning
+    (another decimal scale, millis against micros): the row fails naming
+    both, never a value off by a factor of 10 or 1000 (fastavro keeps the
+    writer's value; kbatch cannot put it in the reader's column unchanged)."""
+    record = lambda t: {"type": "record", "name": "R", "fields": [{"name": "v", "type": t}]}
+    value = {"v": decimal.Decimal("1.23")} if writer.get("logicalType") == "decimal" else \
+        {"v": avro_read(avro_bytes(record(writer["type"]), {"v": 1_700_000}), record(writer["type"]))["v"]}
+    payload = frame(1, avro_bytes(record(writer), value))
+    reg = kbatch.registry(export(("r-value", 1, 1, record(writer)), ("r-value", 2, 2, record(reader))))
+    with pytest.raises(PayloadError, match="cannot be read as the reader's"):
+        reg.decode([payload])
+    nulls, errors = reg.decode([payload], on_error="null", with_errors=True)
+    assert nulls.to_pylist() == [None] and "the same bytes mean another value" in errors[0].as_py()
+    # the writer's own version still reads it, equal to fastavro
+    got = reg.decode([payload], reader_schema=record(writer)).to_pylist()[0]["v"]
+    want = avro_read(payload[5:], record(writer))["v"]
+    assert got == want
+
+
+def test_an_id_given_two_schemas_fails_its_rows():
+    """Import mode can give one id two schemas (the first hard-deleted, then
+    the id registered again): which one wrote a value cannot be known, so
+    its rows fail naming the conflict, never decode with either."""
+    from kbatch.payloads.registry import Registry
+    from kbatch.payloads.store import State
+    a = {"type": "record", "name": "R", "fields": [{"name": "cents", "type": "long"}]}
+    b = {"type": "record", "name": "R", "fields": [{"name": "dollars", "type": "int"}]}
+    key = json.dumps({"keytype": "SCHEMA", "subject": "s", "version": 1, "magic": 1}).encode()
+    state = State()
+    state.apply_record(0, key, json.dumps({"subject": "s", "version": 1, "id": 1,
+                                           "schema": json.dumps(a)}).encode())
+    state.apply_record(1, key, None)
+    state.apply_record(2, key, json.dumps({"subject": "s", "version": 1, "id": 1,
+                                           "schema": json.dumps(b)}).encode())
+    reg = Registry(state, "test")
+    payload = frame(1, avro_bytes(b, {"dollars": 7}))
+    with pytest.raises(PayloadError, match="two different schemas") as exc:
+        reg.decode([payload], reader_schema=b)
+    assert exc.value.schema_id == 1
+    values, errors = reg.decode([payload], reader_schema=b, on_error="null", with_errors=True)
+    assert values.to_pylist() == [None] and "two different schemas" in errors[0].as_py()

@@ -73,10 +73,18 @@ def test_the_topic_as_the_registry_writes_it(tmp_path):
     assert "clash" not in reg.subjects(deleted=True)
     text = repr(reg)
     assert "orders-value v2 id=2 AVRO (deleted)" in text and "other v1 id=1 AVRO" in text
-    # a deleted version's data still decodes (by id), read with the live latest version (v1)
-    values = [frame(2, avro_bytes(S2, {"id": 5, "note": "x"})), frame(1, avro_bytes(S1, {"id": 6}))]
+    # a hard-deleted version's data still decodes (by id); live ids read with the
+    # subject's latest version (v1)
+    assert reg.decode([frame(3, avro_bytes(S3, {"amount": 2.5}))]).to_pylist() == [{"amount": 2.5}]
+    values = [frame(1, avro_bytes(S1, {"id": 5})), frame(1, avro_bytes(S1, {"id": 6}))]
     assert reg.decode(values, subject="orders-value").to_pylist() == [{"id": 5}, {"id": 6}]
-    assert reg.decode(values, reader_schema=S2).to_pylist() == [{"id": 5, "note": "x"}, {"id": 6, "note": ""}]
+    assert reg.decode(values, reader_schema=S2).to_pylist() == [{"id": 5, "note": ""}, {"id": 6, "note": ""}]
+    # id 2, given S2 and then (the clash) S3: its values fail naming the conflict, never
+    # decoded with either schema
+    values = [frame(2, avro_bytes(S2, {"id": 5, "note": "x"})), frame(1, avro_bytes(S1, {"id": 6}))]
+    got, errors = reg.decode(values, subject="orders-value", on_error="null", with_errors=True)
+    assert got.to_pylist() == [None, {"id": 6}]
+    assert "schema id 2 was given two different schemas" in errors[0].as_py()
     # the partition, and its segment, give the same registry
     part = kbatch.registry(tmp_path / "data" / "_schemas-0")
     assert repr(part).splitlines()[1:] == text.splitlines()[1:]

@@ -38,6 +38,55 @@ CONNECT = "org.apache.kafka.connect.data."
 TIME_UNITS = {"millis": "ms", "micros": "us", "nanos": "ns"}
 
 
+def meaning(t: AvroType) -> tuple | None:
+    """What a leaf's encoded number means, as the reader's Arrow type takes
+    it (``_leaf``): ``("decimal", precision, scale)``, ``("date",)``, a time
+    or timestamp logical type with its unit, or None (a plain value). Schema
+    resolution refuses a writer and a reader that both give a meaning and
+    disagree (decimals of another scale, millis read as micros): the bytes
+    would be read with the wrong one."""
+    props = t.props if isinstance(t.props, dict) else {}
+    connect, lg = props.get("connect.name"), t.logical
+    if t.kind in ("bytes", "fixed") and (lg == "decimal" or (lg is None and connect == CONNECT + "Decimal")):
+        params = _decimal_params(t)
+        return None if params is None else ("decimal", *params)
+    if t.kind == "int":
+        if lg == "date" or (lg is None and connect == CONNECT + "Date"):
+            return ("date",)
+        if lg == "time-millis" or (lg is None and connect == CONNECT + "Time"):
+            return ("time-millis",)
+    if t.kind == "long":
+        if lg == "time-micros":
+            return ("time-micros",)
+        if lg and lg.startswith(("timestamp-", "local-timestamp-")) and TIME_UNITS.get(lg.rpartition("-")[2]):
+            return (lg,)
+        if lg is None and connect == CONNECT + "Timestamp":
+            return ("timestamp-millis",)
+    return None
+
+
+def _decimal_params(t: AvroType) -> tuple[int, int] | None:
+    """``(precision, scale)`` of a decimal (Avro's or Connect's), or None where
+    they are not valid (the logical type is then ignored, as the spec says)."""
+    props = t.props or {}
+    if t.logical == "decimal":
+        precision, scale = props.get("precision"), props.get("scale", 0)
+    else:                       # Connect's Decimal: scale in connect.parameters
+        params = props.get("connect.parameters") or {}
+        try:
+            scale = int(params.get("scale", 0))
+            precision = int(params.get("connect.decimal.precision", 38))
+        except (TypeError, ValueError):
+            return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (precision, scale)):
+        return None
+    if not (0 < precision <= 76 and 0 <= scale <= precision):
+        return None
+    if t.kind == "fixed" and t.size and precision > math.floor(math.log10(2) * (8 * t.size - 1)):
+        return None
+    return precision, scale
+
+
 @dataclass(eq=False)
 class RNode:
     """A node of the reader's type, unrolled: ``kind`` (an Avro kind, or
@@ -186,22 +235,10 @@ class Layout:
     def _decimal(self, t: AvroType) -> RNode | None:
         """decimal128/256, or None where the logical type is invalid (ignored, as the spec says)."""
         pa = self.pa
-        props = t.props or {}
-        if t.logical == "decimal":
-            precision, scale = props.get("precision"), props.get("scale", 0)
-        else:                       # Connect's Decimal: scale in connect.parameters
-            params = props.get("connect.parameters") or {}
-            try:
-                scale = int(params.get("scale", 0))
-                precision = int(params.get("connect.decimal.precision", 38))
-            except (TypeError, ValueError):
-                return None
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (precision, scale)):
+        params = _decimal_params(t)
+        if params is None:
             return None
-        if not (0 < precision <= 76 and 0 <= scale <= precision):
-            return None
-        if t.kind == "fixed" and t.size and precision > math.floor(math.log10(2) * (8 * t.size - 1)):
-            return None
+        precision, scale = params
         width = 16 if precision <= 38 else 32
         arrow = pa.decimal128(precision, scale) if width == 16 else pa.decimal256(precision, scale)
         return RNode(t.kind, t, self._col(ColKind.K_FIXED, width), arrow, logical="decimal",

@@ -26,7 +26,7 @@ import numpy as np
 from kbatch._core._avro import OpCode as Op, Status
 from kbatch.errors import SchemaError
 from kbatch.payloads.avro_default import encode_default
-from kbatch.payloads.avro_layout import RNode
+from kbatch.payloads.avro_layout import RNode, meaning
 from kbatch.payloads.avro_schema import AvroType
 
 PROMOTIONS = {"int": ("long", "float", "double"), "long": ("float", "double"),
@@ -190,6 +190,10 @@ class ProgramBuilder:
         if not matches(w, rt, False):
             raise SchemaError(f"the writer's {w!r} cannot be read as the reader's {rt!r}")
         k = w.kind
+        wm, rm = meaning(w), meaning(rt)
+        if wm is not None and rm is not None and wm != rm:
+            raise SchemaError(f"the writer's {_said(wm)} cannot be read as the reader's "
+                              f"{_said(rm)} (the same bytes mean another value)")
         if k == "record":
             return self._record(w, r)
         if k == "array":
@@ -248,6 +252,10 @@ class ProgramBuilder:
             kid = self.resolve(rf.type, r.children[i])
             kids.append(self.op(Op.OP_DEFAULT, kids=[kid], arg=self.const(raw), arg2=len(raw)))
         return self.op(Op.OP_RECORD, r.col, kids)
+
+
+def _said(m: tuple) -> str:
+    return f"decimal({m[1]}, {m[2]})" if m[0] == "decimal" else m[0]
 
 
 def _plain(r: RNode) -> AvroType:

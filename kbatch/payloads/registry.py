@@ -63,6 +63,22 @@ class Registry:
     def ids(self) -> list[int]:
         return sorted(self.state.schemas)
 
+    @property
+    def ambiguous_ids(self) -> set[int]:
+        """Ids the records gave two different schemas (``State.conflicts``):
+        a value carrying one fails, naming the conflict, whatever
+        ``schema(id)`` shows (the first of them)."""
+        return {sid for _, sid, _, _ in self.state.conflicts}
+
+    def _ambiguity(self, sid) -> str | None:
+        found = [c for c in self.state.conflicts if c[1] == sid]
+        if not found:
+            return None
+        offset, _, subject, version = found[0]
+        at = "" if offset is None else f" at offset {offset}"
+        return (f"schema id {sid} was given two different schemas (the second: {subject!r} "
+                f"version {version}{at}): which one wrote this value cannot be known")
+
     def table(self):
         """One row per subject version: subject, version, id, type, deleted."""
         import pyarrow as pa
@@ -182,6 +198,10 @@ class Registry:
         unknown = live & ~np.isin(frames.ids, np.array(self.ids, dtype=np.int64))
         frames.status[unknown] = Status.ST_UNKNOWN_ID
         live &= ~unknown
+        # an id two different schemas claimed: which one wrote a value cannot be known
+        ambiguous = live & np.isin(frames.ids, np.array(sorted(self.ambiguous_ids), np.int64))
+        frames.status[ambiguous] = Status.ST_RESOLVE
+        live &= ~ambiguous
         present = np.unique(frames.ids[live]).tolist()
         kinds = {self.state.schemas[i].schema_type for i in present}
         if len(kinds) > 1:
@@ -375,6 +395,8 @@ class Registry:
             sid = str(uuid.UUID(bytes=bytes(frames.guids[i])))
         offset = int(offsets[i]) if offsets is not None else None
         reason = reasons.get(sid) if st in (Status.ST_RESOLVE, Status.ST_INDEXES) else None
+        if st == Status.ST_RESOLVE and isinstance(sid, int):
+            reason = self._ambiguity(sid) or reason
         reason = reason or framing.REASONS.get(st, f"status {st}")
         cls = UnknownSchemaError if st == Status.ST_UNKNOWN_ID else PayloadError
         position = int(errpos[i]) if st < Status.ST_MAGIC else None

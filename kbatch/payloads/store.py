@@ -22,7 +22,7 @@ compacted topic keeps only those). Deletes hide versions from lookups by
 subject; a schema id stays resolvable once any record gave it, since data
 written with it may remain. A second schema claiming a known id with
 another text is refused, as the registry refuses it, and listed in
-``conflicts``.
+``conflicts`` (a value carrying that id then fails: ``Registry.decode``).
 """
 
 from __future__ import annotations

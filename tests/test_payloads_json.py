@@ -147,3 +147,29 @@ def test_json_without_a_schema_is_inferred():
         kbatch.JsonValues().decode([b'{"a": 1}', b'{"a": "one"}'])
     typed = kbatch.JsonValues(V1).decode(texts)
     assert typed.type == pa.struct([("id", pa.int64()), ("name", pa.string())])
+
+
+def test_nullable_alternatives_and_unions():
+    """Confluent's JSON Schema generator writes a nullable field as
+    ``oneOf [null, T]``: read as a nullable T (json.loads's values). A
+    union of several real types has no one Arrow type: refused naming it,
+    never a string column that fails every other value."""
+    from kbatch.errors import SchemaError
+    for alts in ({"oneOf": [{"type": "null"}, {"type": "integer"}]},
+                 {"anyOf": [{"type": "integer"}, {"type": "null"}]}):
+        schema = {"type": "object", "properties": {"a": alts}}
+        reg = kbatch.registry([{"subject": "u-value", "version": 1, "id": 1,
+                                "schemaType": "JSON", "schema": json.dumps(schema)}])
+        objs = [{"a": 9}, {"a": None}, {}]
+        got = reg.decode([frame(1, o) for o in objs])
+        assert got.type == pa.struct([pa.field("a", pa.int64())])
+        assert got.to_pylist() == [{"a": json.loads(json.dumps(o)).get("a")} for o in objs]
+        with pytest.raises(PayloadError):
+            reg.decode([frame(1, {"a": "not an integer"})])
+    for prop in ({"type": ["integer", "string"]},
+                 {"anyOf": [{"type": "integer"}, {"type": "string"}]}):
+        schema = {"type": "object", "properties": {"a": prop}}
+        reg = kbatch.registry([{"subject": "u-value", "version": 1, "id": 1,
+                                "schemaType": "JSON", "schema": json.dumps(schema)}])
+        with pytest.raises(SchemaError, match="no one Arrow type"):
+            reg.decode([frame(1, {"a": 9})])

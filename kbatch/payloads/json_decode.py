@@ -59,10 +59,23 @@ def arrow_type(schema, pa, root=None, depth: int = 0):
                 if target is not None:
                     return arrow_type(target, pa, root, depth + 1)
         raise SchemaError(f"JSON Schema $ref {ref!r}: only local #/definitions or #/$defs refs are read")
+    for word in ("anyOf", "oneOf"):
+        # [null, T] (Confluent's generator writes nullable fields so): a nullable T
+        alts = schema.get(word)
+        if isinstance(alts, list) and "type" not in schema and "properties" not in schema:
+            real = [a for a in alts if not (isinstance(a, dict) and a.get("type") == "null")]
+            if len(real) == 1 and len(alts) == 2:
+                return arrow_type(real[0], pa, root, depth + 1)
+            raise SchemaError(f"a JSON Schema {word} of {len(real)} types has no one Arrow type "
+                              "(kbatch reads one type per field): decode with a reader_schema "
+                              "that names one")
     t = schema.get("type")
     if isinstance(t, list):
         kinds = [k for k in t if k != "null"]
-        t = kinds[0] if len(kinds) == 1 else None
+        if len(kinds) > 1:
+            raise SchemaError(f"a JSON Schema type {t} has no one Arrow type (kbatch reads one "
+                              "type per field): decode with a reader_schema that names one")
+        t = kinds[0] if kinds else "null"
     if t is None and "properties" in schema:
         t = "object"
     if t == "object":

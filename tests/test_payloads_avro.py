@@ -546,3 +546,33 @@ def test_an_id_given_two_schemas_fails_its_rows():
     assert exc.value.schema_id == 1
     values, errors = reg.decode([payload], reader_schema=b, on_error="null", with_errors=True)
     assert values.to_pylist() == [None] and "two different schemas" in errors[0].as_py()
+
+
+def _zigzag(n: int) -> bytes:
+    z, out = (n << 1) ^ (n >> 63), bytearray()
+    while True:
+        if z < 0x80:
+            return bytes(out + bytes([z]))
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+
+
+def test_items_that_take_no_bytes_are_bounded_for_the_whole_decode():
+    """Nulls in arrays cost no input bytes: a few hostile bytes could ask
+    for billions of items. The bound (16 Mi) holds across nested arrays of
+    a row and across rows, so a value fails instead of using gigabytes."""
+    nested = {"type": "array", "items": {"type": "array", "items": "null"}}
+    reg = kbatch.registry(export(("n-value", 1, 1, nested)))
+    # one row: 2 inner arrays of 10 M nulls each (under the bound alone, not together)
+    inner = _zigzag(10_000_000) + _zigzag(0)
+    row = frame(1, _zigzag(2) + inner + inner + _zigzag(0))
+    with pytest.raises(PayloadError, match="16 Mi"):
+        reg.decode([row])
+    # rows of 6 M nulls each: the third one crosses the bound and fails alone
+    flat = kbatch.registry(export(("f-value", 1, 1, {"type": "array", "items": "null"})))
+    rows = [frame(1, _zigzag(6_000_000) + _zigzag(0))] * 3
+    got, errors = flat.decode(rows, on_error="null", with_errors=True)
+    assert [e is None for e in errors.to_pylist()] == [True, True, False]
+    assert len(got[0].as_py()) == 6_000_000 and got[2].as_py() is None
+    # fastavro reads the same bytes as the same items (the encoding is plain Avro)
+    assert len(avro_read(rows[0][5:], {"type": "array", "items": "null"})) == 6_000_000

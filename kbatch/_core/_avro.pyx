@@ -134,7 +134,8 @@ cpdef enum Status:
 
 
 cdef enum:
-    MAX_EMPTY_ITEMS = 1 << 24   # items per row of a type that takes no bytes (null, {})
+    MAX_EMPTY_ITEMS = 1 << 24   # items of a type that takes no bytes (null, {}) per run:
+                                # every row and every nesting level of a column together
     BASE_ROLE = 300             # memory pool roles of these columns
 
 
@@ -168,6 +169,7 @@ cdef struct Machine:
     int *op_kids
     const uint8_t *consts
     Py_ssize_t nconsts
+    int64_t empty_items   # zero-byte items decoded in this run (MAX_EMPTY_ITEMS at most)
 
 
 # --- strict Avro varints -------------------------------------------------------
@@ -433,6 +435,7 @@ cdef class AvroMachine:
         for i in range(n):       # bounds first: the loop below trusts them
             if prog[i] >= 0 and not (0 <= start[i] <= end[i] <= size and prog[i] < m.nops):
                 raise ValueError(f"row {i}: datum outside the data or no such program")
+        m.empty_items = 0
         with nogil:
             for i in range(n):
                 p = prog[i]
@@ -775,7 +778,7 @@ cdef int op_default(Machine *m, Op *o) noexcept nogil:
 
 cdef int op_blocks(Machine *m, Op *o, Col *c, Cursor *cur) noexcept nogil:
     """Array and map blocks; a map key is a string into column ``o.arg``."""
-    cdef int64_t count, size, k, items = 0
+    cdef int64_t count, size, k
     cdef Py_ssize_t block_end, n
     cdef int st
     cdef int kid = m.op_kids[o.kid0]
@@ -805,9 +808,10 @@ cdef int op_blocks(Machine *m, Op *o, Col *c, Cursor *cur) noexcept nogil:
         if least > 0:
             if count > (cur.end - cur.pos) // least:
                 return ST_SHORT
-        elif count > MAX_EMPTY_ITEMS - items:
-            return ST_LIMIT
-        items += count
+        else:                    # items that take no bytes: bounded for the whole run
+            if count > MAX_EMPTY_ITEMS - m.empty_items:
+                return ST_LIMIT
+            m.empty_items += count
         for k in range(count):
             if o.code == OP_MAP:
                 st = rd_len(cur, &n)

@@ -43,7 +43,8 @@ REASONS = {
     Status.ST_UUID: "a uuid that is not 8-4-4-4-12 hexadecimal digits",
     Status.ST_TRAILING: "bytes left over after the datum",
     Status.ST_TOO_DEEP: "a recursive value nested deeper than max_depth",
-    Status.ST_LIMIT: "more items than a row may hold, or a column past 2 GiB",
+    Status.ST_LIMIT: "more items than a decode may hold (16 Mi items that take no bytes), "
+                     "or a column past 2 GiB",
     Status.ST_NOMEM: "out of memory",
     Status.ST_BLOCK: "a block whose byte size disagrees with its items",
     Status.ST_RANGE: "a value the Arrow type cannot hold",

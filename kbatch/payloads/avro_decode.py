@@ -36,7 +36,10 @@ class AvroReader:
         if found is None:
             mark = (len(self.builder.ops), len(self.builder.op_kids))
             try:
-                found = self.builder.resolve(writer, self.layout.root)
+                try:
+                    found = self.builder.resolve(writer, self.layout.root)
+                except RecursionError:
+                    raise SchemaError("a schema nested too deeply to resolve") from None
             except SchemaError as exc:
                 del self.builder.ops[mark[0]:]
                 del self.builder.op_kids[mark[1]:]

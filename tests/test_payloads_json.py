@@ -173,3 +173,19 @@ def test_nullable_alternatives_and_unions():
                                 "schemaType": "JSON", "schema": json.dumps(schema)}])
         with pytest.raises(SchemaError, match="no one Arrow type"):
             reg.decode([frame(1, {"a": 9})])
+
+
+def test_a_date_that_is_not_one_fails_its_row():
+    """2024-02-30 in a ``format: date`` field: a PayloadError naming the row
+    (or its null row), never pyarrow's own exception for the whole column."""
+    schema = {"type": "object", "properties": {"i": {"type": "integer"},
+                                               "d": {"type": "string", "format": "date"}}}
+    reg = kbatch.registry([{"subject": "d-value", "version": 1, "id": 1,
+                            "schemaType": "JSON", "schema": json.dumps(schema)}])
+    rows = [frame(1, {"i": 1, "d": "2024-02-30"}), frame(1, {"i": 2, "d": "2024-02-29"})]
+    with pytest.raises(PayloadError) as exc:
+        reg.decode(rows)
+    assert exc.value.row == 0
+    got, errors = reg.decode(rows, on_error="null", with_errors=True)
+    assert got.to_pylist() == [None, {"i": 2, "d": datetime.date(2024, 2, 29)}]
+    assert errors[0].as_py() is not None and errors[1].as_py() is None

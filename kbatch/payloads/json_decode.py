@@ -225,7 +225,11 @@ def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):
         reasons[i] = why
     arr = table.to_struct_array()
     arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
-    return arr.cast(target) if readable != target else arr
+    try:
+        return arr.cast(target) if readable != target else arr
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None                   # a value the type refuses (a date that is not one):
+                                      # read them apart, to name it
 
 
 def _strict_failure(text: bytes):

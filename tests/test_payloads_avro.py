@@ -576,3 +576,17 @@ def test_items_that_take_no_bytes_are_bounded_for_the_whole_decode():
     assert len(got[0].as_py()) == 6_000_000 and got[2].as_py() is None
     # fastavro reads the same bytes as the same items (the encoding is plain Avro)
     assert len(avro_read(rows[0][5:], {"type": "array", "items": "null"})) == 6_000_000
+
+
+def test_a_reader_field_takes_its_first_alias_the_writer_has():
+    """A reader field whose aliases name two writer fields takes the first
+    alias in the reader's order (Java's rule), whatever the writer's order."""
+    for writer_order in (["a", "b"], ["b", "a"]):
+        writer = {"type": "record", "name": "R",
+                  "fields": [{"name": n, "type": "int"} for n in writer_order]}
+        payload = frame(1, avro_bytes(writer, {"a": 1, "b": 2}))
+        for aliases, want in ((["b", "a"], 2), (["a", "b"], 1)):
+            reader = {"type": "record", "name": "R",
+                      "fields": [{"name": "c", "type": "int", "aliases": aliases}]}
+            reg = kbatch.registry(export(("r-value", 1, 1, writer)))
+            assert reg.decode([payload], reader_schema=reader).to_pylist() == [{"c": want}]

@@ -225,16 +225,20 @@ class ProgramBuilder:
 
     def _record(self, w: AvroType, r: RNode) -> int:
         rt = r.type
-        by_name = {}
+        # each reader field takes the writer field of its name, else the first of its
+        # aliases (in the reader's order) the writer has, as Java's resolution does
+        writer_at = {wf.name: j for j, wf in enumerate(w.fields)}
+        source = {}                       # writer field -> reader field
         for i, f in enumerate(rt.fields):
-            by_name.setdefault(f.name, i)
-        for i, f in enumerate(rt.fields):
-            for a in f.aliases:
-                by_name.setdefault(a, i)
+            for name in (f.name, *f.aliases):
+                j = writer_at.get(name)
+                if j is not None and j not in source:
+                    source[j] = i
+                    break
         kids, taken = [], set()
-        for wf in w.fields:
-            i = by_name.get(wf.name)
-            if i is None or i in taken:
+        for j, wf in enumerate(w.fields):
+            i = source.get(j)
+            if i is None:
                 kids.append(self.skip(wf.type))
                 continue
             taken.add(i)

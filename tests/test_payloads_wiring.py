@@ -13,7 +13,7 @@ import pytest
 import kbatch
 from kbatch.errors import PayloadError
 from kbatch.tools.cli import main
-from tests.registry_ref import avro_bytes, frame
+from tests.registry_ref import avro_bytes, export, frame
 
 ORDER = {"type": "record", "name": "Order", "fields": [
     {"name": "id", "type": "long"}, {"name": "item", "type": "string"},
@@ -116,3 +116,20 @@ def test_plain_json_values_through_to_arrow(tmp_path):
     assert table.column("value_error").to_pylist()[:5] == [None] * 5 and table.column("value_error")[5].as_py()
     with pytest.raises(PayloadError, match="record offset 5: not JSON"):
         records.to_arrow(decode={"value": kbatch.JsonValues()})
+
+
+def test_dump_writes_valid_json_for_nan_and_infinities(tmp_path, capfd):
+    """A double holding NaN or an infinity: JSON has no literal for them;
+    ``dump --registry`` writes Protobuf's JSON strings, each line strict JSON."""
+    schema = {"type": "record", "name": "F", "fields": [{"name": "x", "type": "double"},
+                                                       {"name": "xs", "type": {"type": "array",
+                                                                               "items": "double"}}]}
+    (tmp_path / "reg.json").write_text(json.dumps(export(("f-value", 1, 1, schema))))
+    seg = tmp_path / "f-0" / "00000000000000000000.log"
+    seg.parent.mkdir()
+    values = [{"x": float("nan"), "xs": [float("inf"), -float("inf"), 1.5]}]
+    kbatch.write_segment(seg, [{"value": frame(1, avro_bytes(schema, v))} for v in values])
+    assert main(["dump", "--registry", str(tmp_path / "reg.json"), str(seg)]) == 0
+    line = capfd.readouterr().out.splitlines()[0]
+    row = json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON literal {c}"))
+    assert row["value"] == {"x": "NaN", "xs": ["Infinity", "-Infinity", 1.5]}

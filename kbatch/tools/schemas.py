@@ -12,6 +12,7 @@ import base64
 import datetime
 import decimal
 import json
+import math
 import sys
 import uuid
 from typing import TextIO
@@ -81,12 +82,25 @@ def dump_decoded(path, out: TextIO, registry_source: str, *, storage=None, max_b
         values, errors = values.to_pylist(), errors.to_pylist()
         for i, key in enumerate(chunk.key.to_pylist()):
             row = {"offset": int(chunk.offset[i]), "timestamp": int(chunk.timestamp[i]),
-                   "key": _key_text(key), "value": values[i]}
+                   "key": _key_text(key), "value": _json_floats(values[i])}
             if errors[i] is not None:
                 row["value_error"] = errors[i]
                 failed = 1
             out.write(json.dumps(row, default=_json_default) + "\n")
     return failed
+
+
+def _json_floats(v):
+    """``v`` with NaN and the infinities as the strings "NaN", "Infinity" and
+    "-Infinity" (JSON has no literal for them; Protobuf's JSON mapping
+    writes them so)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, dict):
+        return {k: _json_floats(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_json_floats(x) for x in v]
+    return v
 
 
 def _key_text(key: bytes | None):

@@ -189,3 +189,17 @@ def test_a_date_that_is_not_one_fails_its_row():
     got, errors = reg.decode(rows, on_error="null", with_errors=True)
     assert got.to_pylist() == [None, {"i": 2, "d": datetime.date(2024, 2, 29)}]
     assert errors[0].as_py() is not None and errors[1].as_py() is None
+
+
+def test_inferred_columns_never_round_large_integers():
+    """Without a schema, pyarrow infers a field holding 1.5 and
+    9007199254740993 as a double, which rounds the integer: refused, naming
+    the way out. Large integers in a field of integers stay exact."""
+    from kbatch.errors import SchemaError
+    plain = kbatch.JsonValues()
+    mixed = [json.dumps(o).encode() for o in ({"x": 9007199254740993}, {"x": 1.5})]
+    with pytest.raises(SchemaError, match="rounds it"):
+        plain.decode(mixed)
+    exact = [json.dumps(o).encode() for o in ({"id": 1234567890123456789, "p": 1.5},
+                                              {"id": 5, "p": 2})]
+    assert plain.decode(exact).to_pylist() == [json.loads(t) for t in exact]

@@ -28,6 +28,7 @@ fit the type become failed rows.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 
@@ -164,12 +165,45 @@ def _inferred(data, start, end, rows, reasons, n, pj, pa):
                               "cannot give them one type): decode them with a JSON Schema")
     if good is None:
         good = pa.array([], pa.struct([]))
+    if _big_integral_float(good, pa) and _long_integer(data, start[rows], end[rows]):
+        raise SchemaError("an inferred JSON column reads an integer of 16 digits or more as a "
+                          "double (a field holding fractions too), which rounds it: decode it "
+                          "with a JSON Schema that types that field")
     index = np.full(n, -1, np.int64)
     index[rows] = np.arange(len(rows))
     index[np.array([r is not None for r in reasons], bool)] = -1
     if len(good) == n and (index >= 0).all():
         return good, reasons
     return good.take(pa.array(index, mask=index < 0)), reasons
+
+
+def _big_integral_float(arr, pa) -> bool:
+    """Whether a double column of ``arr`` (nested ones too) holds a whole
+    number of 2**53 or more: an integer literal the inference may have
+    rounded."""
+    import pyarrow.compute as pc
+    typ = arr.type
+    if pa.types.is_floating(typ):
+        big = pc.and_(pc.greater_equal(pc.abs(arr), 2.0 ** 53), pc.equal(pc.floor(arr), arr))
+        return bool(pc.any(big).as_py())
+    if pa.types.is_struct(typ):
+        return any(_big_integral_float(arr.field(i), pa) for i in range(typ.num_fields))
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return _big_integral_float(arr.flatten(), pa)
+    return False
+
+
+_LONG_INTEGER = re.compile(rb"[:\[,\s]-?[0-9]{16,}(?![0-9.eE])")
+
+
+def _long_integer(data, starts, ends) -> bool:
+    """Whether a value holds an integer literal of 16 digits or more (more
+    than a double keeps exactly; a digit run inside a string after a colon
+    or comma counts too: the check errs on the side of refusing)."""
+    if not len(starts):
+        return False
+    lo, hi = int(starts.min()), int(ends.max())
+    return _LONG_INTEGER.search(memoryview(data[lo:hi]).cast("B")) is not None
 
 
 def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):

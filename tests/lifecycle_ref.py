@@ -269,6 +269,8 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
             del ongoing[pid]
     bases = [seg[0]["base_offset"] for seg in segments if seg]
     uncleanable = min([active_base] + list(ongoing.values()))
+    # LogCleanerManager.calculateCleanableBytes: the base of the segment holding it
+    uncleanable = max([b for b in bases if b <= uncleanable], default=uncleanable)
     clean_segs = {k for k in range(len(segments) - 1)
                   if k + 1 < len(bases) and bases[k + 1] <= uncleanable}
 

@@ -227,3 +227,46 @@ def test_corpus_partitions(tmp_path):
                 assert latest_rows(tmp_path / f"c{i}" / name) == latest_rows(src / name)
             cleaned += len(p.cleaned)
     assert cleaned >= 10
+
+
+def test_an_open_transaction_mid_segment_holds_back_its_whole_segment(tmp_path):
+    """The first uncleanable offset (here an open transaction's first offset)
+    is rounded down to the base of its segment, as
+    LogCleanerManager.calculateCleanableBytes does: a key rewritten in that
+    segment does not remove its older record from the cleaned one."""
+    src = tmp_path / "t-0"
+    with kbatch.LogWriter(src) as w:
+        for k in (b"a", b"b", b"c"):
+            w.append({"key": [k], "value": [b"v1"], "timestamp": [T0]})
+        w.roll()                                                        # segment 3
+        w.append({"key": [b"a"], "value": [b"v2"], "timestamp": [T0]})  # offset 3
+        w.append({"key": [b"x"], "value": [b"open"], "timestamp": [T0]},
+                 producer_id=7, transactional=True)                     # offset 4, no marker
+        w.roll()                                                        # segment 5 (active)
+        w.append({"key": [b"z"], "value": [b"z"], "timestamp": [T0]})
+    report = compact(src, tmp_path / "out", now=T0 + 1000)
+    assert report.partitions[0].first_uncleanable_offset == 3
+    got = read_with_kafka_python(b"".join(p.read_bytes() for p in
+                                           sorted((tmp_path / "out").glob("*.log"))))
+    assert [r["offset"] for r in got.records] == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_cleaned_group_spans_less_than_2_to_the_31_offsets(tmp_path):
+    """groupSegmentsBySize bounds a group by its FIRST segment's base (the
+    relative offsets of the cleaned segment are int32)."""
+    g = 1 << 30
+    src = tmp_path / "t-0"
+    with kbatch.LogWriter(src) as w:
+        for i, base in enumerate([0, g, 2 * g, 3 * g]):
+            if i:
+                w.roll(base)
+            w.append({"key": [b"k%d" % i], "value": [b"v"], "timestamp": [T0], "offset": [base]},
+                     keep_offsets=True)
+    report = compact(src, tmp_path / "out", now=T0 + 1)
+    groups = [c.sources for c in report.partitions[0].cleaned]
+    assert groups == [["00000000000000000000.log", "00000000001073741824.log"],
+                      ["00000000002147483648.log"]]
+    for seg in sorted((tmp_path / "out").glob("*.log")):
+        base = int(seg.stem)
+        for r in read_with_kafka_python(seg.read_bytes()).records:
+            assert 0 <= r["offset"] - base <= (1 << 31) - 1

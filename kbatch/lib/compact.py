@@ -115,14 +115,17 @@ def _active_producers(batches, now: int, expiration_ms: int) -> dict[int, tuple[
 
 
 def _groups(segments, sizes, max_bytes: int, end: int) -> list[list]:
-    """Cleaner.groupSegmentsBySize (index files counted at their entries)."""
+    """Cleaner.groupSegmentsBySize: consecutive segments up to ``max_bytes``
+    whose offsets stay within 2**31 of the group's first base (relative
+    offsets are int32). Kafka's index-size bound is not applied: kbatch's
+    rebuilt indexes are never preallocated."""
     groups, i = [], 0
     while i < len(segments):
         group, size = [segments[i]], sizes[i]
         i += 1
         while (i < len(segments) and size + sizes[i] <= max_bytes
                and (sizes[i] == 0 or _last_offset(segments, i, end)
-                    - group[-1].base_offset <= (1 << 31) - 1)):
+                    - group[0].base_offset <= (1 << 31) - 1)):
             group.append(segments[i])
             size += sizes[i]
             i += 1
@@ -194,6 +197,11 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
         uncleanable = min(uncleanable, int(batches.base_offset[open_rows].min()))
     if high_watermark is not None:
         uncleanable = min(uncleanable, high_watermark)
+    # rounded down to the base of the segment holding it, as
+    # LogCleanerManager.calculateCleanableBytes does: a key rewritten in that
+    # segment must not remove its older records from the cleaned ones
+    uncleanable = max((s.base_offset for s in log.segments if s.base_offset <= uncleanable),
+                      default=uncleanable)
     nexts = [s.base_offset for s in log.segments[1:]]
     cleanable = [s for s, nxt in zip(log.segments, nexts) if nxt <= uncleanable]
     out = PartitionCompaction(log.topic, log.partition, uncleanable)

@@ -153,3 +153,28 @@ def offsets_of(data_dir, kind: str, storage: Storage | None = None) -> dict[tupl
     if data is None:
         return {}
     return {(t, p): o for t, p, o in parse_checkpoint(kind, data, str(loc))[1]}
+
+
+def offsets_text(entries: dict) -> str:
+    """``{(topic, partition): offset}`` as Kafka writes an offset checkpoint
+    file: version 0, the entry count, one ``topic partition offset`` line each."""
+    lines = [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
+    return "\n".join(["0", str(len(lines)), *lines]) + "\n"
+
+
+def carry_data_dir_files(source: Location, dest, rewritten: str) -> None:
+    """Copy a data directory's offset checkpoint files (all but the kind
+    ``rewritten``, which the caller writes) and ``meta.properties`` from
+    ``source`` (local or remote) into the local folder ``dest``."""
+    from pathlib import Path
+    for name, kind in OFFSET_FILES.items():
+        if kind == rewritten:
+            continue
+        loc = source.child(name)
+        data = loc.tree.read_small(loc.path, MAX_CHECKPOINT_BYTES)
+        if data is not None:
+            (Path(dest) / name).write_bytes(data)
+    meta = source.child("meta.properties")
+    data = meta.tree.read_small(meta.path, 1 << 16)
+    if data is not None:
+        (Path(dest) / "meta.properties").write_bytes(data)

@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.errors import ArgumentError
-from kbatch.lib.checkpoints import OFFSET_FILES, offsets_of
+from kbatch.lib.checkpoints import carry_data_dir_files, offsets_of, offsets_text
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
@@ -498,20 +498,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
         if not single:
             cleaner = offsets_of(found.location, "cleaner_offset")
             cleaner.update({(c.topic, c.partition): c.first_uncleanable_offset for c in done})
-            lines = [f"{t} {p} {o}" for (t, p), o in sorted(cleaner.items())]
-            (dest / "cleaner-offset-checkpoint").write_text(
-                "\n".join(["0", str(len(lines)), *lines]) + "\n")
-            for name, kind in OFFSET_FILES.items():
-                if kind == "cleaner_offset":
-                    continue
-                loc = found.location.child(name)
-                data = loc.tree.read_small(loc.path, 256 << 20)
-                if data is not None:
-                    (dest / name).write_bytes(data)
-            meta = found.location.child("meta.properties")
-            data = meta.tree.read_small(meta.path, 1 << 16)
-            if data is not None:
-                (dest / "meta.properties").write_bytes(data)
+            (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))
+            carry_data_dir_files(found.location, dest, "cleaner_offset")
         return CompactionReport(str(dest), done)
     return into_new_directory(dest, write)
 

@@ -43,7 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.errors import ArgumentError
-from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES, offsets_of, parse_checkpoint
+from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of, offsets_text,
+                                    parse_checkpoint)
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
@@ -263,11 +264,6 @@ def truncate_epochs(entries: list[tuple[int, int]], start: int) -> list[tuple[in
     return ([(removed[-1][0], start)] if removed else []) + kept
 
 
-def _offsets_text(entries: dict) -> str:
-    lines = [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
-    return "\n".join(["0", str(len(lines)), *lines]) + "\n"
-
-
 def _copy(loc, dest: Path) -> None:
     """A file of the source (local or remote) into ``dest``, in pieces."""
     local = loc.local_path()
@@ -321,18 +317,8 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
         if not single:
             starts = offsets_of(found.location, "log_start_offset")
             starts.update(plan.log_start_offsets)
-            (dest / "log-start-offset-checkpoint").write_text(_offsets_text(starts))
-            for name, kind in OFFSET_FILES.items():
-                if kind == "log_start_offset":
-                    continue
-                loc = found.location.child(name)
-                data = loc.tree.read_small(loc.path, 256 << 20)
-                if data is not None:
-                    (dest / name).write_bytes(data)
-            meta = found.location.child("meta.properties")
-            data = meta.tree.read_small(meta.path, 1 << 16)
-            if data is not None:
-                (dest / "meta.properties").write_bytes(data)
+            (dest / "log-start-offset-checkpoint").write_text(offsets_text(starts))
+            carry_data_dir_files(found.location, dest, "log_start_offset")
         return dest
     return into_new_directory(dest, write)
 

@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.errors import ArgumentError
-from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES, offsets_of
+from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES, offsets_of, offsets_text
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import Partition, resolve
@@ -279,8 +279,7 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
 # --- the entry point -------------------------------------------------------------------
 
 def _offsets_file(path: Path, entries: dict) -> None:
-    lines = [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
-    path.write_text("\n".join(["0", str(len(lines)), *lines]) + "\n")
+    path.write_text(offsets_text(entries))
 
 
 def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,

@@ -205,7 +205,8 @@ def _run(pieces, opts, chunk_bytes, drops, expect) -> Records:
                 after = pieces[index + 1]
                 after.source.prefetch(after.start, after.stop)
             path = paths[index]
-            with piece.source.window(piece.start, piece.stop, populate=True) as view:
+            with piece.source.window(piece.start, piece.stop, populate=True,
+                                     copy=not views) as view:
                 if views:
                     hold = SourceHold(view, path)
                     if not hold.guarded:

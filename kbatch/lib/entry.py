@@ -58,7 +58,7 @@ def read_segment(source, **kwargs) -> Records:
     isolation = rest.pop("isolation", "read_uncommitted")
     opts = decode.read_options("read_segment", isolation=isolation, **rest)
     seg = _segment(source, storage, start, stop)
-    with seg.source.window(start, stop, populate=True) as view:
+    with seg.source.window(start, stop, populate=True, copy=not opts.zero_copy) as view:
         return decode.read_view(view, seg.name, opts, isolation, start, stop)
 
 

@@ -716,8 +716,9 @@ class LogDir:
 
         Each partition's segments are decoded one after another into one
         set of columns (``kbatch.lib.chain``): nothing is joined, except a
-        partition holding 1.5 or more threads' shares of the bytes, which is
-        cut into that many runs decoded in parallel and then joined. Keeps
+        partition holding 1.5 or more shares of the bytes (a share: 1/threads
+        of the read, never less than 1/8: ``_jobs``), which is cut into that many
+        runs decoded in parallel and then joined. Keeps
         in memory the result (and, while a cut partition is joined, its
         runs) and one decompressed batch per thread.
 
@@ -862,16 +863,28 @@ def select_topics(partitions: list, topics, where: str) -> list:
     return [p for p in partitions if p.topic in set(wanted)]
 
 
+ENOUGH_RUNS = 8     # runs decoded at once that already take the memory bandwidth
+
+
 def _jobs(parts: list, workers: int) -> list[tuple]:
     """``(partition, run of segments, bytes)`` to decode: each partition as
-    one run, cut into runs of about 1/``workers`` of the bytes when it holds
-    1.5 such shares or more (its runs are joined afterwards: a join only
-    where the threads need the pieces)."""
+    one run, cut into runs of about one share of the bytes when it holds 1.5
+    shares or more, a share being 1/``min(workers, ENOUGH_RUNS)`` of the
+    whole read (its runs are joined afterwards: a join only where the
+    threads need the pieces).
+
+    A cut costs a join, which copies the whole partition again on threads
+    that compete for the same memory bandwidth, so runs are not cut finer
+    than ``ENOUGH_RUNS`` in all: on a 16-core VM (``bench/scaling_probe.py``,
+    2026-11-27) the decoder from memory stopped scaling at 8 threads (5.1x
+    one thread at 8, 5.0x at 16), and 8 plain partitions of 94 MB read in
+    71 ms on 8 threads (one run each) but in 188 ms on 16, each cut in two
+    runs (shares of 1/16) and joined."""
     sizes = {s.name: source_size(s.source) for p in parts for s in p.segments}
 
     def size(run):
         return sum(sizes[s.name] for s in run)
-    share = sum(sizes.values()) / max(workers, 1)
+    share = sum(sizes.values()) / max(min(workers, ENOUGH_RUNS), 1)
     jobs = []
     for p in parts:
         whole = size(p.segments)

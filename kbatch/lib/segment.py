@@ -22,6 +22,7 @@ import numpy as np
 
 from kbatch._core import _batch
 from kbatch._core._mapguard import populate, try_guard
+from kbatch.lib import copyread
 from kbatch.lib.compression import DEFAULT_MAX_DECOMPRESSED_BYTES, CodecError, decompress
 from kbatch.errors import (ArgumentError, CorruptRecordError, DamagedLengthError,
                            DecompressionLimitError, FileChangedError, LimitExceededError)
@@ -273,19 +274,53 @@ def decode_options(where: str, options: dict) -> DecodeOptions:
 
 
 @contextmanager
-def open_source(source, *, populate: bool = False):
+def _copied_file(path: str):
+    """The file at ``path`` copied into pooled memory (``kbatch.lib.copyread``),
+    or None when it should be mapped (few reads in flight, a trailing hole,
+    the copy budget spent)."""
+    if copyread.readers() < copyread.COPY_FROM_READERS:
+        yield None
+        return
+    fd = open_regular(path)
+    if fd is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0 or data_end(fd, size) < size:
+            yield None
+            return
+        with copyread.copied(fd, size, path) as view:
+            yield view
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def open_source(source, *, populate: bool = False, copy: bool = False):
     """``(buffer, path)`` for a path (memory-mapped, read-only) or a bytes-like.
 
     A path is never read into a bytes object: its pages are mapped and
     decoded in place. ``populate`` faults in every page that holds data up
     front (faster for a whole-file read; a streaming read leaves it off); a
-    preallocated or sparse tail is never touched. A path that is not a
+    preallocated or sparse tail is never touched. ``copy``: the read copies
+    what it decodes (not zero_copy) and reads the whole file; it is then
+    counted among the reads in flight, and while many are, the file is
+    copied into pooled memory instead of mapped (``kbatch.lib.copyread``:
+    mapping does not scale across many threads). A path that is not a
     regular file raises ``NotRegularFileError`` (a ``KbatchError``); a file
     that shrinks while it is opened or read raises ``CorruptRecordError``.
     The mapping is closed on exit unless a zero_copy result still points
     into it (``views.SourceHold``): then it is unmapped when the last such
     result goes.
     """
+    if isinstance(source, (str, os.PathLike)) and copy:
+        with copyread.reading(), _copied_file(os.fspath(source)) as view:
+            if view is not None:
+                yield view, os.fspath(source)
+            else:
+                with open_source(source, populate=populate) as opened:
+                    yield opened
+        return
     if isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         mm = _map_file(path, populate)
@@ -603,7 +638,7 @@ def read_segment(source, *, validate_crc: bool = True, strict: bool = False,
                         include_control=include_control, on_corrupt=on_corrupt,
                         max_decompressed_bytes=max_decompressed_bytes, isolation=isolation,
                         **limits)
-    with open_source(source, populate=True) as (view, path):
+    with open_source(source, populate=True, copy=not opts.zero_copy) as (view, path):
         return read_view(view, path, opts, isolation, start, stop)
 
 

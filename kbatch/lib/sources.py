@@ -78,9 +78,13 @@ class MappedFile:
         return st.st_size, st.st_mtime_ns
 
     @contextmanager
-    def window(self, start: int = 0, stop: int | None = None, *, populate: bool = False):
-        """The whole mapping (``start``/``stop`` only say what is read)."""
-        with open_source(self.path, populate=populate) as (view, _):
+    def window(self, start: int = 0, stop: int | None = None, *, populate: bool = False,
+               copy: bool = False):
+        """The whole mapping (``start``/``stop`` only say what is read);
+        ``copy``: a copy-mode read of the whole file, which may be copied
+        instead (``open_source``)."""
+        with open_source(self.path, populate=populate,
+                         copy=copy and start == 0 and stop is None) as (view, _):
             yield view
 
     def prefetch(self, start: int, stop: int | None) -> None:
@@ -271,7 +275,8 @@ class RemoteBytes:
             self._ahead = {}
 
     @contextmanager
-    def window(self, start: int = 0, stop: int | None = None, *, populate: bool = False):
+    def window(self, start: int = 0, stop: int | None = None, *, populate: bool = False,
+               copy: bool = False):
         """``[start, stop)`` fetched (see the module docstring): a view whose
         positions are the object's. Keeps in memory the bytes fetched, as
         long as the view or a zero-copy result over it lives."""

@@ -28,10 +28,12 @@ larger than the rows given. The GIL is released for the whole pass.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 import numpy as np
 cimport numpy as cnp
+
+from kbatch._core._columns import pooled_empty
 
 cnp.import_array()
 
@@ -105,6 +107,11 @@ cdef enum:
     INITIAL_BITS = 10
     INITIAL_SLOTS = 1 << INITIAL_BITS
     CACHED_SLOTS = 1 << 16      # 512 KiB of slots: about what L2 holds
+    RADIX_FROM = 1 << 15        # distinct keys from which the partitioned pass runs
+    INLINE = 16                 # key bytes an entry of the partitioned pass holds
+    PART_ROWS = 2048            # rows per partition aimed at (its table stays in L1/L2)
+    MAX_PART_BITS = 9           # 512 partitions at most (write streams of the scatter)
+    ENTRIES_ROLE = 97           # the memory pool's role of the partitioned pass's entries
 
 
 cdef struct Keys:
@@ -125,6 +132,13 @@ cdef struct Table:
     uint64_t mask
     int shift                    # 64 - log2(mask + 1)
     int64_t used
+
+
+cdef struct Entry:               # a row of the partitioned pass (32 bytes)
+    uint64_t hash
+    uint32_t row
+    uint32_t length
+    uint8_t head[INLINE]         # the key's first bytes, zero padded
 
 
 cdef inline uint64_t _home(const Table *t, uint64_t tag) noexcept nogil:
@@ -199,8 +213,10 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
                      Table *t, int64_t *nulls) noexcept nogil:
     """Fill ``t`` with each key's latest row (``ordered``: offsets increase
     with the rows, so a later row always wins). Returns 0, the row of a key
-    outside its buffer + 1 as a negative number, or ``-(n + 2)`` when
-    memory runs out."""
+    outside its buffer + 1 as a negative number, ``-(n + 2)`` when
+    memory runs out, or ``-(n + 3)`` once more than ``RADIX_FROM`` keys
+    were seen: the table no longer fits the cache, and ``_partitioned``
+    does the whole pass instead."""
     cdef uint64_t hashes[BLOCK]
     cdef const uint8_t *ptrs[BLOCK]
     cdef int64_t lens[BLOCK]
@@ -242,6 +258,8 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
                 if e == 0:
                     t.slots[idx] = (tag << 32) | <uint64_t>(i + 1)
                     t.used += 1
+                    if t.used > RADIX_FROM:
+                        return -(n + 3)      # many keys: the partitioned pass is faster
                     if t.used * 2 > <int64_t>(t.mask + 1):
                         if _grow(t) != 0:
                             return -(n + 2)
@@ -255,6 +273,135 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
                         break
                 idx = (idx + 1) & t.mask
         base += m
+    return 0
+
+
+cdef inline int _part(uint64_t h, int bits) noexcept nogil:
+    return <int>(h >> (64 - bits)) if bits else 0
+
+
+cdef bint _same_key(const Keys *k, const Entry *a, const Entry *b) noexcept nogil:
+    """Entries of equal hash: the same key bytes (the head, then the rest)."""
+    cdef const uint8_t *pa = NULL
+    cdef const uint8_t *pb = NULL
+    cdef int64_t na = 0, nb = 0, j
+    if a.length != b.length:
+        return False
+    for j in range(INLINE):
+        if a.head[j] != b.head[j]:
+            return False
+    if a.length <= INLINE:
+        return True
+    _key(k, a.row, &pa, &na)
+    _key(k, b.row, &pb, &nb)
+    return kb_eq(pa, pb, na)
+
+
+cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, int64_t n,
+                          const uint8_t *vvalid, Entry *entries, uint8_t *keep,
+                          int64_t *nulls, int64_t *keys, int64_t *tombs) noexcept nogil:
+    """The latest row of every key, for many distinct keys: the rows are
+    hashed, scattered into ``2**bits`` partitions by the hash's top bits
+    (``entries``: room for ``n``, 32 bytes each, holding the hash, the row
+    and the key's first 16 bytes), and each partition is resolved with a
+    table of its own that stays in the cache; a key's bytes past its first
+    16 are read again only to compare two keys of equal hash and length.
+    ``keep[row] = 1`` for every key's latest row unless it is a tombstone.
+    Returns as ``_latest`` does (0, a bad row, or out of memory)."""
+    cdef int bits = 0, part
+    cdef int64_t nparts, i, j, c, base, most = 0
+    cdef int64_t *start = NULL
+    cdef int64_t *cursor = NULL
+    cdef Entry *e
+    cdef Entry *o
+    cdef uint32_t *slots = NULL
+    cdef uint32_t mask, idx, slot, cap
+    cdef const uint8_t *p
+    cdef int64_t length
+    cdef int st
+    cdef uint64_t h
+    while bits < MAX_PART_BITS and (n >> bits) > PART_ROWS:
+        bits += 1
+    nparts = 1 << bits
+    start = <int64_t *>calloc(nparts + 1, sizeof(int64_t))
+    cursor = <int64_t *>malloc(nparts * sizeof(int64_t))
+    if start == NULL or cursor == NULL:
+        free(start)
+        free(cursor)
+        return -(n + 2)
+    nulls[0] = 0
+    for i in range(n):          # 1: every key checked and hashed, partitions counted
+        st = _key(k, i, &p, &length)
+        if st == KEY_BAD:
+            free(start)
+            free(cursor)
+            return -(i + 1)
+        if st == KEY_NULL:
+            nulls[0] += 1
+            continue
+        start[_part(kb_hash(p, length), bits) + 1] += 1
+    for part in range(nparts):
+        c = start[part + 1]
+        if c > most:
+            most = c
+        start[part + 1] += start[part]
+        cursor[part] = start[part]
+    cap = 16
+    while cap < 2 * most:
+        cap <<= 1
+    slots = <uint32_t *>malloc(cap * sizeof(uint32_t))
+    if slots == NULL:
+        free(start)
+        free(cursor)
+        return -(n + 2)
+    for i in range(n):          # 2: scattered, in row order within a partition
+        if _key(k, i, &p, &length) != KEY_OK:
+            continue
+        h = kb_hash(p, length)
+        part = _part(h, bits)
+        e = &entries[cursor[part]]
+        cursor[part] += 1
+        e.hash = h
+        e.row = <uint32_t>i
+        e.length = <uint32_t>length
+        memset(e.head, 0, INLINE)
+        memcpy(e.head, p, <size_t>(length if length < INLINE else INLINE))
+    for part in range(nparts):  # 3: each partition's keys, a table in the cache
+        base = start[part]
+        c = start[part + 1] - base
+        if c == 0:
+            continue
+        mask = 15
+        while mask + 1 < 2 * c:
+            mask = (mask << 1) | 1
+        memset(slots, 0, (mask + 1) * sizeof(uint32_t))
+        for j in range(c):
+            e = &entries[base + j]
+            idx = <uint32_t>e.hash & mask
+            while True:
+                slot = slots[idx]
+                if slot == 0:
+                    slots[idx] = <uint32_t>(j + 1)
+                    break
+                o = &entries[base + slot - 1]
+                if o.hash == e.hash and _same_key(k, o, e):
+                    if ordered or offsets[e.row] >= offsets[o.row]:
+                        slots[idx] = <uint32_t>(j + 1)
+                    break
+                idx = (idx + 1) & mask
+        for idx in range(mask + 1):
+            slot = slots[idx]
+            if slot == 0:
+                continue
+            keys[0] += 1
+            i = entries[base + slot - 1].row
+            if vvalid != NULL and not _bit(vvalid, i):
+                tombs[0] += 1
+            else:
+                keep[i] = 1
+    free(start)
+    free(cursor)
+    free(slots)
     return 0
 
 
@@ -294,7 +441,8 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
     cdef uint64_t s, e
     cdef int64_t *out_ptr
     cdef const uint8_t[::1] mv
-    cdef bint ordered = True
+    cdef bint ordered = True, partitioned = False
+    cdef uint8_t[::1] entries
     held = []
     if n >= 0xFFFFFFFF:
         raise ValueError(f"{n} rows: the table view takes at most 2**32 - 2 rows at once")
@@ -359,27 +507,36 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
         free(<void *>k.buf_len)
         raise MemoryError()
     try:
-        with nogil:
-            status = _latest(&k, &offsets[0] if n else NULL, ordered, n, &t, &nulls)
-        if status == -(n + 2):
-            raise MemoryError()
-        if status < 0:
-            raise ValueError(f"key of row {-status - 1} lies outside its data buffer")
         keep = <uint8_t *>calloc(n + 1, 1)
         if keep == NULL:
             raise MemoryError()
         with nogil:
-            for s in range(t.mask + 1):
-                e = t.slots[s]
-                if e == 0:
-                    continue
-                keys += 1
-                i = <int64_t>(e & 0xFFFFFFFFu) - 1
-                if vvalid != NULL and not _bit(vvalid, i):
-                    tombs += 1
-                else:
-                    keep[i] = 1
-                    kept += 1
+            status = _latest(&k, &offsets[0] if n else NULL, ordered, n, &t, &nulls)
+        if status == -(n + 3):
+            partitioned = True
+            # entries from kbatch's memory pool: pages an earlier view used
+            pooled = pooled_empty(n * sizeof(Entry), ENTRIES_ROLE)
+            entries = memoryview(pooled)
+            with nogil:
+                status = _partitioned(&k, &offsets[0] if n else NULL, ordered, n, vvalid,
+                                      <Entry *>&entries[0], keep, &nulls, &keys, &tombs)
+        with nogil:
+            if status == 0 and not partitioned:
+                for s in range(t.mask + 1):
+                    e = t.slots[s]
+                    if e == 0:
+                        continue
+                    keys += 1
+                    i = <int64_t>(e & 0xFFFFFFFFu) - 1
+                    if vvalid != NULL and not _bit(vvalid, i):
+                        tombs += 1
+                    else:
+                        keep[i] = 1
+        if status == -(n + 2):
+            raise MemoryError()
+        if status < 0:
+            raise ValueError(f"key of row {-status - 1} lies outside its data buffer")
+        kept = keys - tombs
         rows = np.empty(kept, dtype=np.int64)
         if kept:
             out_ptr = <int64_t *>cnp.PyArray_DATA(rows)

@@ -190,6 +190,71 @@ def test_many_keys_and_collisions_of_the_short_path():
     del vals
 
 
+def _model_latest(keys, offsets, tomb):
+    """The latest row of each non-null key (highest offset, then later row),
+    kept unless a tombstone: (rows, keys, tombstones, null keys)."""
+    best = {}
+    for i, k in enumerate(keys):
+        if k is None:
+            continue
+        j = best.get(k)
+        if j is None or offsets[i] >= offsets[j]:
+            best[k] = i
+    rows = sorted(i for i in best.values() if not tomb[i])
+    return rows, len(best), sum(1 for i in best.values() if tomb[i]), keys.count(None)
+
+
+def _bits(flags) -> np.ndarray:
+    return np.packbits(np.asarray(flags, bool), bitorder="little")
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("layout", ["offsets32", "offsets64", "views"])
+def test_many_distinct_keys_take_the_partitioned_pass(ordered, layout):
+    """Over 32 k distinct keys the kernel partitions the rows by hash (entries
+    holding a key's first 16 bytes): keys of every length, keys equal in
+    their first 16 bytes, null keys, tombstones, winners by offset."""
+    from kbatch._core._latest import latest_rows
+    rng = np.random.default_rng(7)
+    n = 120_000
+    pool = ([b"%d" % i for i in range(40_000)]
+            + [b"0123456789abcdef" + b"%d" % i for i in range(20_000)]     # one 16-byte head
+            + [b"x" * 16, b"", b"y" * 40] + [bytes(rng.integers(0, 256, 30)) for _ in range(9000)])
+    keys = [pool[i] for i in rng.integers(0, len(pool), n)]
+    for i in rng.choice(n, 500, replace=False):
+        keys[i] = None
+    tomb = (rng.random(n) < 0.1).tolist()
+    offsets = (np.arange(n, dtype=np.int64) * 3 if ordered
+               else rng.permutation(n).astype(np.int64) // 2)      # ties too
+    col = kbatch.BinaryColumn.from_pylist(keys)
+    kvalid = None if col.validity is None else col.validity
+    vvalid = _bits([not t for t in tomb])
+    if layout == "views":
+        from kbatch._core._kernels import views_from_binary
+        views = np.zeros(16 * n, np.uint8)
+        views_from_binary(col.offsets, col.data, views, 0)
+        got = latest_rows(None, None, kvalid, views, [col.data], offsets, vvalid)
+    else:
+        dtype = np.int32 if layout == "offsets32" else np.int64
+        got = latest_rows(col.offsets.astype(dtype), col.data, kvalid, None, [], offsets, vvalid)
+    rows, nkeys, tombs, nulls = got
+    want = _model_latest(keys, offsets.tolist(), tomb)
+    assert nkeys > 32_768
+    assert (rows.tolist(), nkeys, tombs, nulls) == want
+
+
+def test_partitioned_pass_refuses_a_key_outside_its_buffer():
+    """A bad key after the table outgrew the cache is found by the
+    partitioned pass's first walk."""
+    from kbatch._core._latest import latest_rows
+    n = 60_000
+    col = kbatch.BinaryColumn.from_pylist([b"%06d" % i for i in range(n)])
+    offs = col.offsets.astype(np.int64)
+    offs[50_001:] += 1_000_000              # row 50 000 ends past the data
+    with pytest.raises(ValueError, match="row 50000 lies outside"):
+        latest_rows(offs, col.data, None, None, [], np.arange(n, dtype=np.int64), None)
+
+
 # three of dipendrasaini's five invoice partitions (one producer's data, 3 MB
 # each: 5 s of kafka-python's decoding under make test); invoice-0 (written
 # by a follower) and invoice-2 (by the leader) stay

@@ -22,6 +22,7 @@ from kbatch._core._kernels import take_binary
 from kbatch.lib.gather import empty
 
 _INT32_LIMIT = (1 << 31) - 1
+TAKE_ROLE = 200     # the memory pool's role of a take's value bytes (gather.empty)
 
 
 def _pack_validity(valid: np.ndarray) -> np.ndarray:
@@ -231,7 +232,9 @@ class BinaryColumn:
         starts = self.offsets[idx].astype(np.int64)
         total = int((self.offsets[idx + 1] - starts).sum())
         out_offsets = np.empty(idx.size + 1, np.int32 if total <= _INT32_LIMIT else np.int64)
-        out_data = np.empty(total, np.uint8)
+        # from kbatch's memory pool: a take (the table view's) writes into pages
+        # an earlier one released instead of fresh ones the kernel must zero
+        out_data = empty(total, np.uint8, TAKE_ROLE)
         take_binary(self.offsets, self.data, idx, out_offsets, out_data)
         validity, nulls = None, 0
         if self.validity is not None:
@@ -405,6 +408,9 @@ class HeadersColumn:
             entries = np.arange(lo, hi, dtype=np.int64)
             return HeadersColumn((offs - lo).astype(np.int32), self.keys.take(entries),
                                  self.values.take(entries))
+        if self.offsets[-1] == self.offsets[0]:       # no headers at all
+            return HeadersColumn(np.zeros(idx.size + 1, np.int32), self.keys[:0],
+                                 self.values[:0])
         counts = self.counts()[idx]
         offsets = np.zeros(idx.size + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])

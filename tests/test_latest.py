@@ -169,11 +169,16 @@ def test_kernel_refuses_keys_outside_their_buffer():
 
 
 def test_many_keys_and_collisions_of_the_short_path():
-    """100 k keys (the table grows many times), keys equal in their first
-    and last 4 bytes, and the winner decided by offset, not row order."""
+    """100 k rows of 30 k keys (the table grows many times), keys equal in
+    their first and last 4 bytes or their first 16, and the winner decided
+    by offset, not row order."""
     n = 100_000
     keys = [b"%08d" % (i % 30_000) for i in range(n)] + [b"AAAA" + bytes([i]) + b"ZZZZ"
                                                           for i in range(200)]
+    # keys alike in their first 16 bytes (the heads beside the slots), and
+    # 16-byte keys alike but for their last byte
+    keys += [b"0123456789abcdef%03d" % (i % 300) for i in range(900)]
+    keys += [b"0123456789abcde" + bytes([i % 256]) for i in range(600)]
     keys = keys * 1
     vals = [b"%d" % i for i in range(len(keys))]
     col = kbatch.BinaryColumn.from_pylist(keys)

@@ -285,3 +285,39 @@ def test_corpus_recovery_and_index_bytes(tmp_path, capfd):
     # the corpus's 20 rolled segments: 5 small ones (empty .index, the final
     # .timeindex entry) and 3 of a leader identical; 12 written by followers
     assert rolled == {"index": [8, 20], "timeindex": [5, 20]}
+
+
+def test_offset_overflow_splits_the_segment(tmp_path, capfd):
+    """A segment holding offsets more than 2**31 - 1 past its base (an old
+    broker could write one) is split as LocalLog.splitOverflowedSegment
+    splits it on load: parts named by their first batch's base offset, each
+    taking batches while their last offsets fit relative to it; nothing is
+    dropped, and every part's indexes are those of a segment of its own."""
+    far = 3_000_000_000
+    bases = [0, 5, far, far + 4, 2 * far, 2 * far + 9]
+    raw = [build_batch([(T0 + i, b"k%d" % i, b"v" * (300 + i), [])
+                        for i in range(4)], base_offset=b, partition_leader_epoch=1)
+           for b in bases]
+    src = write_partition(tmp_path / "src" / "t-0", [raw], bases=[0])
+    report = kbatch.recover(src, tmp_path / "dst", index_interval_bytes=300)
+    part = report.partitions[0]
+    assert report.ok and part.dropped == [], part.dropped
+    assert [s.file for s in part.segments] == [f"{b:020d}.log" for b in (0, far, 2 * far)]
+    assert {s.split_from for s in part.segments} == {"00000000000000000000.log"}
+    assert part.log_end_offset == 2 * far + 9 + 4
+    dst = tmp_path / "dst" / "t-0" if (tmp_path / "dst" / "t-0").exists() else tmp_path / "dst"
+    for i, base in enumerate((0, far, 2 * far)):
+        data = (dst / f"{base:020d}.log").read_bytes()
+        assert data == b"".join(raw[2 * i:2 * i + 2])
+        [(mbase, valid, index, times, txn)], _ = recover_model([(base, data)], 300)
+        assert (mbase, valid) == (base, len(data))
+        assert (dst / f"{base:020d}.index").read_bytes() == index
+        assert (dst / f"{base:020d}.timeindex").read_bytes() == times
+    want = read_with_kafka_python(b"".join(raw)).records
+    got = kbatch.open_log(dst).read()
+    assert got.offset.tolist() == [r["offset"] for r in want]
+    assert got.value.to_pylist() == [r["value"] for r in want]
+    assert kbatch.verify(dst).ok
+    from kbatch.tools.cli import main
+    assert main(["recover", str(src), str(tmp_path / "dst2")]) == 0
+    assert "split 00000000000000000000.log" in capfd.readouterr().out

@@ -128,6 +128,13 @@ def cmd_recover(args, resolve_path, storage_of) -> int:
             continue
         print(f"{p.name}: {len(p.segments)} segments copied, log [{p.log_start_offset}, "
               f"{p.log_end_offset})" + ("" if p.dropped else ", nothing dropped"))
+        splits: dict = {}
+        for s in p.segments:
+            if s.split_from:
+                splits.setdefault(s.split_from, []).append(s.file)
+        for source, parts in splits.items():
+            print(f"  split {source} (relative offsets past 2**31 - 1) into "
+                  f"{', '.join(parts)}")
         for d in p.dropped:
             what = "whole segment" if d.start == 0 else f"from byte {d.start}"
             print(f"  dropped {d.file} {what}: {d.bytes} bytes from offset {d.first_offset} "

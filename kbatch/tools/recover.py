@@ -39,6 +39,12 @@ and each partition's ``partition.metadata`` are copied. Producer
 snapshots (``.snapshot``) are left out: a broker that finds none rebuilds
 producer state from the log (LogLoader), and the report says so.
 KRaft snapshots (``__cluster_metadata-0/*.checkpoint``) are copied as they are.
+A segment holding an offset more than 2**31 - 1 past its base (its
+relative offsets overflow; an old broker could write such a segment) is
+split into segments named by their first batch's base offset, as
+LocalLog.splitOverflowedSegment does when a broker loads it
+(``split_groups``; the report's ``split_from`` names the source segment):
+nothing of it is dropped.
 
 Kafka's recovery trusts a CRC-valid batch's records; this one decodes them
 too (a batch whose records are malformed behind a valid CRC is cut), and
@@ -93,6 +99,7 @@ class SegmentCopy:
     txnindex_entries: int
     index_identical: bool | None = None
     timeindex_identical: bool | None = None
+    split_from: str | None = None   # the source segment this part was split from
 
 
 @dataclass
@@ -141,13 +148,25 @@ def check_segment(seg: Segment, last: bool, **options):
             yield chunk
     batches = walk(report, chunks())
     check(report, batches, None, "", None, "")
-    cut = first_damage(report, batches)
-    # LogSegment.ensureOffsetInRange: a relative offset must fit 32 bits
-    over = np.flatnonzero(batches.last_offset - seg.base_offset > INT32_MAX)
-    if len(over) and (cut is None or int(batches.position[over[0]]) < cut[0]):
-        cut = (int(batches.position[over[0]]), "offset overflows the segment's relative "
-               "offsets (int32)")
-    return report, batches, markers, cut
+    return report, batches, markers, first_damage(report, batches)
+
+
+def split_groups(seg_base: int, base, last, keep: list[int]) -> list[tuple[int, list[int]]]:
+    """The kept batches as the segments they go into: one, named
+    ``seg_base``, unless a batch's last offset lies more than 2**31 - 1
+    past it (a relative offset must fit 32 bits: LogSegment.
+    ensureOffsetInRange). Then the segment is split as LocalLog.
+    splitOverflowedSegment splits it on load: each new segment is named by
+    its first batch's base offset and takes batches while their last
+    offsets fit relative to that base."""
+    if not keep or all(int(last[r]) - seg_base <= INT32_MAX for r in keep):
+        return [(seg_base, keep)]
+    groups: list[tuple[int, list[int]]] = []
+    for r in keep:
+        if not groups or int(last[r]) - groups[-1][0] > INT32_MAX:
+            groups.append((int(base[r]), []))
+        groups[-1][1].append(r)
+    return groups
 
 
 def _live(data: bytes, size: int) -> tuple[bytes, bool]:
@@ -189,13 +208,13 @@ def _write(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def _copy_range(seg: Segment, dest: Path, stop: int) -> None:
-    """Bytes ``[0, stop)`` of ``seg`` into ``dest``, in 16 MiB pieces."""
+def _copy_range(seg: Segment, dest: Path, start: int, stop: int) -> None:
+    """Bytes ``[start, stop)`` of ``seg`` into ``dest``, in 16 MiB pieces."""
     with open(dest, "wb") as out:
-        if stop <= 0:
+        if stop <= start:
             return
-        with seg.source.window(0, stop) as view:
-            for at in range(0, stop, 16 << 20):
+        with seg.source.window(start, stop) as view:
+            for at in range(start, stop, 16 << 20):
                 out.write(view[at:min(stop, at + (16 << 20))])
 
 
@@ -221,35 +240,44 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
                                                       **options)
         stop = report.valid_bytes if cut is None else cut[0]
         keep = np.flatnonzero(batches.position < stop) if len(batches) else np.empty(0, int)
-        indexes = IndexBuilder(seg.base_offset, index_interval_bytes)
-        txn = []
         pos, size = batches.position, batches.size
         last, max_ts = batches.last_offset, batches.max_timestamp
-        for r in keep.tolist():
-            indexes.append(int(pos[r]), int(size[r]), int(last[r]), int(max_ts[r]),
-                           int(last[r]))
-            base = int(batches.base_offset[r])
-            if int(batches.magic[r]) >= 2:
-                epoch = int(batches.partition_leader_epoch[r])
-                if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
-                    epochs.append((epoch, base))
-                entry = producers.batch(base, int(batches.producer_id[r]),
-                                        bool(batches.is_transactional[r]),
-                                        bool(batches.is_control[r]), markers.get(base))
-                if entry is not None:
-                    txn.append(entry)
-            next_offset = int(last[r]) + 1
-        indexes.close()
-        _copy_range(seg, dest / name, stop)
-        stem = dest / name[:-len(".log")]
-        index, times = indexes.index_bytes(), indexes.timeindex_bytes()
-        _write(Path(f"{stem}.index"), index)
-        _write(Path(f"{stem}.timeindex"), times)
-        if txn:
-            _write(Path(f"{stem}.txnindex"), b"".join(txn))
-        out.segments.append(SegmentCopy(
-            name, stop, len(indexes.offset_index), len(indexes.time_index), len(txn),
-            _same(_side(seg, ".index"), index, 8), _same(_side(seg, ".timeindex"), times, 12)))
+        groups = split_groups(seg.base_offset, batches.base_offset, last, keep.tolist())
+        for part, (part_base, rows) in enumerate(groups):
+            # a split segment's parts: [its first batch, the next part's first batch)
+            start = int(pos[rows[0]]) if len(groups) > 1 else 0
+            end = int(pos[groups[part + 1][1][0]]) if part + 1 < len(groups) else stop
+            indexes = IndexBuilder(part_base, index_interval_bytes)
+            txn = []
+            for r in rows:
+                indexes.append(int(pos[r]) - start, int(size[r]), int(last[r]),
+                               int(max_ts[r]), int(last[r]))
+                base = int(batches.base_offset[r])
+                if int(batches.magic[r]) >= 2:
+                    epoch = int(batches.partition_leader_epoch[r])
+                    if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
+                        epochs.append((epoch, base))
+                    entry = producers.batch(base, int(batches.producer_id[r]),
+                                            bool(batches.is_transactional[r]),
+                                            bool(batches.is_control[r]), markers.get(base))
+                    if entry is not None:
+                        txn.append(entry)
+                next_offset = int(last[r]) + 1
+            indexes.close()
+            file = name if len(groups) == 1 else f"{part_base:020d}.log"
+            _copy_range(seg, dest / file, start, end)
+            stem = dest / file[:-len(".log")]
+            index, times = indexes.index_bytes(), indexes.timeindex_bytes()
+            _write(Path(f"{stem}.index"), index)
+            _write(Path(f"{stem}.timeindex"), times)
+            if txn:
+                _write(Path(f"{stem}.txnindex"), b"".join(txn))
+            whole = len(groups) == 1        # a split part has no source index to match
+            out.segments.append(SegmentCopy(
+                file, end - start, len(indexes.offset_index), len(indexes.time_index),
+                len(txn), _same(_side(seg, ".index"), index, 8) if whole else None,
+                _same(_side(seg, ".timeindex"), times, 12) if whole else None,
+                split_from=None if whole else name))
         if cut is not None:
             cut_done = True
             out.dropped.append(Dropped(name, stop, seg.size - stop, next_offset
@@ -258,7 +286,8 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
     if log.segments:
         end = next_offset if next_offset is not None else log.segments[0].base_offset
         end = max(end, max(s.base_offset for s in log.segments
-                           if s.location.name in {c.file for c in out.segments}))
+                           if s.location.name in {c.split_from or c.file
+                                                   for c in out.segments}))
         out.log_end_offset = end
         first = log.segments[0].base_offset
         start = first if log_start is None else log_start

@@ -236,7 +236,8 @@ cdef int _grow(Table *t) noexcept nogil:
 cdef inline void _head_of(Head *h, const uint8_t *p, int64_t n) noexcept nogil:
     h.length = <uint64_t>n
     memset(h.head, 0, INLINE)
-    memcpy(h.head, p, <size_t>(n if n < INLINE else INLINE))
+    if n > 0:                    # an empty key may have no bytes to point at
+        memcpy(h.head, p, <size_t>(n if n < INLINE else INLINE))
 
 
 cdef inline bint _heads_equal(const Head *a, const Head *b) noexcept nogil:
@@ -399,7 +400,8 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
         e.row = <uint32_t>i
         e.length = <uint32_t>length
         memset(e.head, 0, INLINE)
-        memcpy(e.head, p, <size_t>(length if length < INLINE else INLINE))
+        if length > 0:
+            memcpy(e.head, p, <size_t>(length if length < INLINE else INLINE))
     for part in range(nparts):  # 3: each partition's keys, a table in the cache
         base = start[part]
         c = start[part + 1] - base

@@ -22,6 +22,9 @@ thread count, the median of 5 timed rounds (after one warm-up) of:
 - ``logdir_pread``/``logdir_lz4_pread``: the log-dir read with every
   segment read so (``MappedFile.window`` replaced); ``logdir_nopop``: the
   log-dir read without populating mappings (pages fault in as read);
+- ``bytes_switch``: ``bytes`` with the interpreter's switch interval at
+  0.2 ms (5 ms by default: how long a thread that wants the GIL waits);
+  ``bytes_procs``: ``bytes`` on N forked processes instead of N threads;
 - ``path_map``/``logdir_map``: those reads always mapping
   (``kbatch.lib.copyread`` off);
 - ``logdir2``/``logdir2_nocut``: the log-dir read of two plain partitions
@@ -146,6 +149,28 @@ def pread_window(self, start: int = 0, stop=None, *, populate: bool = False):
     yield memoryview(pread_into(self.path))
 
 
+_BLOBS: list = []
+
+
+def _decode_share(indices) -> int:
+    return sum(len(kbatch.read_segment(_BLOBS[i])) for i in indices)
+
+
+class _Switch:
+    """``sys.setswitchinterval`` as an attribute (a patch the probe applies)."""
+
+    def __setattr__(self, name, value):
+        import sys
+        sys.setswitchinterval(value)
+
+    def __getattr__(self, name):
+        import sys
+        return sys.getswitchinterval()
+
+
+_Switch = _Switch()
+
+
 def map_populate(mm) -> None:
     from kbatch._core._mapguard import populate
     view = memoryview(mm)
@@ -225,12 +250,27 @@ def main() -> None:
     rows["path_map"], rows["logdir_map"] = rows["path"], rows["logdir"]
     never = 1 << 40
     patches = {"logdir_pread": (sources.MappedFile, "window", pread_window),
+               "bytes_switch": (_Switch, "interval", 0.0002),
                "path_map": (copyread, "COPY_FROM_READERS", never),
                "logdir_map": (copyread, "COPY_FROM_READERS", never),
                "logdir2_nocut": (logmod, "ENOUGH_RUNS", 1),
                "logdir_lz4_pread": (sources.MappedFile, "window", pread_window),
                "logdir_nopop": (segment, "_populate", lambda mm, n: None)}
     rows["logdir_pread"] = rows["logdir_nopop"] = rows["logdir"]
+    rows["bytes_switch"] = rows["bytes"]
+    procs = {}
+
+    def in_processes(th, ex):
+        """The decoder from memory on ``th`` forked processes (blobs shared
+        by the fork): what threads would reach without sharing a process."""
+        if th not in procs:
+            import multiprocessing
+            procs[th] = multiprocessing.get_context("fork").Pool(th)
+        shares = [list(range(i, len(blobs), th)) for i in range(th)]
+        return procs[th].map(_decode_share, shares)
+    rows["bytes_procs"] = ("plain", in_processes)
+    global _BLOBS
+    _BLOBS = blobs
     rows["logdir_lz4_pread"] = rows["logdir_lz4"]
     wanted = args.rows.split(",") if args.rows else list(rows)
     results = {}

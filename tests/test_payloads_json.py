@@ -203,3 +203,28 @@ def test_inferred_columns_never_round_large_integers():
     exact = [json.dumps(o).encode() for o in ({"id": 1234567890123456789, "p": 1.5},
                                               {"id": 5, "p": 2})]
     assert plain.decode(exact).to_pylist() == [json.loads(t) for t in exact]
+
+
+def test_date_time_needs_a_utc_offset():
+    """RFC 3339's date-time carries its offset; a value without one names no
+    instant (pyarrow's reader would take it as UTC): the row fails, in a
+    nested list too, and offsets other than Z are applied."""
+    reg = kbatch.registry([{"subject": "t-value", "version": 1, "id": 5, "schemaType": "JSON",
+                            "schema": json.dumps({"type": "object", "properties": {
+                                "at": {"type": "string", "format": "date-time"},
+                                "all": {"type": "array", "items": {"type": "string",
+                                                                   "format": "date-time"}}}})}])
+    values = [frame(5, {"at": "2024-05-06T07:08:09+02:00", "all": ["2024-05-06T07:08:09Z"]}),
+              frame(5, {"at": "2024-05-06T07:08:09"}),
+              frame(5, {"all": ["2024-05-06T07:08:09Z", "2024-05-06T07:08:09.25"]}),
+              frame(5, {"at": "2024-05-06T05:08:09.000001Z"})]
+    arr, errors = reg.decode(values, on_error="null", with_errors=True)
+    rows = arr.to_pylist()
+    utc = datetime.timezone.utc
+    assert rows[0]["at"] == datetime.datetime(2024, 5, 6, 5, 8, 9, tzinfo=utc)
+    assert rows[0]["all"] == [datetime.datetime(2024, 5, 6, 7, 8, 9, tzinfo=utc)]
+    assert rows[1] is None and rows[2] is None
+    assert rows[3]["at"] == datetime.datetime(2024, 5, 6, 5, 8, 9, 1, tzinfo=utc)
+    assert errors[0].as_py() is None and errors[1].as_py() and errors[2].as_py()
+    with pytest.raises(PayloadError, match="offset 1"):
+        reg.decode(values[:2], offsets=[0, 1])

@@ -5,8 +5,9 @@ value lacks is null), so versions of a subject decode into one type.
 
     object (properties)   struct (every field nullable)
     array (items)         list
-    string                string; format date-time: timestamp[us, UTC];
-                          format date: date32
+    string                string; format date-time: timestamp[us, UTC]
+                          (RFC 3339: a value without a UTC offset is a
+                          failed row, never read as UTC); format date: date32
     integer / number      int64 / float64
     boolean / null        bool / null
     ["T", "null"]         T, nullable
@@ -302,8 +303,10 @@ def _parse_options(readable, pj, pa):
 
 
 def _readable(t, pa):
-    """``t`` as pyarrow's JSON reader can fill it: dates read as strings (cast after)."""
-    if pa.types.is_date32(t):
+    """``t`` as pyarrow's JSON reader can fill it: dates and date-times read
+    as strings, cast after (the reader takes a date-time without a UTC
+    offset as UTC; the cast refuses it, as RFC 3339 does: the row fails)."""
+    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
         return pa.string()
     if pa.types.is_struct(t):
         return pa.struct([pa.field(f.name, _readable(f.type, pa)) for f in t])

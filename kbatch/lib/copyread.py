@@ -2,7 +2,7 @@
 reads run at once.
 
     one read at a time:        file --mmap--> decoder      (no copy)
-    COPY_FROM_READERS or more: file --pread--> pooled block --> decoder
+    COPY_FROM_READERS or more: file --pread--> the thread's buffer --> decoder
 
 Mapping a segment costs page-table work under the process's one mmap lock,
 and unmapping it a TLB shootdown on every CPU that runs a thread of the

@@ -275,9 +275,9 @@ def decode_options(where: str, options: dict) -> DecodeOptions:
 
 @contextmanager
 def _copied_file(path: str):
-    """The file at ``path`` copied into pooled memory (``kbatch.lib.copyread``),
-    or None when it should be mapped (few reads in flight, a trailing hole,
-    the copy budget spent)."""
+    """The file at ``path`` copied into this thread's copy buffer
+    (``kbatch.lib.copyread``), or None when it should be mapped (few reads
+    in flight, a trailing hole, the copy budget spent)."""
     if copyread.readers() < copyread.COPY_FROM_READERS:
         yield None
         return
@@ -305,8 +305,8 @@ def open_source(source, *, populate: bool = False, copy: bool = False):
     preallocated or sparse tail is never touched. ``copy``: the read copies
     what it decodes (not zero_copy) and reads the whole file; it is then
     counted among the reads in flight, and while many are, the file is
-    copied into pooled memory instead of mapped (``kbatch.lib.copyread``:
-    mapping does not scale across many threads). A path that is not a
+    copied (pread) into a buffer the thread keeps instead of mapped
+    (``kbatch.lib.copyread``: mapping does not scale across many threads). A path that is not a
     regular file raises ``NotRegularFileError`` (a ``KbatchError``); a file
     that shrinks while it is opened or read raises ``CorruptRecordError``.
     The mapping is closed on exit unless a zero_copy result still points

@@ -9,13 +9,13 @@ and unmapping it a TLB shootdown on every CPU that runs a thread of the
 process. For one read at a time that is cheaper than copying the bytes
 (the pages are mapped, not copied), but it does not scale: on a 16-core VM
 (``bench/scaling_probe.py``, 2026-11-27, 32 plain segments of 23.5 MB,
-``read_segment(path)`` on a pool of N threads) mapped reads reached 3.9x
-one thread at 16 threads and were slower at 12 than at 8, while the same
-reads copying each file with ``pread`` into memory they reuse reached 9.5x
-(118 ms against 54 ms), and the plain ``pread`` copy alone 33 GB/s. At one
-thread the copy costs 11-26% more, at two about the same, so a read copies
-only when at least ``COPY_FROM_READERS`` whole-file reads are in flight in
-the process (counted by ``reading``).
+``read_segment(path)`` on a pool of N threads) mapped reads took 88-108
+ms at 16 threads and were slower at 16 than at 12 (two runs), the same
+reads copying as this module does 70-76 ms (and faster at each thread
+count from 12 on); the plain ``pread`` copy alone ran at 33-35 GB/s. At
+one thread the copy costs 11-26% more, at two about the same, so a read
+copies only when at least ``COPY_FROM_READERS`` whole-file reads are in
+flight in the process (counted by ``reading``).
 
 The copy goes into a buffer the thread keeps for its next copy (up to
 ``KEEP_BYTES``): its pages stay mapped, so a copy costs no page faults, no

@@ -64,7 +64,7 @@ ASAN_TESTS := tests/test_corpus_all.py tests/test_against_kafka_python.py \
 	tests/test_lz4_native.py tests/test_native_codecs.py tests/test_fuzz_smoke.py \
 	tests/test_mapguard.py tests/test_zero_copy.py tests/test_checksums.py tests/test_projection.py \
 	tests/test_chain.py tests/test_memory_pool.py tests/test_payloads_avro.py \
-	tests/test_payloads_protobuf.py
+	tests/test_payloads_protobuf.py tests/test_json_flat.py tests/test_latest.py tests/test_copyread.py
 
 test-asan: $(STAMP)
 	rm -rf $(ASAN_DIR) build/asan-tmp

@@ -17,7 +17,7 @@ from setuptools import Extension, setup
 
 MODULES = ["_mapguard", "_columns", "_checksums", "_lz4", "_snappy", "_zstd", "_gzip", "_codecs", "_legacy",
            "_records", "_batch", "_kernels", "_encode", "_offsets", "_latest", "_avro",
-           "_protobuf"]
+           "_protobuf", "_json"]
 
 sanitize = os.environ.get("KBATCH_SANITIZE") == "1"
 debug = os.environ.get("KBATCH_DEBUG") == "1"

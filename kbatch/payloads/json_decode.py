@@ -20,7 +20,10 @@ JSON text), gives no type: it is inferred from the values by pyarrow's JSON
 reader (objects only; values whose types conflict across rows raise a
 ``SchemaError`` asking for a schema).
 
-All values are parsed by pyarrow's JSON reader at once (a raw newline can
+An object of scalar fields (integer, number, boolean, string, date-time,
+date) is decoded by kbatch's compiled decoder (``kbatch._core._json``),
+which takes the common form of each and hands every other row back. All
+other values are parsed by pyarrow's JSON reader at once (a raw newline can
 only be whitespace in JSON, so each value becomes one line); when that
 fails, each value is parsed alone and the ones that do not parse or do not
 fit the type become failed rows.
@@ -93,11 +96,97 @@ def arrow_type(schema, pa, root=None, depth: int = 0):
 
 
 def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarray, typ, pa):
-    """(array of ``typ``, per-row reason or None) for rows ``live``; other rows null."""
+    """(array of ``typ``, ``{row: reason}`` of the rows that failed) for
+    rows ``live``; other rows null.
+
+    A flat object type (scalar fields only: ``_flat_kinds``) goes through
+    the compiled decoder (``kbatch._core._json``); the rows it leaves
+    (another form than it takes) and every other type through
+    ``_general``."""
+    kinds = _flat_kinds(typ, pa)
+    if kinds is not None and live.any():
+        done = _flat(data, start, end, live, typ, kinds, pa)
+        if done is not None:
+            return done
+    array, reasons = _general(data, start, end, live, typ, pa)
+    return array, {i: why for i, why in enumerate(reasons) if why is not None}
+
+
+# the compiled decoder's kinds (kbatch._core._json K_*), by Arrow type
+def _flat_kinds(typ, pa) -> list[int] | None:
+    """The K_* kind of every field of ``typ``, or None when it is not an
+    object of scalar fields the compiled decoder takes."""
+    if typ is None or not pa.types.is_struct(typ) or typ.num_fields == 0 or typ.num_fields > 64:
+        return None
+    kinds = []
+    for field in typ:
+        t = field.type
+        kind = (0 if t == pa.int64() else 1 if t == pa.float64() else 2 if t == pa.bool_()
+                else 3 if t == pa.string() else 4 if t == pa.timestamp("us", "UTC")
+                else 5 if t == pa.date32() else None)
+        if kind is None:
+            return None
+        kinds.append(kind)
+    return kinds
+
+
+def _flat(data, start, end, live, typ, kinds, pa):
+    """The compiled decoder's columns as one struct array, its FALLBACK rows
+    decoded by ``_general`` and put in their place; None when a string
+    column would pass 2 GiB (``_general`` then does all)."""
+    from kbatch._core._json import decode_flat
+
+    n = len(start)
+    status, cols = decode_flat(np.ascontiguousarray(data, np.uint8),
+                               np.ascontiguousarray(start, np.int64),
+                               np.ascontiguousarray(end, np.int64),
+                               np.ascontiguousarray(live, np.uint8),
+                               [f.name.encode() for f in typ], kinds)
+    children = []
+    for field, (valid, values) in zip(typ, cols):
+        nulls = n - int(np.count_nonzero(valid))
+        bits = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+        t = field.type
+        if pa.types.is_string(t):
+            offsets, chars = values
+            if offsets[-1] > (1 << 31) - 1:
+                return None
+            buffers = [bits, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(chars)]
+        elif pa.types.is_boolean(t):
+            buffers = [bits, pa.py_buffer(np.packbits(values, bitorder="little"))]
+        else:
+            buffers = [bits, pa.py_buffer(values)]
+        children.append(pa.Array.from_buffers(t, n, buffers, null_count=nulls))
+    fast = pa.StructArray.from_arrays(children, fields=list(typ), mask=pa.array(status != 0))
+    again = status == 2
+    if not again.any():
+        return fast, {}
+    rows = np.flatnonzero(again)          # decoded apart, then put in their place
+    slow, reasons = _general(data, start[rows], end[rows], np.ones(len(rows), bool), typ, pa)
+    index = np.arange(n, dtype=np.int64)
+    index[rows] = n + np.arange(len(rows))
+    return (pa.concat_arrays([fast, slow]).take(pa.array(index)),
+            {int(rows[k]): why for k, why in enumerate(reasons) if why is not None})
+
+
+def _general(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarray, typ, pa):
+    """``decode`` by pyarrow's JSON reader: the values read at once, or
+    value by value to find those that fail. Values that are not UTF-8 fail
+    first (the reader would pass their bytes into its strings)."""
     import pyarrow.json as pj
+
+    from kbatch._core._json import invalid_utf8
+
+    not_utf8 = invalid_utf8(np.ascontiguousarray(data, np.uint8), np.ascontiguousarray(start, np.int64),
+                            np.ascontiguousarray(end, np.int64),
+                            np.ascontiguousarray(live, np.uint8)).view(bool)
+    if not_utf8.any():
+        live = live & ~not_utf8
 
     n = len(start)
     reasons: list = [None] * n
+    for i in np.flatnonzero(not_utf8).tolist():
+        reasons[i] = "not JSON: the text is not UTF-8"
     rows = np.flatnonzero(live)
     if typ is None:
         return _inferred(data, start, end, rows, reasons, n, pj, pa)
@@ -361,8 +450,13 @@ class JsonValues:
         start, end = rows.offsets[:-1], rows.offsets[1:]
         live = rows.valid & (end > start)
         array, reasons = decode(rows.data, start, end, live, self.type, pa)
-        if on_error == "raise":
-            for i, why in enumerate(reasons):
-                if why is not None:
-                    raise PayloadError(why, offset=int(offsets[i]) if offsets is not None else None, row=i)
-        return (array, pa.array(reasons, pa.string())) if with_errors else array
+        if on_error == "raise" and reasons:
+            i = min(reasons)
+            raise PayloadError(reasons[i], offset=int(offsets[i]) if offsets is not None else None,
+                               row=i)
+        if not with_errors:
+            return array
+        messages = [None] * len(start)
+        for i, why in reasons.items():
+            messages[i] = why
+        return array, pa.array(messages, pa.string())

@@ -259,21 +259,22 @@ class Registry:
             raise SchemaError(f"a JSON Schema that is not JSON: {exc}") from None
         typ = None if json_decode.says_nothing(schema) else json_decode.arrow_type(schema, pa)
         array, reasons = json_decode.decode(rows.data, frames.start, frames.end, live, typ, pa)
-        messages = [None] * len(rows)
+        failed = dict(reasons)                 # {row: why}: framing, then the JSON
         for i in np.flatnonzero(frames.status).tolist():
-            messages[i] = str(self._error(i, frames.status, np.zeros(len(rows), np.int64), frames,
-                                          offsets, {}).reason)
-        for i, why in enumerate(reasons):
-            if why is not None:
-                messages[i] = why
-        bad = [i for i, m in enumerate(messages) if m is not None]
-        if on_error == "raise" and bad:
-            i = bad[0]
+            failed[i] = str(self._error(i, frames.status, np.zeros(len(rows), np.int64), frames,
+                                        offsets, {}).reason)
+        if on_error == "raise" and failed:
+            i = min(failed)
             sid = int(frames.ids[i]) if frames.ids[i] >= 0 else None
             cls = UnknownSchemaError if frames.status[i] == Status.ST_UNKNOWN_ID else PayloadError
-            raise cls(messages[i], offset=int(offsets[i]) if offsets is not None else None, row=i,
+            raise cls(failed[i], offset=int(offsets[i]) if offsets is not None else None, row=i,
                       schema_id=sid)
-        return (array, pa.array(messages, pa.string())) if with_errors else array
+        if not with_errors:
+            return array
+        messages = [None] * len(rows)
+        for i, why in failed.items():
+            messages[i] = why
+        return array, pa.array(messages, pa.string())
 
     def _decode_protobuf(self, rows, frames, live, present, reader_schema, subject, message, on_error,
                          offsets, with_errors, max_depth):

@@ -228,3 +228,30 @@ def test_date_time_needs_a_utc_offset():
     assert errors[0].as_py() is None and errors[1].as_py() and errors[2].as_py()
     with pytest.raises(PayloadError, match="offset 1"):
         reg.decode(values[:2], offsets=[0, 1])
+
+
+def test_refs_to_referenced_schemas():
+    """A $ref naming a schema reference (Confluent: the reference's name is
+    the document a $ref reads), whole or a definition inside it, nested
+    references too."""
+    address = {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "integer"}}}
+    customer = {"type": "object", "properties": {"name": {"type": "string"},
+                                                 "home": {"$ref": "address.json"}},
+                "definitions": {"Level": {"type": "string", "format": "date"}}}
+    order = {"type": "object", "properties": {
+        "id": {"type": "integer"}, "buyer": {"$ref": "customer.json"},
+        "since": {"$ref": "customer.json#/definitions/Level"}}}
+    reg = kbatch.registry([
+        {"subject": "address", "version": 1, "id": 20, "schemaType": "JSON", "schema": json.dumps(address)},
+        {"subject": "customer", "version": 1, "id": 21, "schemaType": "JSON", "schema": json.dumps(customer),
+         "references": [{"name": "address.json", "subject": "address", "version": 1}]},
+        {"subject": "order-value", "version": 1, "id": 22, "schemaType": "JSON", "schema": json.dumps(order),
+         "references": [{"name": "customer.json", "subject": "customer", "version": 1}]}])
+    value = {"id": 7, "buyer": {"name": "Ann", "home": {"city": "Oslo", "zip": 150}}, "since": "2020-02-29"}
+    arr = reg.decode([frame(22, value)])
+    assert arr.type.field("buyer").type.field("home").type == pa.struct([("city", pa.string()), ("zip", pa.int64())])
+    assert arr.to_pylist() == [dict(value, since=datetime.date(2020, 2, 29))]
+    broken = kbatch.registry([{"subject": "o-value", "version": 1, "id": 30, "schemaType": "JSON",
+                               "schema": json.dumps({"type": "object", "properties": {"x": {"$ref": "nope.json"}}})}])
+    with pytest.raises(kbatch.SchemaError, match="no schema reference named 'nope.json'"):
+        broken.decode([frame(30, {"x": 1})])

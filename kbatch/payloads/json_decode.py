@@ -11,7 +11,9 @@ value lacks is null), so versions of a subject decode into one type.
     integer / number      int64 / float64
     boolean / null        bool / null
     ["T", "null"]         T, nullable
-    $ref "#/definitions/X" or "#/$defs/X"   the definition (local refs only)
+    $ref "#/definitions/X" or "#/$defs/X"   the definition; "name" or
+                          "name#/definitions/X": in the schema a reference
+                          of the registry's record names (``refs``)
     anything else         string (the JSON text of the value)
 
 A schema that says nothing of the value's fields (``{}``, ``true``, an
@@ -50,7 +52,12 @@ def says_nothing(schema) -> bool:
             and not any(k in schema for k in ("allOf", "anyOf", "oneOf", "items", "enum", "const")))
 
 
-def arrow_type(schema, pa, root=None, depth: int = 0):
+def arrow_type(schema, pa, root=None, depth: int = 0, refs=None):
+    """The Arrow type of a JSON Schema. ``refs``: the schemas its registry
+    references name (``{name: (schema, their refs)}``, or a function of a
+    name giving that pair or None), for a ``$ref`` to ``name`` or
+    ``name#/definitions/X``; local refs (``#/definitions/X``,
+    ``#/$defs/X``) resolve in ``root``."""
     root = schema if root is None else root
     if depth > MAX_REF_DEPTH:
         raise SchemaError("a JSON Schema whose $refs nest too deeply (recursive?)")
@@ -58,19 +65,32 @@ def arrow_type(schema, pa, root=None, depth: int = 0):
         return pa.string()
     if "$ref" in schema:
         ref = schema["$ref"]
-        for prefix in ("#/definitions/", "#/$defs/"):
-            if isinstance(ref, str) and ref.startswith(prefix):
-                target = root.get(prefix[2:-1], {}).get(ref[len(prefix):])
-                if target is not None:
-                    return arrow_type(target, pa, root, depth + 1)
-        raise SchemaError(f"JSON Schema $ref {ref!r}: only local #/definitions or #/$defs refs are read")
+        doc, _, fragment = ref.partition("#") if isinstance(ref, str) else ("", "", "")
+        target_root, target_refs = root, refs
+        if doc:                                   # another schema the registry holds
+            found = (refs(doc) if callable(refs) else (refs or {}).get(doc)) if refs else None
+            if found is None:
+                raise SchemaError(f"JSON Schema $ref {ref!r}: no schema reference named {doc!r} "
+                                  "(a schema's references name the documents its $refs read)")
+            target_root, target_refs = found
+        if not fragment:
+            if doc:
+                return arrow_type(target_root, pa, target_root, depth + 1, target_refs)
+        else:
+            for prefix in ("/definitions/", "/$defs/"):
+                if fragment.startswith(prefix) and isinstance(target_root, dict):
+                    target = (target_root.get(prefix[1:-1]) or {}).get(fragment[len(prefix):])
+                    if target is not None:
+                        return arrow_type(target, pa, target_root, depth + 1, target_refs)
+        raise SchemaError(f"JSON Schema $ref {ref!r}: only #/definitions or #/$defs refs, "
+                          "in this schema or in one its references name, are read")
     for word in ("anyOf", "oneOf"):
         # [null, T] (Confluent's generator writes nullable fields so): a nullable T
         alts = schema.get(word)
         if isinstance(alts, list) and "type" not in schema and "properties" not in schema:
             real = [a for a in alts if not (isinstance(a, dict) and a.get("type") == "null")]
             if len(real) == 1 and len(alts) == 2:
-                return arrow_type(real[0], pa, root, depth + 1)
+                return arrow_type(real[0], pa, root, depth + 1, refs)
             raise SchemaError(f"a JSON Schema {word} of {len(real)} types has no one Arrow type "
                               "(kbatch reads one type per field): decode with a reader_schema "
                               "that names one")
@@ -85,9 +105,10 @@ def arrow_type(schema, pa, root=None, depth: int = 0):
         t = "object"
     if t == "object":
         props = schema.get("properties") or {}
-        return pa.struct([pa.field(k, arrow_type(v, pa, root, depth)) for k, v in props.items()])
+        return pa.struct([pa.field(k, arrow_type(v, pa, root, depth, refs))
+                          for k, v in props.items()])
     if t == "array":
-        return pa.list_(arrow_type(schema.get("items", {}), pa, root, depth))
+        return pa.list_(arrow_type(schema.get("items", {}), pa, root, depth, refs))
     if t == "string":
         fmt = schema.get("format")
         return pa.timestamp("us", "UTC") if fmt == "date-time" else pa.date32() if fmt == "date" else pa.string()

@@ -125,6 +125,27 @@ class Registry:
             self._references(ref, names, done)
             avro_schema.parse(ref.text, names)
 
+    def _json_refs(self, info: SchemaInfo):
+        """A JSON Schema's references by name: a function of a ``$ref``'s
+        document name giving ``(schema, its own references)``, or None for
+        a name the record does not list."""
+        by_name = {name: (subject, version) for name, subject, version in info.references}
+
+        def find(name: str):
+            if name not in by_name:
+                return None
+            subject, version = by_name[name]
+            ver = self.state.subjects.get(subject, {}).get(version)
+            if ver is None:
+                raise SchemaError(f"schema id {info.id} references {subject!r} version {version}, "
+                                  "which the registry does not hold")
+            ref = self.schema(ver.id)
+            try:
+                return json.loads(ref.text), self._json_refs(ref)
+            except ValueError as exc:
+                raise SchemaError(f"schema id {ref.id} ({name!r}) is not JSON: {exc}") from None
+        return find
+
     def protobuf(self, sid: int) -> tuple[protobuf_schema.ProtoFile, protobuf_schema.Pool]:
         """The .proto file of a schema id and the pool its types resolve in
         (its references, recursively, and the well-known types)."""
@@ -248,16 +269,19 @@ class Registry:
                      with_errors):
         """JSON Schema payloads (``kbatch.payloads.json_decode``)."""
         import pyarrow as pa
+        refs = None
         if reader_schema is not None:
             text = reader_schema if isinstance(reader_schema, str) else json.dumps(reader_schema)
         else:
             sid = self._reader_id(subject, present)
             text = self.schema(sid).text if sid is not None else "{}"
+            refs = self._json_refs(self.schema(sid)) if sid is not None else None
         try:
             schema = json.loads(text)
         except ValueError as exc:
             raise SchemaError(f"a JSON Schema that is not JSON: {exc}") from None
-        typ = None if json_decode.says_nothing(schema) else json_decode.arrow_type(schema, pa)
+        typ = None if json_decode.says_nothing(schema) else json_decode.arrow_type(schema, pa,
+                                                                                   refs=refs)
         array, reasons = json_decode.decode(rows.data, frames.start, frames.end, live, typ, pa)
         failed = dict(reasons)                 # {row: why}: framing, then the JSON
         for i in np.flatnonzero(frames.status).tolist():

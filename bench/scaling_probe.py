@@ -186,6 +186,40 @@ def map_populate_unmap(path: str) -> int:
     return 1
 
 
+def latest_probe(root: str, keys: int, threads: list[int]) -> None:
+    """``read(view="latest")`` against a plain read of one changelog
+    partition (2 M records of ``keys`` keys, values of 100 bytes, one in 20
+    a tombstone, written by kbatch's writer): the view's kernel and take on
+    N threads, and the paired speed ratio (plain read / table view)."""
+    from kbatch.lib.latest import latest
+    from kbatch.lib.writer import LogWriter
+    path = f"{root}/changelog-{keys}/changelog-0"
+    if not os.path.exists(path):
+        rng = np.random.default_rng(5)
+        with LogWriter(path, segment_bytes=64 << 20) as log:
+            for part in range(4):
+                n, base = 500_000, part * 500_000
+                picks = rng.integers(0, keys, n)
+                log.append({"key": [b"key-%08d" % k for k in picks.tolist()],
+                            "value": [None if (base + i) % 20 == 0 else b"v" * 100 for i in range(n)],
+                            "timestamp": 1_700_000_000_000 + base + np.arange(n)})
+    log = kbatch.open_log(path)
+    for th in threads:
+        reads, views = [], []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            records = log.read()
+            t1 = time.perf_counter()
+            latest(records, warn=False, threads=th)
+            t2 = time.perf_counter()
+            reads.append(t1 - t0)
+            views.append(t2 - t1)
+            del records
+        r, v = statistics.median(reads), statistics.median(views)
+        print(f"latest {keys} keys threads={th:2d}: read {r * 1e3:6.1f} ms, view {v * 1e3:6.1f} ms, "
+              f"ratio {r / (r + v):.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", default="/tmp/scaledir")
@@ -193,10 +227,15 @@ def main() -> None:
     ap.add_argument("--threads", default="")
     ap.add_argument("--rows", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--latest", default="", help="keys of the changelog (view='latest' probe)")
     args = ap.parse_args()
     cores = os.cpu_count() or 1
     threads = ([int(t) for t in args.threads.split(",")] if args.threads else
                sorted({1, cores, *(2 ** k for k in range(1, 8) if 2 ** k <= cores)}))
+    if args.latest:
+        for keys in args.latest.split(","):
+            latest_probe(args.root, int(keys), threads)
+        return
     if args.build and not glob.glob(f"{args.root}/plain-*/*.log"):
         from multiprocessing import Pool
         t = time.time()

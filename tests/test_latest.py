@@ -310,3 +310,22 @@ def test_cli_latest(tmp_path, capfd):
     with pytest.raises(SystemExit) as exit_:
         main(["latest", str(d), "--limit", "-1"])
     assert exit_.value.code == 2
+
+
+def test_a_large_take_on_threads_equals_one_thread():
+    """A take of more than PARALLEL_TAKE_BYTES is copied in runs on threads
+    (the table view's take): the same column as on one thread, nulls and
+    empty values too, whatever the order of the indices."""
+    from kbatch.lib import columns
+    rng = np.random.default_rng(3)
+    values = [None if i % 17 == 0 else bytes(rng.integers(0, 256, int(rng.integers(0, 2000)),
+                                                         dtype=np.uint8)) for i in range(12_000)]
+    col = kbatch.BinaryColumn.from_pylist(values)
+    for idx in (np.sort(rng.choice(len(values), 9_000, replace=False)),
+                rng.integers(0, len(values), 15_000)):
+        one = col.take(idx)
+        assert one.data.nbytes >= columns.PARALLEL_TAKE_BYTES
+        for threads in (2, 3, 8):
+            many = col.take(idx, threads)
+            assert many.offsets.tolist() == one.offsets.tolist()
+            assert many.to_pylist() == one.to_pylist() == [values[i] for i in idx.tolist()]

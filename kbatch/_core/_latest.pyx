@@ -108,6 +108,13 @@ cdef extern from *:
     bint kb_eq(const uint8_t *a, const uint8_t *b, int64_t n) noexcept nogil
     void KB_PREFETCH(const void *p) noexcept nogil
 
+cdef extern from "<pthread.h>" nogil:
+    ctypedef unsigned long pthread_t
+    int pthread_create(pthread_t *thread, const void *attr, void *(*start)(void *) noexcept nogil,
+                       void *arg)
+    int pthread_join(pthread_t thread, void **result)
+
+
 cdef enum:
     BLOCK = 32
     MODE_OFF32 = 0
@@ -124,6 +131,7 @@ cdef enum:
     PART_ROWS = 2048            # rows per partition aimed at (its table stays in L1/L2)
     MAX_PART_BITS = 9           # 512 partitions at most (write streams of the scatter)
     ENTRIES_ROLE = 97           # the memory pool's role of the partitioned pass's entries
+    MAX_THREADS = 64            # threads resolving partitions, at most
 
 
 cdef struct Keys:
@@ -334,7 +342,8 @@ cdef bint _same_key(const Keys *k, const Entry *a, const Entry *b) noexcept nogi
 
 cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, int64_t n,
                           const uint8_t *vvalid, Entry *entries, uint8_t *keep,
-                          int64_t *nulls, int64_t *keys, int64_t *tombs) noexcept nogil:
+                          int64_t *nulls, int64_t *keys, int64_t *tombs,
+                          int threads) noexcept nogil:
     """The latest row of every key, for many distinct keys: the rows are
     hashed, scattered into ``2**bits`` partitions by the hash's top bits
     (``entries``: room for ``n``, 32 bytes each, holding the hash, the row
@@ -348,9 +357,6 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
     cdef int64_t *start = NULL
     cdef int64_t *cursor = NULL
     cdef Entry *e
-    cdef Entry *o
-    cdef uint32_t *slots = NULL
-    cdef uint32_t mask, idx, slot, cap
     cdef const uint8_t *p
     cdef int64_t length
     cdef int st
@@ -381,14 +387,6 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
             most = c
         start[part + 1] += start[part]
         cursor[part] = start[part]
-    cap = 16
-    while cap < 2 * most:
-        cap <<= 1
-    slots = <uint32_t *>malloc(cap * sizeof(uint32_t))
-    if slots == NULL:
-        free(start)
-        free(cursor)
-        return -(n + 2)
     for i in range(n):          # 2: scattered, in row order within a partition
         if _key(k, i, &p, &length) != KEY_OK:
             continue
@@ -402,9 +400,48 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
         memset(e.head, 0, INLINE)
         if length > 0:
             memcpy(e.head, p, <size_t>(length if length < INLINE else INLINE))
-    for part in range(nparts):  # 3: each partition's keys, a table in the cache
-        base = start[part]
-        c = start[part + 1] - base
+    free(cursor)
+    # 3: each partition's keys, a table in the cache; partitions on threads
+    if _resolve_partitions(k, offsets, ordered, vvalid, entries, start, nparts, most,
+                           keep, keys, tombs, threads) != 0:
+        free(start)
+        return -(n + 2)
+    free(start)
+    return 0
+
+
+cdef struct Resolve:             # one thread's share of the partitions
+    const Keys *k
+    const int64_t *offsets
+    bint ordered
+    const uint8_t *vvalid
+    const Entry *entries
+    const int64_t *start
+    int lo, hi                   # partitions [lo, hi)
+    int64_t most                 # rows of its largest partition
+    uint8_t *keep
+    int64_t keys, tombs
+    int status                   # 0, or -1: out of memory
+
+
+cdef void *_resolve(void *arg) noexcept nogil:
+    """``Resolve``'s partitions: the latest row of each key marked in ``keep``."""
+    cdef Resolve *r = <Resolve *>arg
+    cdef int part
+    cdef int64_t base, c, j, i
+    cdef uint32_t mask, idx, slot, cap = 16
+    cdef uint32_t *slots
+    cdef const Entry *e
+    cdef const Entry *o
+    while cap < 2 * r.most:
+        cap <<= 1
+    slots = <uint32_t *>malloc(cap * sizeof(uint32_t))
+    if slots == NULL:
+        r.status = -1
+        return NULL
+    for part in range(r.lo, r.hi):
+        base = r.start[part]
+        c = r.start[part + 1] - base
         if c == 0:
             continue
         mask = 15
@@ -412,16 +449,16 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
             mask = (mask << 1) | 1
         memset(slots, 0, (mask + 1) * sizeof(uint32_t))
         for j in range(c):
-            e = &entries[base + j]
+            e = &r.entries[base + j]
             idx = <uint32_t>e.hash & mask
             while True:
                 slot = slots[idx]
                 if slot == 0:
                     slots[idx] = <uint32_t>(j + 1)
                     break
-                o = &entries[base + slot - 1]
-                if o.hash == e.hash and _same_key(k, o, e):
-                    if ordered or offsets[e.row] >= offsets[o.row]:
+                o = &r.entries[base + slot - 1]
+                if o.hash == e.hash and _same_key(r.k, o, e):
+                    if r.ordered or r.offsets[e.row] >= r.offsets[o.row]:
                         slots[idx] = <uint32_t>(j + 1)
                     break
                 idx = (idx + 1) & mask
@@ -429,16 +466,66 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
             slot = slots[idx]
             if slot == 0:
                 continue
-            keys[0] += 1
-            i = entries[base + slot - 1].row
-            if vvalid != NULL and not _bit(vvalid, i):
-                tombs[0] += 1
+            r.keys += 1
+            i = r.entries[base + slot - 1].row
+            if r.vvalid != NULL and not _bit(r.vvalid, i):
+                r.tombs += 1
             else:
-                keep[i] = 1
-    free(start)
-    free(cursor)
+                r.keep[i] = 1            # rows of different keys: distinct bytes
     free(slots)
-    return 0
+    r.status = 0
+    return NULL
+
+
+cdef int64_t _resolve_partitions(const Keys *k, const int64_t *offsets, bint ordered,
+                                 const uint8_t *vvalid, const Entry *entries,
+                                 const int64_t *start, int64_t nparts, int64_t most,
+                                 uint8_t *keep, int64_t *keys, int64_t *tombs,
+                                 int threads) noexcept nogil:
+    """The partitions cut into ``threads`` runs of about equal rows, each
+    resolved on a thread of its own (the last on this one; a thread that
+    cannot be started runs here too). Returns 0 or out of memory."""
+    cdef Resolve runs[MAX_THREADS]
+    cdef pthread_t tids[MAX_THREADS]
+    cdef bint started[MAX_THREADS]
+    cdef int t, nt, part = 0
+    cdef int64_t total = start[nparts], goal, status = 0
+    nt = threads if threads < MAX_THREADS else MAX_THREADS
+    if nt > nparts:
+        nt = <int>nparts
+    if nt < 1:
+        nt = 1
+    for t in range(nt):
+        runs[t].k = k
+        runs[t].offsets = offsets
+        runs[t].ordered = ordered
+        runs[t].vvalid = vvalid
+        runs[t].entries = entries
+        runs[t].start = start
+        runs[t].most = most
+        runs[t].keep = keep
+        runs[t].keys = 0
+        runs[t].tombs = 0
+        runs[t].status = 0
+        runs[t].lo = part
+        goal = total * (t + 1) // nt     # rows up to the end of this run
+        while part < nparts and (start[part + 1] <= goal or t == nt - 1):
+            part += 1
+        runs[t].hi = part
+        started[t] = False
+    for t in range(nt - 1):
+        started[t] = pthread_create(&tids[t], NULL, _resolve, &runs[t]) == 0
+        if not started[t]:
+            _resolve(&runs[t])
+    _resolve(&runs[nt - 1])
+    for t in range(nt):
+        if t < nt - 1 and started[t]:
+            pthread_join(tids[t], NULL)
+        keys[0] += runs[t].keys
+        tombs[0] += runs[t].tombs
+        if runs[t].status != 0:
+            status = -1
+    return status
 
 
 cdef inline void memset_keys(Keys *k) noexcept:
@@ -456,7 +543,7 @@ cdef inline void memset_keys(Keys *k) noexcept:
 
 def latest_rows(object key_offsets, object key_data, object key_validity,
                 object key_views, list key_buffers, const int64_t[::1] offsets,
-                object value_validity):
+                object value_validity, int threads=1):
     """``(rows, keys, tombstones, null_keys)``: the rows (int64, ascending)
     holding the latest record of each key whose latest value is not null;
     how many distinct keys there were, how many of them end in a tombstone,
@@ -465,7 +552,10 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
     The key column is either ``key_offsets``/``key_data`` (binary layout)
     or ``key_views``/``key_buffers`` (binary views); ``key_validity`` and
     ``value_validity`` are LSB-first bitmaps or None (no nulls). A key
-    outside its buffer raises ValueError."""
+    outside its buffer raises ValueError. ``threads``: how many threads
+    resolve the partitions of the partitioned pass (many keys)."""
+    if threads < 1:
+        raise ValueError("threads must be at least 1")
     cdef int64_t n = offsets.shape[0], i, status, nulls = 0, keys = 0, tombs = 0, kept = 0
     cdef Keys k
     cdef Table t
@@ -558,7 +648,8 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
             entries = memoryview(pooled)
             with nogil:
                 status = _partitioned(&k, &offsets[0] if n else NULL, ordered, n, vvalid,
-                                      <Entry *>&entries[0], keep, &nulls, &keys, &tombs)
+                                      <Entry *>&entries[0], keep, &nulls, &keys, &tombs,
+                                      threads)
         with nogil:
             if status == 0 and not partitioned:
                 for s in range(t.mask + 1):

@@ -26,6 +26,7 @@ logger).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,10 +76,14 @@ def _validity(col) -> np.ndarray | None:
         np.ascontiguousarray(col.validity, np.uint8)
 
 
-def latest_indices(records: Records) -> tuple[np.ndarray, LatestSummary]:
+def latest_indices(records: Records, threads: int | None = None
+                   ) -> tuple[np.ndarray, LatestSummary]:
     """The rows of ``records`` that make its table (ascending), and the
     summary. Rows are compared by offset: of two records with one key, the
-    one with the higher offset wins."""
+    one with the higher offset wins. ``threads``: how many threads the
+    kernel's partitioned pass (many distinct keys) may use (None: one per
+    core)."""
+    threads = max(1, threads or os.cpu_count() or 1)
     key, value = records.key, records.value
     for name, col in (("key", key), ("value", value)):
         if isinstance(col, MissingColumn):
@@ -91,7 +96,7 @@ def latest_indices(records: Records) -> tuple[np.ndarray, LatestSummary]:
             hold.revalidate()
         rows, keys, tombs, nulls = latest_rows(None, None, _validity(key),
                                                np.ascontiguousarray(key.views),
-                                               list(key.buffers), offsets, vbits)
+                                               list(key.buffers), offsets, vbits, threads)
         for hold in key.holds:
             hold.check()
     elif isinstance(key, BinaryColumn):
@@ -99,28 +104,32 @@ def latest_indices(records: Records) -> tuple[np.ndarray, LatestSummary]:
             else key.offsets.astype(np.int64)
         rows, keys, tombs, nulls = latest_rows(np.ascontiguousarray(koffsets),
                                                np.ascontiguousarray(key.data, np.uint8),
-                                               _validity(key), None, [], offsets, vbits)
+                                               _validity(key), None, [], offsets, vbits,
+                                               threads)
     else:
         raise ArgumentError(f"view='latest' cannot read a key column of type "
                             f"{type(key).__name__}")
     return rows, LatestSummary(len(records), keys, len(rows), tombs, nulls)
 
 
-def latest(records: Records, *, where: str | None = None,
-           warn: bool = True) -> tuple[Records, LatestSummary]:
+def latest(records: Records, *, where: str | None = None, warn: bool = True,
+           threads: int | None = None) -> tuple[Records, LatestSummary]:
     """The table view of ``records`` and its summary; records without a
     key are left out, with a warning naming ``where`` (the partition)
-    unless ``warn`` is False (the caller reports the summary)."""
-    rows, summary = latest_indices(records)
+    unless ``warn`` is False (the caller reports the summary). ``threads``:
+    as ``latest_indices``."""
+    rows, summary = latest_indices(records, threads)
     if summary.null_keys and warn:
         log.warning("%s: %d record(s) without a key left out of view='latest' (a compacted "
                     "topic refuses them; Kafka's cleaner drops them)",
                     where or records.path or "read", summary.null_keys)
-    return records.take(rows), summary
+    return records.take(rows, threads or os.cpu_count() or 1), summary
 
 
-def apply_view(records: Records, view: str, where: str | None = None) -> Records:
-    """``records`` as ``view`` shows them ("all": unchanged)."""
+def apply_view(records: Records, view: str, where: str | None = None,
+               threads: int | None = None) -> Records:
+    """``records`` as ``view`` shows them ("all": unchanged); ``threads``:
+    as ``latest_indices``."""
     if check_view(view) == "all":
         return records
-    return latest(records, where=where)[0]
+    return latest(records, where=where, threads=threads)[0]

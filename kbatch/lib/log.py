@@ -807,7 +807,8 @@ class LogDir:
         homes = {(p.topic, p.partition): p.name for p in self.partitions}
         keys = list(result)
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(keys) or 1))) as pool:
-            done = pool.map(lambda k: apply_view(result[k], view, homes.get(k)), keys)
+            share = max(1, workers // max(len(keys), 1))     # the kernel's threads each
+            done = pool.map(lambda k: apply_view(result[k], view, homes.get(k), share), keys)
             return PartitionRecords(dict(zip(keys, done)))
 
     def _joined(self, parts, jobs, results, opts, options, isolation, visibility, pool):

@@ -357,8 +357,10 @@ class RecordColumn:
                              BinaryColumn.from_parts(data["header_key"], utf8=True),
                              BinaryColumn.from_parts(data["header_value"]))
 
-    def take(self, column, idx, pick):
-        return pick(column) if self.kind == "fixed" else column.take(idx)
+    def take(self, column, idx, pick, threads: int = 1):
+        if self.kind == "fixed":
+            return pick(column)
+        return column.take(idx, threads) if isinstance(column, BinaryColumn) else column.take(idx)
 
     def concat(self, columns: list, copies=None):
         # joined through ``copies`` (a pooled join): the output from the memory pool
@@ -510,13 +512,16 @@ class Records:
 
     # --- selection and concatenation ------------------------------------
 
-    def take(self, indices) -> "Records":
+    def take(self, indices, threads: int = 1) -> "Records":
         """The records at ``indices`` (ints or a boolean mask); batch and
-        control tables are kept whole, so ``batch`` indices stay valid."""
+        control tables are kept whole, so ``batch`` indices stay valid.
+        ``threads``: the key and value bytes of a large take are copied on
+        that many threads."""
         idx = as_indices(indices, len(self))
         rng = as_contiguous_range(idx)
         pick = (lambda a: a[rng[0]:rng[1]]) if rng is not None else (lambda a: a[idx])
-        columns = {c.name: c.take(getattr(self, c.name), idx, pick) for c in RECORD_COLUMNS}
+        columns = {c.name: c.take(getattr(self, c.name), idx, pick, threads)
+                   for c in RECORD_COLUMNS}
         return Records(columns, self.batches, self.control, self.end, self.sources,
                        self.last_stable_offset, self.skipped, self.projection)
 

@@ -234,5 +234,9 @@ def test_a_flat_schema_decodes_like_a_nested_one():
                                      on_error="null", with_errors=True)
     rows = [None if r is None else {k: v for k, v in r.items() if k != "l"} for r in other.to_pylist()]
     assert flat.to_pylist() == rows
+    assert rows[0] == {"i": 5, "f": 3.0, "b": None, "s": "\u00e9", "d": datetime.date(2024, 1, 2),
+                       "t": datetime.datetime(2023, 12, 31, 23, 0, 0, 500000, tzinfo=UTC), "n": None}
+    assert rows[1] == {"i": None, "f": None, "b": True, "s": None, "t": None, "d": None, "n": None}
+    assert rows[2] is None
     assert [e is None for e in flat_errors.to_pylist()] == [e is None for e in other_errors.to_pylist()]
     assert flat.type == pa.struct([f for f in other.type if f.name != "l"])

@@ -172,3 +172,23 @@ def test_a_remote_topic_through_the_door(tmp_path):
         fs.pipe(f"/regtest/data/_schemas-0/{f.name}", f.read_bytes())
     reg = kbatch.registry("memory://regtest/data")
     assert reg.ids == [1] and reg.subjects() == ["orders-value"]
+
+
+@pytest.mark.parametrize("kind", ["AVRO", "PROTOBUF", "JSON"])
+def test_a_reference_the_registry_does_not_hold(kind):
+    """A schema whose reference names a subject version the registry lacks:
+    a SchemaError naming both, for every schema type (one lookup)."""
+    text = {"AVRO": json.dumps({"type": "record", "name": "O", "fields": [
+                {"name": "c", "type": "Customer"}]}),
+            "PROTOBUF": 'syntax = "proto3";\nimport "customer.proto";\n'
+                        'message O { Customer c = 1; }\n',
+            "JSON": json.dumps({"type": "object", "properties": {"c": {"$ref": "customer.json"}}})}[kind]
+    name = {"AVRO": "Customer", "PROTOBUF": "customer.proto", "JSON": "customer.json"}[kind]
+    reg = kbatch.registry([{"subject": "o-value", "version": 1, "id": 40, "schemaType": kind,
+                            "schema": text,
+                            "references": [{"name": name, "subject": "customer", "version": 3}]}])
+    value = b"\x00\x00\x00\x00\x28" + (b"\x00" if kind == "PROTOBUF" else b"") + \
+        (b'{"c": {}}' if kind == "JSON" else b"\x00")
+    with pytest.raises(SchemaError, match="references 'customer' version 3, which the registry "
+                                          "does not hold"):
+        reg.decode([value])

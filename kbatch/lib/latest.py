@@ -118,12 +118,13 @@ def latest(records: Records, *, where: str | None = None, warn: bool = True,
     key are left out, with a warning naming ``where`` (the partition)
     unless ``warn`` is False (the caller reports the summary). ``threads``:
     as ``latest_indices``."""
+    threads = max(1, threads or os.cpu_count() or 1)
     rows, summary = latest_indices(records, threads)
     if summary.null_keys and warn:
         log.warning("%s: %d record(s) without a key left out of view='latest' (a compacted "
                     "topic refuses them; Kafka's cleaner drops them)",
                     where or records.path or "read", summary.null_keys)
-    return records.take(rows, threads or os.cpu_count() or 1), summary
+    return records.take(rows, threads), summary
 
 
 def apply_view(records: Records, view: str, where: str | None = None,

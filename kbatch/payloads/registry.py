@@ -112,16 +112,22 @@ class Registry:
             found = self._parsed[sid] = avro_schema.parse(info.text, names)
         return found
 
+    def _referenced(self, subject: str, version: int, by: str) -> SchemaInfo:
+        """The schema a reference names (``subject``, ``version``); a
+        ``SchemaError`` naming ``by`` (who refers) when the registry does
+        not hold it."""
+        ver = self.state.subjects.get(subject, {}).get(version)
+        if ver is None:
+            raise SchemaError(f"{by} references {subject!r} version {version}, "
+                              "which the registry does not hold")
+        return self.schema(ver.id)
+
     def _references(self, info: SchemaInfo, names: avro_schema.Names, done: set) -> None:
         for _name, subject, version in info.references:
             if (subject, version) in done:
                 continue
             done.add((subject, version))
-            ver = self.state.subjects.get(subject, {}).get(version)
-            if ver is None:
-                raise SchemaError(f"schema id {info.id} references {subject!r} version {version}, "
-                                  "which the registry does not hold")
-            ref = self.schema(ver.id)
+            ref = self._referenced(subject, version, f"schema id {info.id}")
             self._references(ref, names, done)
             avro_schema.parse(ref.text, names)
 
@@ -134,12 +140,7 @@ class Registry:
         def find(name: str):
             if name not in by_name:
                 return None
-            subject, version = by_name[name]
-            ver = self.state.subjects.get(subject, {}).get(version)
-            if ver is None:
-                raise SchemaError(f"schema id {info.id} references {subject!r} version {version}, "
-                                  "which the registry does not hold")
-            ref = self.schema(ver.id)
+            ref = self._referenced(*by_name[name], f"schema id {info.id}")
             try:
                 return json.loads(ref.text), self._json_refs(ref)
             except ValueError as exc:
@@ -169,12 +170,7 @@ class Registry:
                 if path in pool.files:
                     continue
                 if path in by_name:
-                    subject, version = by_name[path]
-                    ver = self.state.subjects.get(subject, {}).get(version)
-                    if ver is None:
-                        raise SchemaError(f"{name} imports {path!r} from {subject!r} version {version}, "
-                                          "which the registry does not hold")
-                    ref = self.schema(ver.id)
+                    ref = self._referenced(*by_name[path], f"{name} (importing {path!r})")
                     child = protobuf_schema.parse(ref.text, path)
                     pool.add(child)
                     if depth < 64:

@@ -16,7 +16,7 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 MODULES = ["_mapguard", "_columns", "_checksums", "_lz4", "_snappy", "_zstd", "_gzip", "_codecs", "_legacy",
-           "_records", "_batch", "_kernels", "_encode", "_offsets", "_latest", "_avro",
+           "_records", "_batch", "_kernels", "_encode", "_offsets", "_latest", "_take", "_avro",
            "_protobuf", "_json"]
 
 sanitize = os.environ.get("KBATCH_SANITIZE") == "1"

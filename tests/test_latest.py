@@ -313,19 +313,65 @@ def test_cli_latest(tmp_path, capfd):
 
 
 def test_a_large_take_on_threads_equals_one_thread():
-    """A take of more than PARALLEL_TAKE_BYTES is copied in runs on threads
-    (the table view's take): the same column as on one thread, nulls and
-    empty values too, whatever the order of the indices."""
-    from kbatch.lib import columns
+    """A large take is copied in runs on threads (the table view's take,
+    ``kbatch._core._take``): the same column as on one thread, with nulls
+    and empty values, whatever the order of the indices, runs of rows that
+    are not a multiple of 8 included; the values are the written ones."""
     rng = np.random.default_rng(3)
-    values = [None if i % 17 == 0 else bytes(rng.integers(0, 256, int(rng.integers(0, 2000)),
-                                                         dtype=np.uint8)) for i in range(12_000)]
+    values = [None if i % 17 == 0 else bytes(rng.integers(0, 256, int(rng.integers(0, 300)),
+                                                         dtype=np.uint8)) for i in range(80_000)]
     col = kbatch.BinaryColumn.from_pylist(values)
-    for idx in (np.sort(rng.choice(len(values), 9_000, replace=False)),
-                rng.integers(0, len(values), 15_000)):
+    for idx in (np.sort(rng.choice(len(values), 60_001, replace=False)),
+                rng.integers(0, len(values), 90_003)):
+        want = [values[i] for i in idx.tolist()]
         one = col.take(idx)
-        assert one.data.nbytes >= columns.PARALLEL_TAKE_BYTES
+        assert one.to_pylist() == want
+        assert one.null_count == sum(v is None for v in want)
         for threads in (2, 3, 8):
             many = col.take(idx, threads)
             assert many.offsets.tolist() == one.offsets.tolist()
-            assert many.to_pylist() == one.to_pylist() == [values[i] for i in idx.tolist()]
+            assert many.validity.tolist() == one.validity.tolist()
+            assert many.to_pylist() == want
+
+
+def test_the_take_kernel_checks_rows_and_offsets():
+    """``kbatch._core._take.take_binary`` copies nothing before every row
+    and every value's offsets are checked: a row outside the column is an
+    IndexError, offsets outside the data (or going back) a ValueError, on
+    one thread or many; int64 offsets read like int32 ones."""
+    from kbatch._core._take import take_binary
+    data = np.frombuffer(b"abcdefgh" * 10_000, np.uint8)
+    offsets = np.arange(0, 80_001, 2, dtype=np.int32)       # 40 000 values of 2 bytes
+    rows = np.arange(0, 40_000, 3, dtype=np.int64)
+    calls = []
+
+    def allocate(n):
+        calls.append(n)
+        return np.zeros(n, np.uint8)
+    for off in (offsets, offsets.astype(np.int64)):
+        out_off, out_data, validity, nulls = take_binary(off, data, None, rows, 4, allocate)
+        assert validity is None and nulls == 0 and out_off.dtype == np.int32
+        assert out_off.tolist() == list(range(0, 2 * len(rows) + 1, 2))
+        assert bytes(out_data) == b"".join(bytes(data[2 * r:2 * r + 2]) for r in rows.tolist())
+    calls.clear()
+    for threads in (1, 4):
+        bad = rows.copy()
+        bad[-1] = 40_000
+        with pytest.raises(IndexError, match="40000 out of range for 40000"):
+            take_binary(offsets, data, None, bad, threads, allocate)
+        bad[-1] = -1
+        with pytest.raises(IndexError):
+            take_binary(offsets, data, None, bad, threads, allocate)
+        broken = offsets.copy()
+        broken[30_001] = 1 << 30                         # past the data
+        with pytest.raises(ValueError, match="row 30000"):
+            take_binary(broken, data, None, np.arange(40_000, dtype=np.int64), threads,
+                        allocate)
+        broken = offsets.copy()
+        broken[20_000] = 5                               # going back
+        with pytest.raises(ValueError):
+            take_binary(broken, data, None, np.arange(40_000, dtype=np.int64), threads,
+                        allocate)
+    assert calls == []                                   # nothing allocated, nothing copied
+    with pytest.raises(ValueError, match="validity"):
+        take_binary(offsets, data, np.zeros(10, np.uint8), rows, 1, allocate)

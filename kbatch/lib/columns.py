@@ -18,12 +18,11 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch.wire import INT64_MAX
-from kbatch._core._kernels import take_binary
+from kbatch._core._take import take_binary
 from kbatch.lib.gather import empty
 
 _INT32_LIMIT = (1 << 31) - 1
 TAKE_ROLE = 200     # the memory pool's role of a take's value bytes (gather.empty)
-PARALLEL_TAKE_BYTES = 8 << 20     # a take of fewer bytes runs on one thread
 
 
 def _pack_validity(valid: np.ndarray) -> np.ndarray:
@@ -225,49 +224,25 @@ class BinaryColumn:
 
     def take(self, indices, threads: int = 1) -> "BinaryColumn":
         """The values at ``indices`` (ints or a boolean mask), in that order;
-        ``threads``: a large gather is cut into that many copies run at once."""
-        idx = as_indices(indices, len(self))
-        rng = as_contiguous_range(idx)
+        ``threads``: a large gather is cut into that many runs copied at once
+        (``kbatch._core._take``)."""
+        return self.take_rows(as_indices(indices, len(self)), threads)
+
+    def take_rows(self, rows: np.ndarray, threads: int = 1) -> "BinaryColumn":
+        """``take`` of ``rows``, int64 row numbers in ``[0, len)`` (what
+        ``as_indices`` gives; the kernel checks them again)."""
+        rng = as_contiguous_range(rows)
         if rng is not None:
             return self._slice(*rng)
-        self._checked_offsets()     # the kernel reads through them
-        starts = self.offsets[idx].astype(np.int64)
-        lengths = self.offsets[idx + 1] - starts
-        total = int(lengths.sum())
-        out_offsets = np.empty(idx.size + 1, np.int32 if total <= _INT32_LIMIT else np.int64)
-        # from kbatch's memory pool: a take (the table view's) writes into pages
-        # an earlier one released instead of fresh ones the kernel must zero
-        out_data = empty(total, np.uint8, TAKE_ROLE)
-        if threads > 1 and total >= PARALLEL_TAKE_BYTES and idx.size >= threads:
-            self._take_on_threads(idx, lengths, out_offsets, out_data, threads)
-        else:
-            take_binary(self.offsets, self.data, idx, out_offsets, out_data)
-        validity, nulls = None, 0
-        if self.validity is not None:
-            valid = self.is_valid()[idx]
-            nulls = int(idx.size - valid.sum())
-            validity = _pack_validity(valid) if nulls else None
-        out = BinaryColumn(out_offsets, out_data, validity, nulls, self.utf8)
+        # value bytes from kbatch's memory pool: a take (the table view's)
+        # writes into pages an earlier one released instead of fresh ones
+        offsets, data, validity, nulls = take_binary(
+            self.offsets, self.data, self.validity if self.null_count else None,
+            np.ascontiguousarray(rows, np.int64), threads,
+            lambda total: empty(total, np.uint8, TAKE_ROLE))
+        out = BinaryColumn(offsets, data, validity if nulls else None, nulls, self.utf8)
         out._checked = True
         return out
-
-    def _take_on_threads(self, idx, lengths, out_offsets, out_data, threads: int) -> None:
-        """``take_binary`` in ``threads`` runs of about equal bytes, each into
-        its own range of the output (the kernel copies without the GIL)."""
-        from concurrent.futures import ThreadPoolExecutor
-        ends = np.cumsum(lengths, dtype=np.int64)
-        cuts = np.searchsorted(ends, ends[-1] * np.arange(1, threads) / threads, side="right")
-        bounds = sorted({0, idx.size, *(int(c) for c in cuts if 0 < c < idx.size)})
-        out_offsets[0] = 0
-
-        def run(a: int, b: int) -> None:
-            at = int(ends[a - 1]) if a else 0
-            part = np.empty(b - a + 1, out_offsets.dtype)
-            take_binary(self.offsets, self.data, idx[a:b], part, out_data[at:int(ends[b - 1])])
-            out_offsets[a + 1:b + 1] = part[1:] + out_offsets.dtype.type(at)
-        with ThreadPoolExecutor(max_workers=len(bounds) - 1) as pool:
-            for future in [pool.submit(run, a, b) for a, b in zip(bounds, bounds[1:])]:
-                future.result()
 
     def _slice(self, start: int, stop: int) -> "BinaryColumn":
         """Rows [start, stop): data shared, offsets rebased (a small copy)."""

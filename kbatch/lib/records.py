@@ -360,7 +360,9 @@ class RecordColumn:
     def take(self, column, idx, pick, threads: int = 1):
         if self.kind == "fixed":
             return pick(column)
-        return column.take(idx, threads) if isinstance(column, BinaryColumn) else column.take(idx)
+        # idx: as_indices' rows, checked once by Records.take
+        return column.take_rows(idx, threads) if isinstance(column, BinaryColumn) \
+            else column.take(idx)
 
     def concat(self, columns: list, copies=None):
         # joined through ``copies`` (a pooled join): the output from the memory pool

@@ -1,0 +1,16 @@
+from typing import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+def take_binary(
+    offsets: npt.NDArray[np.int32] | npt.NDArray[np.int64],
+    data: npt.NDArray[np.uint8],
+    validity: npt.NDArray[np.uint8] | None,     # LSB-first bitmap, or None
+    rows: npt.NDArray[np.int64],
+    threads: int,
+    allocate: Callable[[int], npt.NDArray[np.uint8]],
+) -> tuple[npt.NDArray[np.int32] | npt.NDArray[np.int64],   # offsets, m + 1
+           npt.NDArray[np.uint8],                           # data, from allocate
+           npt.NDArray[np.uint8] | None,                    # validity
+           int]: ...                                        # null count

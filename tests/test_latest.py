@@ -218,10 +218,12 @@ def _bits(flags) -> np.ndarray:
 def test_many_distinct_keys_take_the_partitioned_pass(ordered, layout):
     """Over 32 k distinct keys the kernel partitions the rows by hash (entries
     holding a key's first 16 bytes): keys of every length, keys equal in
-    their first 16 bytes, null keys, tombstones, winners by offset."""
+    their first 16 bytes, null keys, tombstones, winners by offset (ties:
+    the later row), on one thread and in runs on three (each pass cut into
+    runs of rows or partitions: the same answer)."""
     from kbatch._core._latest import latest_rows
     rng = np.random.default_rng(7)
-    n = 120_000
+    n = 200_000
     pool = ([b"%d" % i for i in range(40_000)]
             + [b"0123456789abcdef" + b"%d" % i for i in range(20_000)]     # one 16-byte head
             + [b"x" * 16, b"", b"y" * 40] + [bytes(rng.integers(0, 256, 30)) for _ in range(9000)])
@@ -238,26 +240,31 @@ def test_many_distinct_keys_take_the_partitioned_pass(ordered, layout):
         from kbatch._core._kernels import views_from_binary
         views = np.zeros(16 * n, np.uint8)
         views_from_binary(col.offsets, col.data, views, 0)
-        got = latest_rows(None, None, kvalid, views, [col.data], offsets, vvalid)
+        args = (None, None, kvalid, views, [col.data], offsets, vvalid)
     else:
         dtype = np.int32 if layout == "offsets32" else np.int64
-        got = latest_rows(col.offsets.astype(dtype), col.data, kvalid, None, [], offsets, vvalid)
-    rows, nkeys, tombs, nulls = got
+        args = (col.offsets.astype(dtype), col.data, kvalid, None, [], offsets, vvalid)
     want = _model_latest(keys, offsets.tolist(), tomb)
-    assert nkeys > 32_768
-    assert (rows.tolist(), nkeys, tombs, nulls) == want
+    assert want[1] > 32_768
+    for threads in (1, 3):
+        rows, nkeys, tombs, nulls = latest_rows(*args, threads)
+        assert (rows.tolist(), nkeys, tombs, nulls) == want
 
 
 def test_partitioned_pass_refuses_a_key_outside_its_buffer():
     """A bad key after the table outgrew the cache is found by the
-    partitioned pass's first walk."""
+    partitioned pass's first walk; on threads, the first bad row is named
+    whichever run finds it."""
     from kbatch._core._latest import latest_rows
-    n = 60_000
+    n = 200_000
     col = kbatch.BinaryColumn.from_pylist([b"%06d" % i for i in range(n)])
-    offs = col.offsets.astype(np.int64)
-    offs[50_001:] += 1_000_000              # row 50 000 ends past the data
-    with pytest.raises(ValueError, match="row 50000 lies outside"):
-        latest_rows(offs, col.data, None, None, [], np.arange(n, dtype=np.int64), None)
+    for bad in (50_000, 150_000):
+        offs = col.offsets.astype(np.int64)
+        offs[bad + 1:] += 1_000_000         # row ``bad`` and every later one end past the data
+        for threads in (1, 3):
+            with pytest.raises(ValueError, match=f"row {bad} lies outside"):
+                latest_rows(offs, col.data, None, None, [], np.arange(n, dtype=np.int64),
+                            None, threads)
 
 
 # three of dipendrasaini's five invoice partitions (one producer's data, 3 MB

@@ -31,7 +31,10 @@ every comparison would be a miss) the pass starts again partitioned: the
 rows are hashed, counted and scattered into partitions by the hash's top
 bits, in row order, and each partition is resolved with a table of its own
 that the cache holds (2 M records of 1 M keys: 146 ms as one table, 62 ms
-partitioned). Rows with a
+partitioned). Each of the three passes runs on threads (``_threads``): the
+hash and scatter passes in runs of equal rows (each run counts its rows per
+partition, then writes from its own cursors, so rows stay in row order
+within a partition), the resolve pass in runs of partitions. Rows with a
 null key are counted and left out (a compacted topic refuses them and
 Kafka's cleaner drops them). Every key's bytes are checked to lie inside
 their buffer before they are read; nothing is allocated from a count
@@ -108,11 +111,7 @@ cdef extern from *:
     bint kb_eq(const uint8_t *a, const uint8_t *b, int64_t n) noexcept nogil
     void KB_PREFETCH(const void *p) noexcept nogil
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef unsigned long pthread_t
-    int pthread_create(pthread_t *thread, const void *attr, void *(*start)(void *) noexcept nogil,
-                       void *arg)
-    int pthread_join(pthread_t thread, void **result)
+from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads
 
 
 cdef enum:
@@ -131,7 +130,7 @@ cdef enum:
     PART_ROWS = 2048            # rows per partition aimed at (its table stays in L1/L2)
     MAX_PART_BITS = 9           # 512 partitions at most (write streams of the scatter)
     ENTRIES_ROLE = 97           # the memory pool's role of the partitioned pass's entries
-    MAX_THREADS = 64            # threads resolving partitions, at most
+    SPREAD_ROWS = 1 << 16       # rows per thread of the hash and scatter passes, at least
 
 
 cdef struct Keys:
@@ -340,6 +339,58 @@ cdef bint _same_key(const Keys *k, const Entry *a, const Entry *b) noexcept nogi
     return kb_eq(pa, pb, na)
 
 
+cdef struct Spread:              # one run of rows of the hash and scatter passes
+    const Keys *k
+    int64_t lo, hi               # rows [lo, hi)
+    int bits
+    int64_t *counts              # per partition: the run's rows, then its cursor
+    int64_t nulls
+    int64_t bad                  # -1, or the run's first row whose key is bad
+    Entry *entries
+
+
+cdef void *_count(void *arg) noexcept nogil:
+    """Pass 1 of a run: every key checked and hashed, its partition counted."""
+    cdef Spread *r = <Spread *>arg
+    cdef const uint8_t *p
+    cdef int64_t i, length
+    cdef int st
+    for i in range(r.lo, r.hi):
+        st = _key(r.k, i, &p, &length)
+        if st == KEY_BAD:
+            r.bad = i
+            return NULL
+        if st == KEY_NULL:
+            r.nulls += 1
+            continue
+        r.counts[_part(kb_hash(p, length), r.bits)] += 1
+    return NULL
+
+
+cdef void *_spread(void *arg) noexcept nogil:
+    """Pass 2 of a run: each row's entry written at its partition's cursor."""
+    cdef Spread *r = <Spread *>arg
+    cdef const uint8_t *p
+    cdef int64_t i, length
+    cdef uint64_t h
+    cdef int part
+    cdef Entry *e
+    for i in range(r.lo, r.hi):
+        if _key(r.k, i, &p, &length) != KEY_OK:
+            continue
+        h = kb_hash(p, length)
+        part = _part(h, r.bits)
+        e = &r.entries[r.counts[part]]
+        r.counts[part] += 1
+        e.hash = h
+        e.row = <uint32_t>i
+        e.length = <uint32_t>length
+        memset(e.head, 0, INLINE)
+        if length > 0:
+            memcpy(e.head, p, <size_t>(length if length < INLINE else INLINE))
+    return NULL
+
+
 cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, int64_t n,
                           const uint8_t *vvalid, Entry *entries, uint8_t *keep,
                           int64_t *nulls, int64_t *keys, int64_t *tombs,
@@ -352,55 +403,59 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
     16 are read again only to compare two keys of equal hash and length.
     ``keep[row] = 1`` for every key's latest row unless it is a tombstone.
     Returns as ``_latest`` does (0, a bad row, or out of memory)."""
-    cdef int bits = 0, part
-    cdef int64_t nparts, i, j, c, base, most = 0
+    cdef int bits = 0, part, t, nt
+    cdef int64_t nparts, c, most = 0, at
     cdef int64_t *start = NULL
-    cdef int64_t *cursor = NULL
-    cdef Entry *e
-    cdef const uint8_t *p
-    cdef int64_t length
-    cdef int st
-    cdef uint64_t h
+    cdef int64_t *counts = NULL
+    cdef Spread runs[MAX_RUN_THREADS]
     while bits < MAX_PART_BITS and (n >> bits) > PART_ROWS:
         bits += 1
     nparts = 1 << bits
+    nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS
+    if nt > n // SPREAD_ROWS:
+        nt = <int>(n // SPREAD_ROWS)
+    if nt < 1:
+        nt = 1
     start = <int64_t *>calloc(nparts + 1, sizeof(int64_t))
-    cursor = <int64_t *>malloc(nparts * sizeof(int64_t))
-    if start == NULL or cursor == NULL:
+    counts = <int64_t *>calloc(nt * nparts, sizeof(int64_t))
+    if start == NULL or counts == NULL:
         free(start)
-        free(cursor)
+        free(counts)
         return -(n + 2)
+    for t in range(nt):          # runs of equal rows, in row order
+        runs[t].k = k
+        runs[t].lo = n * t // nt
+        runs[t].hi = n * (t + 1) // nt
+        runs[t].bits = bits
+        runs[t].counts = counts + t * nparts
+        runs[t].nulls = 0
+        runs[t].bad = -1
+        runs[t].entries = entries
+    # 1: every key checked and hashed, partitions counted per run
+    on_threads(runs, sizeof(Spread), nt, _count)
     nulls[0] = 0
-    for i in range(n):          # 1: every key checked and hashed, partitions counted
-        st = _key(k, i, &p, &length)
-        if st == KEY_BAD:
+    for t in range(nt):
+        if runs[t].bad >= 0:     # the first bad row: runs are in row order
             free(start)
-            free(cursor)
-            return -(i + 1)
-        if st == KEY_NULL:
-            nulls[0] += 1
-            continue
-        start[_part(kb_hash(p, length), bits) + 1] += 1
+            free(counts)
+            return -(runs[t].bad + 1)
+        nulls[0] += runs[t].nulls
+    # each run's cursor in each partition: after the partition's rows of the
+    # runs before it (rows stay in row order within a partition)
+    at = 0
     for part in range(nparts):
-        c = start[part + 1]
+        start[part] = at
+        c = 0
+        for t in range(nt):
+            c += counts[t * nparts + part]
+            counts[t * nparts + part] = at + c - counts[t * nparts + part]
+        at += c
         if c > most:
             most = c
-        start[part + 1] += start[part]
-        cursor[part] = start[part]
-    for i in range(n):          # 2: scattered, in row order within a partition
-        if _key(k, i, &p, &length) != KEY_OK:
-            continue
-        h = kb_hash(p, length)
-        part = _part(h, bits)
-        e = &entries[cursor[part]]
-        cursor[part] += 1
-        e.hash = h
-        e.row = <uint32_t>i
-        e.length = <uint32_t>length
-        memset(e.head, 0, INLINE)
-        if length > 0:
-            memcpy(e.head, p, <size_t>(length if length < INLINE else INLINE))
-    free(cursor)
+    start[nparts] = at
+    # 2: scattered, each run from its cursors
+    on_threads(runs, sizeof(Spread), nt, _spread)
+    free(counts)
     # 3: each partition's keys, a table in the cache; partitions on threads
     if _resolve_partitions(k, offsets, ordered, vvalid, entries, start, nparts, most,
                            keep, keys, tombs, threads) != 0:
@@ -485,12 +540,10 @@ cdef int64_t _resolve_partitions(const Keys *k, const int64_t *offsets, bint ord
     """The partitions cut into ``threads`` runs of about equal rows, each
     resolved on a thread of its own (the last on this one; a thread that
     cannot be started runs here too). Returns 0 or out of memory."""
-    cdef Resolve runs[MAX_THREADS]
-    cdef pthread_t tids[MAX_THREADS]
-    cdef bint started[MAX_THREADS]
+    cdef Resolve runs[MAX_RUN_THREADS]
     cdef int t, nt, part = 0
     cdef int64_t total = start[nparts], goal, status = 0
-    nt = threads if threads < MAX_THREADS else MAX_THREADS
+    nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS
     if nt > nparts:
         nt = <int>nparts
     if nt < 1:
@@ -512,15 +565,8 @@ cdef int64_t _resolve_partitions(const Keys *k, const int64_t *offsets, bint ord
         while part < nparts and (start[part + 1] <= goal or t == nt - 1):
             part += 1
         runs[t].hi = part
-        started[t] = False
-    for t in range(nt - 1):
-        started[t] = pthread_create(&tids[t], NULL, _resolve, &runs[t]) == 0
-        if not started[t]:
-            _resolve(&runs[t])
-    _resolve(&runs[nt - 1])
+    on_threads(runs, sizeof(Resolve), nt, _resolve)
     for t in range(nt):
-        if t < nt - 1 and started[t]:
-            pthread_join(tids[t], NULL)
         keys[0] += runs[t].keys
         tombs[0] += runs[t].tombs
         if runs[t].status != 0:

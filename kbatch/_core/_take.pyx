@@ -12,8 +12,7 @@ values at given rows, copied in order into new buffers.
 
 Two passes over the rows, each cut into runs of equal rows (a multiple of
 8, so that a run writes whole validity bytes) on up to ``threads`` threads
-(pthreads; the last run on the calling thread, a thread that cannot start
-runs there too):
+(``_threads.on_threads``):
 
     1. size    every row index is checked against n and every value's
                offsets against the data buffer (0 <= start <= end <= len);
@@ -39,15 +38,10 @@ cdef extern from *:
     """
     void KB_TAKE_PREFETCH(const void *p) noexcept nogil
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef unsigned long pthread_t
-    int pthread_create(pthread_t *thread, const void *attr, void *(*start)(void *) noexcept nogil,
-                       void *arg)
-    int pthread_join(pthread_t thread, void **result)
+from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads
 
 
 cdef enum:
-    MAX_THREADS = 64
     AHEAD = 8                   # rows ahead whose source is prefetched
     ROWS_PER_THREAD = 1 << 14   # fewer rows than this per thread: fewer threads
     OK = 0
@@ -139,20 +133,6 @@ cdef void *_copy(void *arg) noexcept nogil:
     return NULL
 
 
-cdef void _on_threads(Run *runs, int nt, void *(*work)(void *) noexcept nogil) noexcept nogil:
-    cdef pthread_t tids[MAX_THREADS]
-    cdef bint started[MAX_THREADS]
-    cdef int t
-    for t in range(nt - 1):
-        started[t] = pthread_create(&tids[t], NULL, work, &runs[t]) == 0
-        if not started[t]:
-            work(&runs[t])
-    work(&runs[nt - 1])
-    for t in range(nt - 1):
-        if started[t]:
-            pthread_join(tids[t], NULL)
-
-
 def take_binary(offsets, data, validity, const int64_t[::1] rows, int threads, allocate):
     """The values at ``rows`` of the column ``offsets``/``data``/``validity``:
     ``(out_offsets, out_data, out_validity, nulls)``; ``out_data`` comes
@@ -166,7 +146,7 @@ def take_binary(offsets, data, validity, const int64_t[::1] rows, int threads, a
     cdef const void *offs
     cdef bint wide_in = offsets.dtype == np.int64
     cdef int64_t n, m = rows.shape[0], total = 0, nulls = 0, per, at
-    cdef Run runs[MAX_THREADS]
+    cdef Run runs[MAX_RUN_THREADS]
     cdef int t, nt
     cdef uint8_t[::1] out_body
     cdef uint8_t[::1] out_bits
@@ -185,7 +165,7 @@ def take_binary(offsets, data, validity, const int64_t[::1] rows, int threads, a
         bits = validity
         if bits.shape[0] * 8 < n:
             raise ValueError("validity bitmap shorter than the column")
-    nt = threads if threads < MAX_THREADS else MAX_THREADS
+    nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS
     if nt > m // ROWS_PER_THREAD:
         nt = <int>(m // ROWS_PER_THREAD)
     if nt < 1:
@@ -204,7 +184,7 @@ def take_binary(offsets, data, validity, const int64_t[::1] rows, int threads, a
         runs[t].nbytes = runs[t].nulls = 0
         runs[t].status = OK
     with nogil:
-        _on_threads(runs, nt, _size)
+        on_threads(runs, sizeof(Run), nt, _size)
     for t in range(nt):
         if runs[t].status == BAD_ROW:
             raise IndexError(f"index {runs[t].bad} out of range for {n} values")
@@ -234,5 +214,5 @@ def take_binary(offsets, data, validity, const int64_t[::1] rows, int threads, a
         runs[t].wide_out = wide_out
         runs[t].out_validity = &out_bits[0] if validity is not None and m else NULL
     with nogil:
-        _on_threads(runs, nt, _copy)
+        on_threads(runs, sizeof(Run), nt, _copy)
     return out_offsets, out_data, out_validity, nulls

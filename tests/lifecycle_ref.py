@@ -7,6 +7,7 @@ test_recover.py, test_retention.py and test_compact.py.
     latest_model(records, aborted)     the table a compacted topic stands for
     header(batch) / walk(buf)          batch headers and FileLogInputStream's walk
     recover_model(buf, ...)            LogSegment.recover: valid prefix + indexes
+    EpochCacheModel                    LeaderEpochFileCache (TreeMap by epoch)
     retention_model(...)               UnifiedLog.deleteOldSegments' predicates
     clean_model(...)                   Cleaner.cleanSegments' record rules
 
@@ -118,7 +119,58 @@ def _varint(buf: bytes, p: int) -> tuple[int, int]:
             return (raw >> 1) ^ -(raw & 1), p
 
 
-def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096):
+class EpochCacheModel:
+    """LeaderEpochFileCache (storage/.../epoch/LeaderEpochFileCache.java):
+    ``epochs``, a map epoch -> start offset kept sorted by epoch (Java's
+    TreeMap); every method as the Java one of that name."""
+
+    def __init__(self, file_entries=()):
+        self.epochs: dict[int, int] = {}
+        for epoch, start in file_entries:         # the constructor: checkpoint.read().forEach(assign)
+            self.assign(epoch, start)
+
+    def entries(self):
+        return sorted(self.epochs.items())
+
+    def latest(self):
+        return self.entries()[-1] if self.epochs else None
+
+    def _is_update_needed(self, epoch, start):
+        last = self.latest()
+        return last is None or epoch != last[0] or start < last[1]
+
+    def _remove_while_matching(self, descending, predicate):
+        removed = []
+        for epoch, start in (reversed(self.entries()) if descending else self.entries()):
+            if not predicate(epoch, start):
+                break
+            removed.append((epoch, start))
+            del self.epochs[epoch]
+        return removed
+
+    def assign(self, epoch, start):
+        if epoch < 0 or start < 0:
+            raise ValueError("IllegalArgumentException")
+        if not self._is_update_needed(epoch, start):
+            return False
+        # maybeTruncateNonMonotonicEntries
+        self._remove_while_matching(True, lambda e, o: e >= epoch or o >= start)
+        self.epochs[epoch] = start
+        return True
+
+    def truncate_from_end(self, end):
+        last = self.latest()
+        if end >= 0 and last is not None and last[1] >= end:
+            self._remove_while_matching(True, lambda e, o: o >= end)
+
+    def truncate_from_start(self, start):
+        removed = self._remove_while_matching(False, lambda e, o: o <= start)
+        if removed:
+            self.epochs[removed[-1][0]] = start
+
+
+def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096,
+                  epoch_file=None, log_start: int | None = None):
     """LogLoader.recoverLog + LogSegment.recover over ``[(base offset,
     bytes)]``: per kept segment ``(base, valid_bytes, .index bytes,
     .timeindex bytes, .txnindex bytes)``; segments after the first cut are
@@ -128,8 +180,14 @@ def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096):
     the batch that raised it) when larger than its last entry, and once
     more at the end. Producer state as ProducerStateManager: an aborted
     non-empty transaction's entry (version 0, pid, first, marker offset,
-    LSO) in the segment of its marker."""
-    kept, ongoing, epochs = [], {}, []
+    LSO) in the segment of its marker. Leader epochs as LogLoader.load: the
+    cache built from ``epoch_file``'s entries, each batch's epoch assigned
+    when larger than the latest (LogSegment.recover), then truncateFromEnd
+    at the log end offset and truncateFromStart at the log start offset
+    (``log_start``, at least the first segment's base and at most the end)."""
+    kept, ongoing = [], {}
+    cache = EpochCacheModel(epoch_file or ())
+    end = segments[0][0] if segments else None
     for base, buf in segments:
         batches, valid = walk(buf)
         index, times, txn = [], [], []
@@ -142,8 +200,10 @@ def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096):
                 if max_ts > (struct.unpack_from(">q", times[-1])[0] if times else -1):
                     times.append(struct.pack(">qi", max_ts, max_off - base))
                 last_entry = h["position"]
-            if h["leader_epoch"] >= 0 and (not epochs or h["leader_epoch"] > epochs[-1][0]):
-                epochs.append((h["leader_epoch"], h["base_offset"]))
+            if h["leader_epoch"] >= 0 and (cache.latest() is None
+                                           or h["leader_epoch"] > cache.latest()[0]):
+                cache.assign(h["leader_epoch"], h["base_offset"])
+            end = h["last_offset"] + 1
             pid = h["producer_id"]
             if pid >= 0 and not h["control"] and h["transactional"]:
                 ongoing.setdefault(pid, h["base_offset"])
@@ -161,7 +221,12 @@ def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096):
         kept.append((base, valid, b"".join(index), b"".join(times), b"".join(txn)))
         if valid < len(buf):
             break
-    return kept, epochs
+    if segments:
+        end = max(end, kept[-1][0])
+        first = segments[0][0]
+        cache.truncate_from_end(end)
+        cache.truncate_from_start(min(max(first if log_start is None else log_start, first), end))
+    return kept, cache.entries()
 
 
 # --- retention: UnifiedLog.deleteOldSegments ------------------------------------------

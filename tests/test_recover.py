@@ -232,17 +232,28 @@ def test_corpus_recovery_and_index_bytes(tmp_path, capfd):
     tally = {"index": [0, 0, 0], "timeindex": [0, 0, 0]}   # identical (entries), empty, differ
     rolled = {"index": [0, 0], "timeindex": [0, 0]}          # identical, of
     differing = set()             # partitions with a rolled segment whose files differ
+    epochs_checked = 0
     for i, d in enumerate(INDEX_DIRS):
         src = CORPUS / d
         out = tmp_path / f"d{i}"
         report = kbatch.recover(src, out)
         assert kbatch.verify(out).ok, d
+        starts = src / "log-start-offset-checkpoint"
+        starts = {(t, p): o for t, p, o in read_checkpoint(starts)[1]} if starts.exists() else {}
         for part in report.partitions:
             log_src = src / pathlib.Path(part.source).name
             segs = sorted(log_src.glob("*.log"))
             raw = [(int(s.name[:20]), s.read_bytes()) for s in segs]
             if all(r[1][16:17] in (b"\x02", b"") for r in raw):
-                kept, _ = recover_model(raw)
+                # leader epochs as the broker's load leaves them: its own file
+                # loaded, the batches' epochs assigned, truncated at both ends
+                ep = log_src / "leader-epoch-checkpoint"
+                kept, epochs = recover_model(
+                    raw, epoch_file=read_checkpoint(ep)[1] if ep.exists() else None,
+                    log_start=starts.get((part.topic, part.partition)))
+                assert read_checkpoint(out / log_src.name / "leader-epoch-checkpoint")[1] \
+                    == epochs == part.leader_epochs, log_src
+                epochs_checked += ep.exists()
                 for base, valid, index, times, _txn in kept:
                     stem = out / log_src.name / f"{base:020d}"
                     assert stem.with_suffix(".index").read_bytes() == index, stem
@@ -280,8 +291,9 @@ def test_corpus_recovery_and_index_bytes(tmp_path, capfd):
     with capfd.disabled():
         print(f"\nrebuilt vs broker index files (identical with entries, identical empty, "
               f"different): {tally}; rolled segments (identical, of): {rolled}; "
-              f"differences: {why}")
+              f"differences: {why}; leader-epoch-checkpoint files loaded: {epochs_checked}")
     assert tally["index"][0] >= 7 and tally["timeindex"][0] >= 15
+    assert epochs_checked >= 20
     # the corpus's 20 rolled segments: 5 small ones (empty .index, the final
     # .timeindex entry) and 3 of a leader identical; 12 written by followers
     assert rolled == {"index": [8, 20], "timeindex": [5, 20]}

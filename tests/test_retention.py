@@ -13,7 +13,8 @@ from hypothesis import given, strategies as st
 
 import kbatch
 from kbatch.lib.checkpoints import read_checkpoint
-from kbatch.lib.retention import retention, truncate_epochs
+from kbatch.lib.epochs import truncate_from_start as truncate_epochs
+from kbatch.lib.retention import retention
 from tests.kafka_ref import build_batch
 from tests.lifecycle_ref import retention_model
 

@@ -45,6 +45,7 @@ import numpy as np
 from kbatch.errors import ArgumentError
 from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of, offsets_text,
                                     parse_checkpoint)
+from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
@@ -256,14 +257,6 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
 
 # --- the retained copy -----------------------------------------------------------------
 
-def truncate_epochs(entries: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
-    """LeaderEpochFileCache.truncateFromStart: entries starting at or below
-    ``start`` go, the last of them comes back starting at ``start``."""
-    removed = [e for e in entries if e[1] <= start]
-    kept = [e for e in entries if e[1] > start]
-    return ([(removed[-1][0], start)] if removed else []) + kept
-
-
 def _copy(loc, dest: Path) -> None:
     """A file of the source (local or remote) into ``dest``, in pieces."""
     local = loc.local_path()
@@ -303,9 +296,8 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     data = p.log.location.child(e.name)
                     text = data.tree.read_small(data.path, 1 << 20) or b""
                     _, entries = parse_checkpoint("leader_epoch", text, str(data))
-                    kept = truncate_epochs(entries, p.new_log_start_offset)
-                    (out / e.name).write_text("\n".join(
-                        ["0", str(len(kept)), *(f"{a} {b}" for a, b in kept)]) + "\n")
+                    kept = truncate_from_start(load(entries), p.new_log_start_offset)
+                    (out / e.name).write_text(epoch_file_text(kept))
                 elif stem_base is not None and stem_base in gone:
                     continue        # a deleted segment, its index files and snapshot
                 elif base is not None or stem_base is not None or e.name == "partition.metadata":
@@ -334,4 +326,4 @@ def _stem_base(name: str) -> int | None:
 
 
 __all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan",
-           "plan_partition", "retention", "segment_infos", "truncate_epochs"]
+           "plan_partition", "retention", "segment_infos"]

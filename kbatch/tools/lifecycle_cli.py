@@ -123,6 +123,7 @@ def cmd_recover(args, resolve_path, storage_of) -> int:
         if args.format == "json":
             print(json.dumps({"partition": p.name, "log_start_offset": p.log_start_offset,
                               "log_end_offset": p.log_end_offset,
+                              "leader_epochs": p.leader_epochs,
                               "segments": [s.__dict__ for s in p.segments],
                               "dropped": [d.__dict__ for d in p.dropped]}))
             continue

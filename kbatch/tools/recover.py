@@ -27,9 +27,15 @@ builds them, batch by batch (``kbatch.lib.writer.IndexBuilder``):
                  first offset of the earliest transaction of another
                  producer still open, else the marker offset + 1)
 
-and the partition's ``leader-epoch-checkpoint`` from the batches' leader
-epochs (LeaderEpochFileCache.assign: a new entry when an epoch is larger
-than the latest). A data directory's checkpoint files are written for the
+and the partition's ``leader-epoch-checkpoint`` as LogLoader leaves it
+(``kbatch.lib.epochs``): the source's file loaded (an epoch no batch
+holds any more, its records compacted away, stays), each copied batch's
+epoch assigned when it is larger than the latest (LogSegment.recover),
+then the entries at or past the new log end offset removed
+(truncateFromEnd) and the first moved up to the log start offset
+(truncateFromStart). A source file that cannot be parsed is left out and
+the epochs are rebuilt from the batches alone; the report's notes say
+so. A data directory's checkpoint files are written for the
 recovered logs: ``recovery-point-offset-checkpoint`` (each log end
 offset: everything is flushed), ``log-start-offset-checkpoint`` (the
 source's, kept inside the recovered log) and ``replication-offset-
@@ -60,8 +66,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.errors import ArgumentError
-from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES, offsets_of, offsets_text
+from kbatch.errors import ArgumentError, CorruptRecordError
+from kbatch.lib import epochs as epoch_cache
+from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, offsets_of, offsets_text,
+                                    parse_checkpoint)
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import Partition, resolve
@@ -112,6 +120,8 @@ class PartitionRecovery:
     log_end_offset: int | None = None
     segments: list[SegmentCopy] = field(default_factory=list)
     dropped: list[Dropped] = field(default_factory=list)
+    leader_epochs: list[tuple[int, int]] = field(default_factory=list)   # as written
+    notes: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -227,7 +237,7 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
     dest.mkdir(parents=True)
     out = PartitionRecovery(log.topic, log.partition, log.name, str(dest))
     producers = ProducerState()
-    epochs: list[tuple[int, int]] = []
+    epochs = _source_epochs(log, out)
     cut_done = False
     next_offset = None
     for i, seg in enumerate(log.segments):
@@ -256,7 +266,7 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
                 if int(batches.magic[r]) >= 2:
                     epoch = int(batches.partition_leader_epoch[r])
                     if epoch >= 0 and (not epochs or epoch > epochs[-1][0]):
-                        epochs.append((epoch, base))
+                        epochs = epoch_cache.assign(epochs, epoch, base)
                     entry = producers.batch(base, int(batches.producer_id[r]),
                                             bool(batches.is_transactional[r]),
                                             bool(batches.is_control[r]), markers.get(base))
@@ -292,8 +302,10 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
         first = log.segments[0].base_offset
         start = first if log_start is None else log_start
         out.log_start_offset = min(max(start, first), end)
-    lines = [f"{e} {o}" for e, o in epochs]
-    _write(dest / EPOCH_FILE, ("\n".join(["0", str(len(lines)), *lines]) + "\n").encode())
+        epochs = epoch_cache.truncate_from_end(epochs, end)
+        epochs = epoch_cache.truncate_from_start(epochs, out.log_start_offset)
+    out.leader_epochs = epochs
+    _write(dest / EPOCH_FILE, epoch_cache.epoch_file_text(epochs).encode())
     meta = log.location.child("partition.metadata")
     data = meta.tree.read_small(meta.path, 1 << 16)
     if data is not None:
@@ -303,6 +315,22 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
             child = log.location.child(e.name)
             _write(dest / e.name, child.tree.read_small(child.path, 1 << 30) or b"")
     return out
+
+
+def _source_epochs(log: PartitionLog, out: PartitionRecovery) -> list[tuple[int, int]]:
+    """The leader epoch cache a broker loads from the source's
+    ``leader-epoch-checkpoint`` (empty without one; a file that cannot be
+    parsed or holds a negative entry is left out, with a note)."""
+    loc = log.location.child(EPOCH_FILE)
+    try:
+        data = loc.tree.read_small(loc.path, 1 << 20)
+        if data is None:
+            return []
+        return epoch_cache.load(parse_checkpoint("leader_epoch", data, str(loc))[1])
+    except (CorruptRecordError, ValueError, OSError) as exc:
+        out.notes.append(f"{EPOCH_FILE} not used ({exc}): leader epochs rebuilt from the "
+                         "batches alone")
+        return []
 
 
 # --- the entry point -------------------------------------------------------------------
@@ -344,7 +372,7 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
                                      **options)
             notes.append("a partition alone: the data directory's checkpoint files are not "
                          "written (recover the data directory for them)")
-            return RecoveryReport(str(dest), [part], notes)
+            return RecoveryReport(str(dest), [part], notes + _partition_notes([part]))
         hw = offsets_of(found.location, "high_watermark")
         starts = offsets_of(found.location, "log_start_offset")
         cleaner = offsets_of(found.location, "cleaner_offset")
@@ -371,8 +399,12 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
         data = meta.tree.read_small(meta.path, 1 << 16)
         if data is not None:
             _write(dest / "meta.properties", data)
-        return RecoveryReport(str(dest), parts, notes)
+        return RecoveryReport(str(dest), parts, notes + _partition_notes(parts))
     return into_new_directory(dest, write)
+
+
+def _partition_notes(parts: list[PartitionRecovery]) -> list[str]:
+    return [f"{p.name}: {note}" for p in parts for note in p.notes]
 
 
 def _file_of(kind: str) -> str:

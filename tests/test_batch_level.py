@@ -169,6 +169,34 @@ def test_damage_raises_stops_and_skips(data_dir, tmp_path):
     assert len(log.read(on_corrupt="skip")) == TOTAL - lost
 
 
+def test_parts_of_one_segment_are_merged(data_dir):
+    """``merge_parts`` (a Spark input partition's slices): neighbours of one
+    topic, partition and segment become one part, rows in order; other
+    segments and partitions stay apart; empty parts go."""
+    from kbatch.lib.batchrows import BatchPart, kept_part, merge_parts
+    from kbatch.lib.segment import DecodeOptions
+    log = kbatch.open_log(data_dir / "plain-0")
+    parts, whole = [], []
+    for seg in log.segments:
+        (chunk,) = seg.source.chunks(DecodeOptions(), control_only=True)
+        rows = chunk.batches
+        whole.append(rows)
+        counts = np.asarray(rows.records_count, np.int64)
+        half = len(rows) // 2
+        for keep in (np.arange(len(rows)) < half, np.arange(len(rows)) >= half,
+                     np.zeros(len(rows), bool)):
+            parts.append(kept_part("plain", 0, seg.source.name, rows, keep, counts))
+    other = BatchPart("plain", 1, parts[0].segment, parts[0].batches, parts[0].counts)
+    merged = merge_parts(parts + [other])
+    assert len(log.segments) > 1
+    assert [m.segment for m in merged] == [s.source.name for s in log.segments] + [
+        other.segment]
+    for m, rows in zip(merged, whole):
+        assert m.batches.base_offset.tolist() == rows.base_offset.tolist()
+        assert m.counts.tolist() == np.asarray(rows.records_count).tolist()
+    assert merged[-1].partition == 1 and merged[-1].counts.tolist() == other.counts.tolist()
+
+
 def test_level_is_checked(data_dir):
     with pytest.raises(ValueError, match="level must be one of"):
         read_table(data_dir, level="rows")
@@ -257,6 +285,12 @@ def test_spark_batches_and_count(spark, data_dir, tmp_path):
     want = kafka_python_batches(data_dir / "plain-1")
     assert [(r["baseOffset"], r["records"], r["position"], r["compression"]) for r in rows] \
         == [(b["base_offset"], b["records_count"], b["position"], "lz4") for b in want]
+    # segments cut into many slices per input partition: their rows joined, none lost
+    cut = spark.read.format("kbatch").option("level", "batches").option(
+        "maxPartitionBytes", "32768").load(str(data_dir / "plain-1"))
+    assert [(r["baseOffset"], r["records"], r["position"], r["segment"])
+            for r in cut.orderBy("baseOffset").collect()] == \
+        [(b["base_offset"], b["records_count"], b["position"], b["segment"]) for b in want]
     # kbatch.spark.count: ranges that cut batches, read_committed, subscribe
     assert ks.count(spark, data_dir, subscribe="plain") == PARTS * TOTAL
     assert ks.count(spark, str(data_dir), subscribe="plain", startingOffsets=150,

@@ -131,6 +131,23 @@ def kept_part(topic, partition, segment: str, rows: BatchTable, keep: np.ndarray
     return BatchPart(topic, partition, segment, rows, counts)
 
 
+def merge_parts(parts) -> list[BatchPart]:
+    """``parts`` with each run of neighbours of one topic, partition and
+    segment joined into one part (the slices of a segment read one after
+    the other), so that each becomes one Arrow batch, not one per slice."""
+    merged: list[list[BatchPart]] = []
+    for part in parts:
+        if not len(part.counts):
+            continue
+        if merged and merged[-1][0][:3] == part[:3]:
+            merged[-1].append(part)
+        else:
+            merged.append([part])
+    return [run[0] if len(run) == 1 else
+            BatchPart(*run[0][:3], BatchTable.concat([p.batches for p in run]),
+                      np.concatenate([p.counts for p in run])) for run in merged]
+
+
 def batch_schema(pa, unit: str = "ms"):
     """The Arrow schema of a batch-level read (timestamps in ``unit``, UTC)."""
     return pa.schema([(name, pa.timestamp(unit, tz="UTC") if kind == "timestamp"
@@ -201,4 +218,5 @@ def batch_table(parts, unit: str = "ms"):
 
 
 __all__ = ["BATCH_COLUMNS", "BatchPart", "LEVELS", "batch_schema", "batch_table",
-           "check_level", "count_batches", "kept_part", "part_arrays", "spark_ddl"]
+           "check_level", "count_batches", "kept_part", "merge_parts", "part_arrays",
+           "spark_ddl"]

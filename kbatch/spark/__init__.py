@@ -135,9 +135,8 @@ class KbatchReader(DataSourceReader):
             return spark_read.read_latest(partition.slices, self.options.kafka,
                                           self.arrow_schema)
         if self.options.kafka.level == "batches":
-            return (batch for piece in partition.slices
-                    for batch in spark_read.batch_level(piece, self.options.kafka,
-                                                        self.arrow_schema))
+            return spark_read.batch_level(partition.slices, self.options.kafka,
+                                          self.arrow_schema)
         return (batch for piece in partition.slices
                 for batch in read_slice(piece, self.options, self.arrow_schema))
 

@@ -26,7 +26,8 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
-from kbatch.lib.batchrows import BATCH_COLUMNS, count_batches, kept_part, part_arrays
+from kbatch.lib.batchrows import (BATCH_COLUMNS, count_batches, kept_part, merge_parts,
+                                  part_arrays)
 from kbatch.lib.decoder import header_rows
 from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
@@ -110,20 +111,27 @@ def _checked_chunks(source, piece, opts: DecodeOptions, **kw):
         yield chunk
 
 
-def batch_level(piece, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """``level=batches``: a row per batch of the slice (``kbatch.lib.batchrows``),
-    from its batch headers, CRCs checked (data records are not decoded, but
-    those of a batch cut by the slice's offsets, or magic 0/1 messages)."""
+def batch_level(slices: list, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``level=batches``: a row per batch of the slices (``kbatch.lib.batchrows``),
+    from their batch headers, CRCs checked (data records are not decoded, but
+    those of a batch cut by a slice's offsets, or magic 0/1 messages). One
+    Arrow batch per segment, not per slice (each costs Spark a hand-over):
+    keeps in memory the rows of every batch of the slices (one row per
+    record batch, about 100 bytes each)."""
     opts = decode_options(o)
-    source = piece.segment.source
-    for chunk in _checked_chunks(source, piece, opts, control_only=True,
-                                 chunk_records=UNBOUNDED, chunk_bytes=1 << 30):
-        rows = chunk.batches
-        keep, counts = count_batches(rows, source, opts, piece.lo, piece.hi, piece.txn_state)
-        part = kept_part(piece.topic, piece.partition, source.name, rows, keep, counts)
-        if len(part.counts):
-            arrays = dict(zip(BATCH_NAMES, part_arrays(pa, part, "us")))
-            yield pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
+    parts = []
+    for piece in slices:
+        source = piece.segment.source
+        for chunk in _checked_chunks(source, piece, opts, control_only=True,
+                                     chunk_records=UNBOUNDED, chunk_bytes=1 << 30):
+            rows = chunk.batches
+            keep, counts = count_batches(rows, source, opts, piece.lo, piece.hi,
+                                         piece.txn_state)
+            parts.append(kept_part(piece.topic, piece.partition, source.name, rows, keep,
+                                   counts))
+    for part in merge_parts(parts):
+        arrays = dict(zip(BATCH_NAMES, part_arrays(pa, part, "us")))
+        yield pa.RecordBatch.from_arrays([arrays[f.name] for f in schema], schema=schema)
 
 
 def _decoded(source, piece, o: KafkaOptions, schema: pa.Schema, keep=None):

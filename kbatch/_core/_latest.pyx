@@ -326,12 +326,9 @@ cdef bint _same_key(const Keys *k, const Entry *a, const Entry *b) noexcept nogi
     """Entries of equal hash: the same key bytes (the head, then the rest)."""
     cdef const uint8_t *pa = NULL
     cdef const uint8_t *pb = NULL
-    cdef int64_t na = 0, nb = 0, j
-    if a.length != b.length:
+    cdef int64_t na = 0, nb = 0
+    if a.length != b.length or memcmp(a.head, b.head, INLINE) != 0:
         return False
-    for j in range(INLINE):
-        if a.head[j] != b.head[j]:
-            return False
     if a.length <= INLINE:
         return True
     _key(k, a.row, &pa, &na)
@@ -479,6 +476,41 @@ cdef struct Resolve:             # one thread's share of the partitions
     int status                   # 0, or -1: out of memory
 
 
+cdef inline void _won(Resolve *r, int64_t row) noexcept nogil:
+    """A key's latest row: counted, and kept unless its value is a tombstone."""
+    r.keys += 1
+    if r.vvalid != NULL and not _bit(r.vvalid, row):
+        r.tombs += 1
+    else:
+        r.keep[row] = 1              # rows of different keys: distinct bytes
+
+
+cdef void _resolve_ordered(Resolve *r, int64_t base, int64_t c, uint32_t *slots,
+                           uint32_t mask) noexcept nogil:
+    """One partition whose offsets grow with the rows: its entries (in row
+    order) walked from the last, so a key's first sighting is its latest
+    row, decided at once; no pass over the table afterwards."""
+    cdef int64_t j
+    cdef uint32_t idx, slot
+    cdef const Entry *e
+    cdef const Entry *o
+    j = c - 1
+    while j >= 0:
+        e = &r.entries[base + j]
+        idx = <uint32_t>e.hash & mask
+        while True:
+            slot = slots[idx]
+            if slot == 0:
+                slots[idx] = <uint32_t>(j + 1)
+                _won(r, e.row)
+                break
+            o = &r.entries[base + slot - 1]
+            if o.hash == e.hash and _same_key(r.k, o, e):
+                break                # a later row holds this key
+            idx = (idx + 1) & mask
+        j -= 1
+
+
 cdef void *_resolve(void *arg) noexcept nogil:
     """``Resolve``'s partitions: the latest row of each key marked in ``keep``."""
     cdef Resolve *r = <Resolve *>arg
@@ -503,6 +535,9 @@ cdef void *_resolve(void *arg) noexcept nogil:
         while mask + 1 < 2 * c:
             mask = (mask << 1) | 1
         memset(slots, 0, (mask + 1) * sizeof(uint32_t))
+        if r.ordered:
+            _resolve_ordered(r, base, c, slots, mask)
+            continue
         for j in range(c):
             e = &r.entries[base + j]
             idx = <uint32_t>e.hash & mask
@@ -513,7 +548,7 @@ cdef void *_resolve(void *arg) noexcept nogil:
                     break
                 o = &r.entries[base + slot - 1]
                 if o.hash == e.hash and _same_key(r.k, o, e):
-                    if r.ordered or r.offsets[e.row] >= r.offsets[o.row]:
+                    if r.offsets[e.row] >= r.offsets[o.row]:
                         slots[idx] = <uint32_t>(j + 1)
                     break
                 idx = (idx + 1) & mask
@@ -521,12 +556,7 @@ cdef void *_resolve(void *arg) noexcept nogil:
             slot = slots[idx]
             if slot == 0:
                 continue
-            r.keys += 1
-            i = r.entries[base + slot - 1].row
-            if r.vvalid != NULL and not _bit(r.vvalid, i):
-                r.tombs += 1
-            else:
-                r.keep[i] = 1            # rows of different keys: distinct bytes
+            _won(r, r.entries[base + slot - 1].row)
     free(slots)
     r.status = 0
     return NULL
@@ -713,16 +743,16 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
         if status < 0:
             raise ValueError(f"key of row {-status - 1} lies outside its data buffer")
         kept = keys - tombs
-        rows = np.empty(kept, dtype=np.int64)
-        if kept:
-            out_ptr = <int64_t *>cnp.PyArray_DATA(rows)
-            with nogil:
-                kept = 0
-                for i in range(n):
-                    if keep[i]:
-                        out_ptr[kept] = i
-                        kept += 1
-        return rows, keys, tombs, nulls
+        # one slot more: each row is written, the count moves only when kept
+        # (no branch to mispredict); the last write may land in that slot
+        rows = np.empty(kept + 1, dtype=np.int64)
+        out_ptr = <int64_t *>cnp.PyArray_DATA(rows)
+        with nogil:
+            kept = 0
+            for i in range(n):
+                out_ptr[kept] = i
+                kept += keep[i]
+        return rows[:kept], keys, tombs, nulls
     finally:
         free(t.slots)
         free(t.heads)

@@ -397,7 +397,14 @@ class HeadersColumn:
         return f"HeadersColumn({len(self)} records, {int(self.offsets[-1] - self.offsets[0])} headers)"
 
     def take(self, indices) -> "HeadersColumn":
-        idx = as_indices(indices, len(self))
+        return self.take_rows(as_indices(indices, len(self)))
+
+    def take_rows(self, idx: np.ndarray) -> "HeadersColumn":
+        """``take`` of ``idx``, int64 row numbers in ``[0, len)`` (as
+        ``as_indices`` gives them)."""
+        if len(self) and self.offsets[-1] == self.offsets[0]:    # no headers at all
+            return HeadersColumn(np.zeros(idx.size + 1, np.int32), self.keys[:0],
+                                 self.values[:0])
         rng = as_contiguous_range(idx)
         if rng is not None:
             start, stop = rng
@@ -407,9 +414,6 @@ class HeadersColumn:
             entries = np.arange(lo, hi, dtype=np.int64)
             return HeadersColumn((offs - lo).astype(np.int32), self.keys.take(entries),
                                  self.values.take(entries))
-        if self.offsets[-1] == self.offsets[0]:       # no headers at all
-            return HeadersColumn(np.zeros(idx.size + 1, np.int32), self.keys[:0],
-                                 self.values[:0])
         counts = self.counts()[idx]
         offsets = np.zeros(idx.size + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])

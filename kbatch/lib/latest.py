@@ -124,7 +124,7 @@ def latest(records: Records, *, where: str | None = None, warn: bool = True,
         log.warning("%s: %d record(s) without a key left out of view='latest' (a compacted "
                     "topic refuses them; Kafka's cleaner drops them)",
                     where or records.path or "read", summary.null_keys)
-    return records.take(rows, threads), summary
+    return records.take_rows(rows, threads), summary
 
 
 def apply_view(records: Records, view: str, where: str | None = None,

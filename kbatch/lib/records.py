@@ -361,8 +361,9 @@ class RecordColumn:
         if self.kind == "fixed":
             return pick(column)
         # idx: as_indices' rows, checked once by Records.take
-        return column.take_rows(idx, threads) if isinstance(column, BinaryColumn) \
-            else column.take(idx)
+        if isinstance(column, BinaryColumn):
+            return column.take_rows(idx, threads)
+        return column.take_rows(idx) if isinstance(column, HeadersColumn) else column.take(idx)
 
     def concat(self, columns: list, copies=None):
         # joined through ``copies`` (a pooled join): the output from the memory pool
@@ -519,7 +520,11 @@ class Records:
         control tables are kept whole, so ``batch`` indices stay valid.
         ``threads``: the key and value bytes of a large take are copied on
         that many threads."""
-        idx = as_indices(indices, len(self))
+        return self.take_rows(as_indices(indices, len(self)), threads)
+
+    def take_rows(self, idx: np.ndarray, threads: int = 1) -> "Records":
+        """``take`` of ``idx``, int64 row numbers in ``[0, len)`` (what
+        ``as_indices`` gives, or the table view's kernel)."""
         rng = as_contiguous_range(idx)
         pick = (lambda a: a[rng[0]:rng[1]]) if rng is not None else (lambda a: a[idx])
         columns = {c.name: c.take(getattr(self, c.name), idx, pick, threads)

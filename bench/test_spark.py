@@ -175,3 +175,58 @@ def test_python_source_floor(benchmark, spark, sources, floor):
     benchmark.group = "spark floor"
     benchmark.extra_info.update(records=rows, bytes=0, dataset="spark floor", label=floor)
     benchmark.pedantic(fn, args=(df,), rounds=5, iterations=1, warmup_rounds=1)
+
+
+def test_batch_rows_floor(benchmark, spark, sources):
+    """The floor of ``level=batches``: a Python source that yields the very
+    rows kbatch's ``level=batches`` read gives (prebuilt once, read from an
+    Arrow file, in two input partitions as kbatch plans the header read),
+    summed as the ``level=batches`` query is. It is what Spark charges for
+    the rows themselves (a row per record batch, 16 columns); the rest of
+    ``level=batches``' time is kbatch's own: the header walk with its CRC
+    checks over every byte."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    import kbatch
+    from kbatch.lib.batchrows import batch_schema
+    rows_file = SPARK_DIR / "batch-rows.arrow"
+    if not rows_file.exists():
+        table = kbatch.open_log(SPARK_DIR / "bench-0").read(level="batches")
+        table = table.cast(batch_schema(pa, "us"))
+        with pa.OSFile(str(rows_file), "wb") as out, pa.ipc.new_file(out, table.schema) as w:
+            w.write_table(table)
+    ddl = sources["kbatch level=batches"].schema.simpleString()[len("struct<"):-1]
+    ddl = ", ".join(f.replace(":", " ", 1) for f in ddl.split(","))
+
+    class Rows(DataSourceReader):
+        def __init__(self, path):
+            self.path = path
+
+        def partitions(self):
+            return [InputPartition(0), InputPartition(1)]
+
+        def read(self, partition):
+            import pyarrow as pa
+            table = pa.ipc.open_file(self.path).read_all()
+            half = table.num_rows // 2
+            part = table.slice(0, half) if partition.value == 0 else table.slice(half)
+            yield from part.combine_chunks().to_batches()
+
+    class RowsSource(DataSource):
+        @classmethod
+        def name(cls):
+            return "kbatch_bench_batch_rows"
+
+        def schema(self):
+            return ddl
+
+        def reader(self, schema):
+            return Rows(self.options["path"])
+
+    spark.dataSource.register(RowsSource)
+    df = spark.read.format("kbatch_bench_batch_rows").option("path", str(rows_file)).load()
+    benchmark.group = "spark floor"
+    benchmark.extra_info.update(records=RECORDS, bytes=0, dataset="spark floor",
+                                label="level=batches' rows prebuilt, sum(records)")
+    benchmark.pedantic(_sum_records, args=(df,), rounds=5, iterations=1, warmup_rounds=1)

@@ -485,29 +485,33 @@ cdef inline void _won(Resolve *r, int64_t row) noexcept nogil:
         r.keep[row] = 1              # rows of different keys: distinct bytes
 
 
+cdef inline uint32_t *_probe(const Resolve *r, int64_t base, uint32_t *slots,
+                             uint32_t mask, const Entry *e) noexcept nogil:
+    """The slot of a partition's table that holds ``e``'s key (the entry
+    number + 1 of an earlier sighting), or the empty slot where it goes."""
+    cdef uint32_t idx = <uint32_t>e.hash & mask
+    cdef const Entry *o
+    while slots[idx] != 0:
+        o = &r.entries[base + slots[idx] - 1]
+        if o.hash == e.hash and _same_key(r.k, o, e):
+            break
+        idx = (idx + 1) & mask
+    return &slots[idx]
+
+
 cdef void _resolve_ordered(Resolve *r, int64_t base, int64_t c, uint32_t *slots,
                            uint32_t mask) noexcept nogil:
     """One partition whose offsets grow with the rows: its entries (in row
     order) walked from the last, so a key's first sighting is its latest
-    row, decided at once; no pass over the table afterwards."""
-    cdef int64_t j
-    cdef uint32_t idx, slot
-    cdef const Entry *e
-    cdef const Entry *o
-    j = c - 1
+    row, decided at once (a later sighting is an older row); no pass over
+    the table afterwards."""
+    cdef int64_t j = c - 1
+    cdef uint32_t *slot
     while j >= 0:
-        e = &r.entries[base + j]
-        idx = <uint32_t>e.hash & mask
-        while True:
-            slot = slots[idx]
-            if slot == 0:
-                slots[idx] = <uint32_t>(j + 1)
-                _won(r, e.row)
-                break
-            o = &r.entries[base + slot - 1]
-            if o.hash == e.hash and _same_key(r.k, o, e):
-                break                # a later row holds this key
-            idx = (idx + 1) & mask
+        slot = _probe(r, base, slots, mask, &r.entries[base + j])
+        if slot[0] == 0:
+            slot[0] = <uint32_t>(j + 1)
+            _won(r, r.entries[base + j].row)
         j -= 1
 
 
@@ -515,11 +519,11 @@ cdef void *_resolve(void *arg) noexcept nogil:
     """``Resolve``'s partitions: the latest row of each key marked in ``keep``."""
     cdef Resolve *r = <Resolve *>arg
     cdef int part
-    cdef int64_t base, c, j, i
+    cdef int64_t base, c, j
     cdef uint32_t mask, idx, slot, cap = 16
     cdef uint32_t *slots
+    cdef uint32_t *at
     cdef const Entry *e
-    cdef const Entry *o
     while cap < 2 * r.most:
         cap <<= 1
     slots = <uint32_t *>malloc(cap * sizeof(uint32_t))
@@ -538,20 +542,11 @@ cdef void *_resolve(void *arg) noexcept nogil:
         if r.ordered:
             _resolve_ordered(r, base, c, slots, mask)
             continue
-        for j in range(c):
+        for j in range(c):           # offsets in any order: the larger one wins
             e = &r.entries[base + j]
-            idx = <uint32_t>e.hash & mask
-            while True:
-                slot = slots[idx]
-                if slot == 0:
-                    slots[idx] = <uint32_t>(j + 1)
-                    break
-                o = &r.entries[base + slot - 1]
-                if o.hash == e.hash and _same_key(r.k, o, e):
-                    if r.offsets[e.row] >= r.offsets[o.row]:
-                        slots[idx] = <uint32_t>(j + 1)
-                    break
-                idx = (idx + 1) & mask
+            at = _probe(r, base, slots, mask, e)
+            if at[0] == 0 or r.offsets[e.row] >= r.offsets[r.entries[base + at[0] - 1].row]:
+                at[0] = <uint32_t>(j + 1)
         for idx in range(mask + 1):
             slot = slots[idx]
             if slot == 0:

@@ -125,6 +125,11 @@ def test_apply_lost_and_consumer_view(tmp_path):
         plan.apply(out)
     with pytest.raises(kbatch.ArgumentError):
         kbatch.open_log_dir(data).read(log_start=plan)
+    # an epoch file a broker would refuse (a negative entry) is named, nothing is left
+    (data / "t-0" / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n-1 2\n")
+    with pytest.raises(kbatch.CorruptRecordError, match="leader-epoch-checkpoint"):
+        plan.apply(tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
 
 
 def test_truncate_epochs_as_kafka():

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.errors import ArgumentError
+from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of, offsets_text,
                                     parse_checkpoint)
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
@@ -296,7 +296,11 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     data = p.log.location.child(e.name)
                     text = data.tree.read_small(data.path, 1 << 20) or b""
                     _, entries = parse_checkpoint("leader_epoch", text, str(data))
-                    kept = truncate_from_start(load(entries), p.new_log_start_offset)
+                    try:
+                        cache = load(entries)       # as a broker loads it
+                    except ValueError as exc:      # a negative entry: Kafka refuses it
+                        raise CorruptRecordError(str(exc), path=str(data)) from None
+                    kept = truncate_from_start(cache, p.new_log_start_offset)
                     (out / e.name).write_text(epoch_file_text(kept))
                 elif stem_base is not None and stem_base in gone:
                     continue        # a deleted segment, its index files and snapshot

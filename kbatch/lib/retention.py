@@ -44,7 +44,7 @@ import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of, offsets_text,
-                                    parse_checkpoint)
+                                    read_checkpoint)
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
@@ -294,8 +294,7 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                 stem_base = _stem_base(e.name)
                 if e.name == EPOCH_FILE:
                     data = p.log.location.child(e.name)
-                    text = data.tree.read_small(data.path, 1 << 20) or b""
-                    _, entries = parse_checkpoint("leader_epoch", text, str(data))
+                    _, entries = read_checkpoint(data)
                     try:
                         cache = load(entries)       # as a broker loads it
                     except ValueError as exc:      # a negative entry: Kafka refuses it

@@ -48,3 +48,14 @@ def _checked(rows: Rows) -> Rows:
     if len(o) and (o[0] < 0 or o[-1] > len(rows.data) or (len(o) > 1 and np.any(np.diff(o) < 0))):
         raise ValueError("binary column offsets outside its data")
     return rows
+
+
+def error_column(n: int, reasons: dict):
+    """The per-row error column of a decode with ``on_error="null"``: a
+    ``pyarrow`` string array of ``n`` rows, ``reasons[row]`` where a row
+    failed, null elsewhere."""
+    import pyarrow as pa
+    messages = [None] * n
+    for i, why in reasons.items():
+        messages[i] = str(why)
+    return pa.array(messages, pa.string())

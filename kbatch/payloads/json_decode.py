@@ -463,7 +463,7 @@ class JsonValues:
                header_ids=None, **_ignored):
         import pyarrow as pa
 
-        from kbatch.payloads.column import rows_of
+        from kbatch.payloads.column import error_column, rows_of
 
         if on_error not in ("raise", "null"):
             raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
@@ -477,7 +477,4 @@ class JsonValues:
                                row=i)
         if not with_errors:
             return array
-        messages = [None] * len(start)
-        for i, why in reasons.items():
-            messages[i] = why
-        return array, pa.array(messages, pa.string())
+        return array, error_column(len(start), reasons)

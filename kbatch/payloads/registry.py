@@ -20,7 +20,7 @@ from kbatch.lib.records import optional_module
 from kbatch.payloads import avro_schema, framing, json_decode, protobuf_schema
 from kbatch.payloads.avro_decode import AvroReader
 from kbatch.payloads.protobuf_decode import ProtoReader
-from kbatch.payloads.column import rows_of
+from kbatch.payloads.column import error_column, rows_of
 from kbatch.payloads.sources import SCHEMA_TOPIC, load
 from kbatch.payloads.store import SchemaInfo, State, Version
 
@@ -255,11 +255,8 @@ class Registry:
             raise self._error(int(bad[0]), status, errpos, frames, offsets, reasons)
         if not with_errors:
             return array
-        import pyarrow as pa
-        messages = [None] * n
-        for i in bad.tolist():
-            messages[i] = str(self._error(i, status, errpos, frames, offsets, reasons).reason)
-        return array, pa.array(messages, pa.string())
+        return array, error_column(n, {i: self._error(i, status, errpos, frames, offsets,
+                                                      reasons).reason for i in bad.tolist()})
 
     def _decode_json(self, rows, frames, live, present, reader_schema, subject, on_error, offsets,
                      with_errors):
@@ -291,10 +288,7 @@ class Registry:
                       schema_id=sid)
         if not with_errors:
             return array
-        messages = [None] * len(rows)
-        for i, why in failed.items():
-            messages[i] = why
-        return array, pa.array(messages, pa.string())
+        return array, error_column(len(rows), failed)
 
     def _decode_protobuf(self, rows, frames, live, present, reader_schema, subject, message, on_error,
                          offsets, with_errors, max_depth):
@@ -371,10 +365,8 @@ class Registry:
             raise self._error(int(bad[0]), status, errpos, frames, offsets, reasons)
         if not with_errors:
             return array
-        messages = [None] * n
-        for i in bad.tolist():
-            messages[i] = str(self._error(i, status, errpos, frames, offsets, reasons).reason)
-        return array, pa.array(messages, pa.string())
+        return array, error_column(n, {i: self._error(i, status, errpos, frames, offsets,
+                                                      reasons).reason for i in bad.tolist()})
 
     def _avro_reader(self, reader_schema, subject, present: list, max_depth: int) -> AvroReader:
         if reader_schema is not None:

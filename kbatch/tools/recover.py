@@ -69,7 +69,7 @@ import numpy as np
 from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib import epochs as epoch_cache
 from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, offsets_of, offsets_text,
-                                    parse_checkpoint)
+                                    read_checkpoint)
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import Partition, resolve
@@ -321,12 +321,10 @@ def _source_epochs(log: PartitionLog, out: PartitionRecovery) -> list[tuple[int,
     """The leader epoch cache a broker loads from the source's
     ``leader-epoch-checkpoint`` (empty without one; a file that cannot be
     parsed or holds a negative entry is left out, with a note)."""
-    loc = log.location.child(EPOCH_FILE)
     try:
-        data = loc.tree.read_small(loc.path, 1 << 20)
-        if data is None:
-            return []
-        return epoch_cache.load(parse_checkpoint("leader_epoch", data, str(loc))[1])
+        return epoch_cache.load(read_checkpoint(log.location.child(EPOCH_FILE))[1])
+    except FileNotFoundError:
+        return []
     except (CorruptRecordError, ValueError, OSError) as exc:
         out.notes.append(f"{EPOCH_FILE} not used ({exc}): leader epochs rebuilt from the "
                          "batches alone")

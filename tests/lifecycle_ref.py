@@ -184,7 +184,9 @@ def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096,
     cache built from ``epoch_file``'s entries, each batch's epoch assigned
     when larger than the latest (LogSegment.recover), then truncateFromEnd
     at the log end offset and truncateFromStart at the log start offset
-    (``log_start``, at least the first segment's base and at most the end)."""
+    checkpoint as loaded (``log_start``; 0 without one). A checkpoint past
+    the recovered end leaves one empty segment at it and no epochs
+    (deleteSegmentsIfLogStartGreaterThanLogEnd)."""
     kept, ongoing = [], {}
     cache = EpochCacheModel(epoch_file or ())
     end = segments[0][0] if segments else None
@@ -223,9 +225,14 @@ def recover_model(segments: list[tuple[int, bytes]], interval: int = 4096,
             break
     if segments:
         end = max(end, kept[-1][0])
-        first = segments[0][0]
-        cache.truncate_from_end(end)
-        cache.truncate_from_start(min(max(first if log_start is None else log_start, first), end))
+        checkpoint = 0 if log_start is None else log_start    # LogManager.loadLog's default
+        if end < checkpoint:
+            # deleteSegmentsIfLogStartGreaterThanLogEnd: every segment deleted,
+            # the epoch cache cleared, an empty segment opened at the checkpoint
+            kept = [(checkpoint, 0, b"", b"", b"")]
+            cache, end = EpochCacheModel(()), checkpoint
+        cache.truncate_from_end(end)                # LogLoader.load: truncateFromEnd(nextOffset)
+        cache.truncate_from_start(checkpoint)       # then truncateFromStart(checkpoint)
     return kept, cache.entries()
 
 
@@ -350,14 +357,27 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
         for r in b["records"]:
             if r["offset"] < uncleanable and r["key"] is not None:
                 latest[r["key"]] = max(latest.get(r["key"], -1), r["offset"])
-    producers = {}
+    # ProducerStateEntry: batchMetadata (whose last entry is lastDataOffset)
+    # is cleared by maybeUpdateProducerEpoch when a batch or marker comes
+    # with another epoch; a marker adds none and ends currentTxnFirstOffset;
+    # isProducerExpired spares a producer whose transaction is open
+    producers, txn_open = {}, set()
     for _, b in flat:
         pid = b["producer_id"]
-        if pid >= 0:
-            data = -1 if b["is_control"] else b["last_offset"]
-            prev = producers.get(pid, (-1, 0, 0))[0]
-            producers[pid] = (data if data >= 0 else prev, b["producer_epoch"], b["max_timestamp"])
-    producers = {p: v for p, v in producers.items() if now - v[2] < expiration_ms}
+        if pid < 0:
+            continue
+        last_data, epoch, _ = producers.get(pid, (-1, b["producer_epoch"], 0))
+        if b["producer_epoch"] != epoch:
+            last_data = -1
+        if b["is_control"]:
+            txn_open.discard(pid)
+        else:
+            last_data = b["last_offset"]
+            if b["is_transactional"]:
+                txn_open.add(pid)
+        producers[pid] = (last_data, b["producer_epoch"], b["max_timestamp"])
+    producers = {p: v for p, v in producers.items()
+                 if p in txn_open or now - v[2] < expiration_ms}
     pending = sorted(aborted, key=lambda a: a[1])
     seen_aborted, committed, out = {}, set(), []
     for k, b in flat:

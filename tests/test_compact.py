@@ -26,6 +26,7 @@ HOUR = 3_600_000
 def make(seed: int, n_segments: int = 4, per_segment: int = 6):
     rng = random.Random(seed)
     segments, offset, open_txn = [], 0, {}
+    epochs = {3: 0, 7: 0, 8: 0}      # a producer's epoch (bumps clear its batch state)
     keys = [None, b"a", b"b", b"c", b"d", b"e" * 20]
     for s in range(n_segments):
         batches = []
@@ -33,8 +34,10 @@ def make(seed: int, n_segments: int = 4, per_segment: int = 6):
             kind = rng.choice(["plain", "plain", "txn", "marker", "idem"])
             if kind == "marker" and open_txn:
                 pid = rng.choice(sorted(open_txn))
+                if rng.random() < 0.3:  # a coordinator's abort on timeout, or a KIP-890 end
+                    epochs[pid] += 1
                 batches.append(control_batch(base_offset=offset, producer_id=pid,
-                                             producer_epoch=0, timestamp=T0 + offset,
+                                             producer_epoch=epochs[pid], timestamp=T0 + offset,
                                              control_type=rng.choice([ABORT, COMMIT])))
                 del open_txn[pid]
                 offset += 1
@@ -47,17 +50,21 @@ def make(seed: int, n_segments: int = 4, per_segment: int = 6):
                 pid = rng.choice([7, 8])
                 open_txn.setdefault(pid, offset)
                 batches.append(build_batch(rows, base_offset=offset, producer_id=pid,
-                                           producer_epoch=0, base_sequence=0,
+                                           producer_epoch=epochs[pid], base_sequence=0,
                                            transactional=True, codec=codec))
             elif kind == "idem":
+                if rng.random() < 0.2:  # the producer restarted
+                    epochs[3] += 1
                 batches.append(build_batch(rows, base_offset=offset, producer_id=3,
-                                           producer_epoch=0, base_sequence=offset, codec=codec))
+                                           producer_epoch=epochs[3], base_sequence=offset,
+                                           codec=codec))
             else:
                 batches.append(build_batch(rows, base_offset=offset, codec=codec))
             offset += n
         segments.append(batches)
     for pid in sorted(open_txn):            # close them in the active segment
-        segments[-1].append(control_batch(base_offset=offset, producer_id=pid, producer_epoch=0,
+        segments[-1].append(control_batch(base_offset=offset, producer_id=pid,
+                                          producer_epoch=epochs[pid],
                                           timestamp=T0 + offset, control_type=COMMIT))
         offset += 1
     return segments
@@ -270,3 +277,22 @@ def test_a_cleaned_group_spans_less_than_2_to_the_31_offsets(tmp_path):
         base = int(seg.stem)
         for r in read_with_kafka_python(seg.read_bytes()).records:
             assert 0 <= r["offset"] - base <= (1 << 31) - 1
+
+
+@pytest.mark.parametrize("ctype", [ABORT, COMMIT])
+def test_a_marker_that_bumps_the_epoch_leaves_no_last_data_offset(tmp_path, ctype):
+    """ProducerStateEntry.maybeUpdateProducerEpoch: the marker's new epoch
+    clears the producer's batch metadata, so the emptied batch before it is
+    not its last data batch any more and goes (only the marker is kept for
+    the producer); an abort on timeout and every KIP-890 end bump it."""
+    seg0 = [build_batch([(T0, b"k", b"old", [])], base_offset=0, producer_id=9,
+                        producer_epoch=0, base_sequence=0, transactional=True),
+            control_batch(base_offset=1, producer_id=9, producer_epoch=1, control_type=ctype,
+                          timestamp=T0 + 1),
+            build_batch([(T0 + 2, b"k", b"new", [])], base_offset=2)]
+    seg1 = [build_batch([(T0 + 3, b"x", b"y", [])], base_offset=3)]
+    src = write_partition(tmp_path / "t-0", [seg0, seg1])
+    compact(src, tmp_path / "out", now=T0 + HOUR, delete_retention_ms=HOUR)
+    got = [(b["base_offset"], b["is_control"]) for seg in decoded(tmp_path / "out") for b in seg]
+    assert got == [(1, True), (2, False), (3, False)]
+    check(src, tmp_path / "out", T0 + HOUR, HOUR)

@@ -190,7 +190,7 @@ def test_data_dir_checkpoints_and_refusals(tmp_path):
     hw = {(t, p): o for t, p, o in read_checkpoint(out / "replication-offset-checkpoint")[1]}
     assert hw == {("a", 0): 5, ("b", 1): ends[("b", 1)]}
     starts = {(t, p): o for t, p, o in read_checkpoint(out / "log-start-offset-checkpoint")[1]}
-    assert starts == {("a", 0): 3, ("b", 1): 0}
+    assert starts == {("a", 0): 3}     # Kafka writes none where it is the first base
     assert (out / "meta.properties").read_text() == "version=1\n"
     assert kbatch.verify(out).ok
     with pytest.raises(kbatch.ArgumentError, match="exists"):
@@ -333,3 +333,51 @@ def test_offset_overflow_splits_the_segment(tmp_path, capfd):
     from kbatch.tools.cli import main
     assert main(["recover", str(src), str(tmp_path / "dst2")]) == 0
     assert "split 00000000000000000000.log" in capfd.readouterr().out
+
+
+def test_log_start_past_the_recovered_end_deletes_every_segment(tmp_path):
+    """LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: a checkpoint
+    past the end of what survives recovery (here a cut) leaves one empty
+    segment at the checkpoint and no leader epochs; nothing of the old log
+    is served again under offsets below the start consumers saw."""
+    segments = make_segments(6, 2)
+    raw = damage(segments, "flip", 0, 3, 999)
+    data = tmp_path / "data"
+    bases = write_raw(data / "t-0", segments, raw)
+    (data / "t-0" / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    valid_end = recover_model(list(zip(bases, raw)))[0]
+    start = bases[1] + 3                          # past the cut: the second segment is gone
+    (data / "log-start-offset-checkpoint").write_text(f"0\n1\nt 0 {start}\n")
+    report = kbatch.recover(data, tmp_path / "out")
+    (part,) = report.partitions
+    kept, epochs = recover_model(list(zip(bases, raw)), log_start=start, epoch_file=[(0, 0)])
+    assert kept == [(start, 0, b"", b"", b"")] and epochs == [] and valid_end != kept
+    out = tmp_path / "out" / "t-0"
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        f"{start:020d}{s}" for s in (".log", ".index", ".timeindex")) + ["leader-epoch-checkpoint"]
+    assert (out / f"{start:020d}.log").read_bytes() == b""
+    assert read_checkpoint(out / "leader-epoch-checkpoint")[1] == [] == part.leader_epochs
+    assert part.log_start_offset == part.log_end_offset == start
+    assert [d.file for d in part.dropped] == [f"{b:020d}.log" for b in bases] + \
+        [f"{bases[0]:020d}.log"]               # the cut tail, the next segment, the kept head
+    assert "past the recovered log end offset" in part.dropped[-1].reason
+    assert any("every segment deleted" in n for n in report.notes)
+    assert read_checkpoint(tmp_path / "out" / "log-start-offset-checkpoint")[1] == []
+    assert kbatch.verify(tmp_path / "out").ok
+    assert len(kbatch.open_log(out).read()) == 0
+
+
+def test_an_intact_segment_keeps_its_age(tmp_path):
+    """LogSegment.recover does not rewrite an intact file, and retention
+    by time falls back on a segment's modification time: a whole copy is as
+    old as its source, a cut one is new."""
+    import os
+    segments = make_segments(8, 3)
+    raw = damage(segments, "torn", 2, 13, 50)
+    bases = write_raw(tmp_path / "t-0", segments, raw)
+    old = 1_500_000_000_123_456_789
+    for b in bases:
+        os.utime(tmp_path / "t-0" / f"{b:020d}.log", ns=(old, old))
+    kbatch.recover(tmp_path / "t-0", tmp_path / "out")
+    ages = [(tmp_path / "out" / f"{b:020d}.log").stat().st_mtime_ns for b in bases]
+    assert ages[:2] == [old, old] and ages[2] > old

@@ -149,3 +149,24 @@ def test_cli_retention(tmp_path, capfd):
     assert main(["retention", str(tmp_path / "data"), "--retention-ms", "150",
                  "--now", str(T0 + 300), "--apply", str(tmp_path / "out")]) == 0
     assert not (tmp_path / "out" / "t-0" / "00000000000000000000.log").exists()
+
+
+def test_apply_keeps_file_ages_and_epochs_when_nothing_goes(tmp_path):
+    """Copies are as old as their sources (the time pass of a later plan
+    on the copy deletes what it deletes on the source), and with nothing
+    deleted the epoch file is only truncated from the checkpoint's start
+    as a broker loads it (UnifiedLog truncates from the start only when
+    the log start offset moves up)."""
+    segs = write(tmp_path / "t-0", [[(2, -1)], [(2, -1)], [(2, -1)]],
+                 lambda k: T0 + 1000 * k)
+    (tmp_path / "t-0" / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n1 3\n")
+    nothing = retention(tmp_path / "t-0", retention_ms=10_000, now=T0 + 1500)
+    assert not nothing.partitions[0].deleted
+    out = nothing.apply(tmp_path / "out")
+    assert [int((out / f"{b:020d}.log").stat().st_mtime * 1000) for b, *_ in segs] == \
+        [m for *_, m in segs]
+    assert read_checkpoint(out / "leader-epoch-checkpoint")[1] == [(0, 0), (1, 3)]
+    again = retention(out, retention_ms=500, now=T0 + 1500).partitions[0]
+    assert [d.base_offset for d in again.deleted] == [0]
+    assert [d.base_offset for d in retention(tmp_path / "t-0", retention_ms=500,
+                                             now=T0 + 1500).partitions[0].deleted] == [0]

@@ -101,17 +101,30 @@ class CompactionReport:
 
 def _active_producers(batches, now: int, expiration_ms: int) -> dict[int, tuple[int, int]]:
     """``{producer id: (last data offset or -1, epoch)}`` of the producers
-    whose last batch is younger than ``expiration_ms`` (ProducerStateManager)."""
+    ProducerStateManager still holds: one whose last batch is younger than
+    ``expiration_ms`` or whose transaction is open (isProducerExpired).
+    A batch of another epoch clears what the entry knew of earlier batches
+    (ProducerStateEntry.maybeUpdateProducerEpoch): after a marker that
+    bumps the epoch the producer has no last data offset."""
     out: dict[int, tuple[int, int]] = {}
     last_ts: dict[int, int] = {}
+    open_txn: set[int] = set()
     pid = batches.producer_id
     for r in np.flatnonzero(pid >= 0).tolist():
         p = int(pid[r])
-        data = -1 if batches.is_control[r] else int(batches.last_offset[r])
-        prev = out.get(p, (-1, 0))[0]
-        out[p] = (data if data >= 0 else prev, int(batches.producer_epoch[r]))
+        epoch = int(batches.producer_epoch[r])
+        prev, prev_epoch = out.get(p, (-1, epoch))
+        if epoch != prev_epoch:
+            prev = -1
+        if batches.is_control[r]:
+            out[p] = (prev, epoch)
+            open_txn.discard(p)
+        else:
+            out[p] = (int(batches.last_offset[r]), epoch)
+            if batches.is_transactional[r]:
+                open_txn.add(p)
         last_ts[p] = int(batches.max_timestamp[r])
-    return {p: v for p, v in out.items() if now - last_ts[p] < expiration_ms}
+    return {p: v for p, v in out.items() if p in open_txn or now - last_ts[p] < expiration_ms}
 
 
 def _groups(segments, sizes, max_bytes: int, end: int) -> list[list]:

@@ -23,6 +23,7 @@ latest ``eventTimestampMs``). Transient files (``.deleted``, ``.cleaned``,
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from pathlib import Path
 
@@ -256,6 +257,29 @@ class TieredSegment(Segment):
     def txn_index(self) -> TxnIndex:
         return TxnIndex.from_bytes(self._index_bytes("transaction"),
                                    self._max_entries(MIN_BATCH_V2_BYTES))
+
+
+def _mtime_ns(location) -> int | None:
+    get = getattr(location.tree, "mtime_ns", None)
+    return None if get is None else get(location.path)
+
+
+def mtime_ms(location) -> int:
+    """A file's modification time in ms (what Kafka's ``LogSegment``
+    reads as ``lastModified``: a segment without timestamps is as old as
+    its file), -1 when the store does not say."""
+    ns = _mtime_ns(location)
+    return -1 if ns is None else ns // 1_000_000
+
+
+def keep_mtime(location, dest, of=None) -> None:
+    """Give the local file ``dest`` the modification time of ``location``
+    (``of``: a time in ms instead): a copy of a segment Kafka would not
+    have rewritten stays as old as the original, since retention by time
+    falls back on it. Nothing when the store does not say."""
+    ns = _mtime_ns(location) if of is None else (None if of < 0 else of * 1_000_000)
+    if ns is not None:
+        os.utime(dest, ns=(ns, ns))
 
 
 def list_segments(location: Location, storage, entries: list[Entry] | None = None

@@ -47,6 +47,7 @@ from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of
                                     read_checkpoint)
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
+from kbatch.lib.logfiles import keep_mtime, mtime_ms
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.storage import Storage
@@ -85,6 +86,7 @@ class PartitionPlan:
     deleted: list[Deletion] = field(default_factory=list)
     new_log_start_offset: int = 0
     rolled: bool = False        # a new empty segment at the log end offset first
+    checkpoint_start: int = 0   # the log-start-offset-checkpoint entry as loaded (0: none)
 
     @property
     def key(self) -> tuple:
@@ -139,21 +141,13 @@ def segment_infos(log: PartitionLog) -> tuple[list[SegmentInfo], int]:
         largest = int(batches.max_timestamp[rows].max()) if len(rows) else -1
         from_mtime = largest < 0
         if from_mtime:
-            largest = _mtime_ms(seg)
+            largest = mtime_ms(seg.location)
         infos.append(SegmentInfo(seg.location.name, seg.base_offset, seg.size, largest,
                                  from_mtime))
         if len(rows):
             end = max(end, int(batches.last_offset[rows].max()) + 1)
         end = max(end, seg.base_offset)
     return infos, end
-
-
-def _mtime_ms(seg) -> int:
-    path = seg.location.local_path()
-    if isinstance(path, Path):
-        return int(os.stat(path).st_mtime * 1000)
-    mtime = getattr(seg.location.stat(), "mtime", None)
-    return int(mtime * 1000) if mtime else -1
 
 
 def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_bytes: int | None,
@@ -169,7 +163,9 @@ def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_byte
             nxt = segs[k + 1] if k + 1 < len(segs) else None
             upper = nxt.base_offset if nxt is not None else plan.log_end_offset
             last_and_empty = nxt is None and seg.size == 0
-            if plan.high_watermark >= upper and predicate(seg, nxt) and not last_and_empty:
+            # Kafka tests the predicate before last_and_empty; an empty
+            # segment changes no predicate's state, so the order is free
+            if plan.high_watermark >= upper and not last_and_empty and predicate(seg, nxt):
                 out.append(seg)
             else:
                 break
@@ -209,7 +205,13 @@ def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_byte
                 return False
             delete(deletable(by_size), "size")
     if retention_ms is not None and retention_ms >= 0:
-        delete(deletable(lambda s, _nxt: now - s.largest_timestamp > retention_ms), "time")
+        def expired(seg, _nxt):
+            if seg.largest_timestamp < 0:      # no timestamp, and the store gave no time
+                raise ArgumentError(
+                    f"{plan.log.name}: {seg.file} holds no timestamp and its store reports no "
+                    "modification time: its age for retention_ms cannot be told")
+            return now - seg.largest_timestamp > retention_ms
+        delete(deletable(expired), "time")
     plan.new_log_start_offset = start
     return plan
 
@@ -250,7 +252,7 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         key = (p.topic, p.partition)
         start = max(starts.get(key, infos[0].base_offset), infos[0].base_offset)
         plan = PartitionPlan(p.topic, p.partition, log, infos, start, end,
-                             hws.get(key, end))
+                             hws.get(key, end), checkpoint_start=starts.get(key, 0))
         plans.append(plan_partition(plan, retention_ms, retention_bytes, now_ms))
     return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms)
 
@@ -299,12 +301,19 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                         cache = load(entries)       # as a broker loads it
                     except ValueError as exc:      # a negative entry: Kafka refuses it
                         raise CorruptRecordError(str(exc), path=str(data)) from None
-                    kept = truncate_from_start(cache, p.new_log_start_offset)
+                    # as a broker holds it: truncated from the checkpoint's
+                    # start on load (LogLoader), then from the new start when
+                    # retention moves it up (UnifiedLog.maybeIncrementLogStartOffset)
+                    kept = truncate_from_start(cache, p.checkpoint_start)
+                    if p.new_log_start_offset > p.log_start_offset:
+                        kept = truncate_from_start(kept, p.new_log_start_offset)
                     (out / e.name).write_text(epoch_file_text(kept))
                 elif stem_base is not None and stem_base in gone:
                     continue        # a deleted segment, its index files and snapshot
                 elif base is not None or stem_base is not None or e.name == "partition.metadata":
+                    # as old as the original: the time pass falls back on it
                     _copy(p.log.location.child(e.name), out / e.name)
+                    keep_mtime(p.log.location.child(e.name), out / e.name)
             if p.rolled:
                 stem = out / f"{p.log_end_offset:020d}"
                 for suffix in (".log", ".index", ".timeindex"):

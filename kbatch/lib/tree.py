@@ -93,6 +93,10 @@ class LocalTree:
         kind = next((name for test, name in _LOCAL_KINDS if test(st.st_mode)), "special file")
         return Entry(self.name(path), path, kind, st.st_size, (st.st_size, st.st_mtime_ns))
 
+    def mtime_ns(self, path: str) -> int | None:
+        """The file's modification time (ns since the epoch)."""
+        return os.stat(path).st_mtime_ns
+
     def list(self, path: str) -> list[Entry]:
         from kbatch.lib.paths import PathError
         try:
@@ -226,6 +230,22 @@ class ObjectTree:
         entry = self._entry(info)
         return Entry(entry.name or self.name(path), path.rstrip("/") or path, entry.kind,
                      entry.size, entry.version)
+
+    def mtime_ns(self, path: str) -> int | None:
+        """The object's modification time as the store reports it (S3's
+        ``LastModified``, a filesystem's ``mtime``), None when it does not."""
+        import datetime
+        self._fresh(path)
+        info = self._retrier(path)("stat", lambda: self.fs.info(path))
+        for key in ("LastModified", "last_modified", "mtime", "modified", "created"):
+            value = info.get(key)
+            if isinstance(value, datetime.datetime):
+                if value.tzinfo is None:
+                    value = value.replace(tzinfo=datetime.timezone.utc)
+                return int(value.timestamp() * 1_000_000) * 1000
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                return int(value * 1e9)
+        return None
 
     def list(self, path: str) -> list[Entry]:
         from kbatch.lib.objects import MissingObjectError

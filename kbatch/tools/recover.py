@@ -38,7 +38,10 @@ the epochs are rebuilt from the batches alone; the report's notes say
 so. A data directory's checkpoint files are written for the
 recovered logs: ``recovery-point-offset-checkpoint`` (each log end
 offset: everything is flushed), ``log-start-offset-checkpoint`` (the
-source's, kept inside the recovered log) and ``replication-offset-
+source's, where it is past the first copied segment, as
+LogManager.checkpointLogStartOffsetsInDir writes it; a checkpoint past
+the recovered log end offset deletes every segment and starts an empty
+one there, as LogLoader does) and ``replication-offset-
 checkpoint`` (the source's high watermark, at most the new log end), and
 ``cleaner-offset-checkpoint`` when the source has one; ``meta.properties``
 and each partition's ``partition.metadata`` are copied. Producer
@@ -71,9 +74,9 @@ from kbatch.lib import epochs as epoch_cache
 from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, offsets_of, offsets_text,
                                     read_checkpoint)
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.logfiles import Segment
+from kbatch.lib.logfiles import Segment, keep_mtime
 from kbatch.lib.open import Partition, resolve
-from kbatch.lib.paths import PathKind
+from kbatch.lib.paths import PathKind, segment_base
 from kbatch.lib.producers import ProducerState
 from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder, into_new_directory
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport, check,
@@ -276,6 +279,11 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
             indexes.close()
             file = name if len(groups) == 1 else f"{part_base:020d}.log"
             _copy_range(seg, dest / file, start, end)
+            if len(groups) == 1 and end == seg.size:
+                # LogSegment.recover leaves an intact file as it is: as old as
+                # the source (retention by time falls back on it); a cut or
+                # split file is new
+                keep_mtime(seg.location, dest / file)
             stem = dest / file[:-len(".log")]
             index, times = indexes.index_bytes(), indexes.timeindex_bytes()
             _write(Path(f"{stem}.index"), index)
@@ -298,12 +306,16 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
         end = max(end, max(s.base_offset for s in log.segments
                            if s.location.name in {c.split_from or c.file
                                                    for c in out.segments}))
-        out.log_end_offset = end
+        # LogManager loads a partition without a checkpoint entry with 0
+        checkpoint = 0 if log_start is None else log_start
         first = log.segments[0].base_offset
-        start = first if log_start is None else log_start
-        out.log_start_offset = min(max(start, first), end)
+        if end < checkpoint:
+            end, epochs = _start_past_end(out, dest, end, checkpoint), []
+            first = checkpoint
+        out.log_end_offset = end
+        out.log_start_offset = max(checkpoint, first)     # LogLoader.load
         epochs = epoch_cache.truncate_from_end(epochs, end)
-        epochs = epoch_cache.truncate_from_start(epochs, out.log_start_offset)
+        epochs = epoch_cache.truncate_from_start(epochs, checkpoint)
     out.leader_epochs = epochs
     _write(dest / EPOCH_FILE, epoch_cache.epoch_file_text(epochs).encode())
     meta = log.location.child("partition.metadata")
@@ -315,6 +327,29 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
             child = log.location.child(e.name)
             _write(dest / e.name, child.tree.read_small(child.path, 1 << 30) or b"")
     return out
+
+
+def _start_past_end(out: PartitionRecovery, dest: Path, end: int, checkpoint: int) -> int:
+    """LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: a log start
+    offset checkpoint past the recovered log end offset (segments lost, or
+    cut here) deletes every segment and leaves one empty segment at the
+    checkpoint (the leader epochs are cleared too); returns the new end."""
+    for copy in out.segments:
+        stem = dest / copy.file[:-len(".log")]
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            Path(f"{stem}{suffix}").unlink(missing_ok=True)
+        out.dropped.append(Dropped(copy.file, 0, copy.bytes, segment_base(copy.file),
+                                   f"log start offset {checkpoint} (checkpoint) is past the "
+                                   f"recovered log end offset {end}: Kafka deletes every "
+                                   "segment"))
+    out.notes.append(f"the log start offset checkpoint ({checkpoint}) is past the recovered log "
+                     f"end offset ({end}): every segment deleted and an empty one started at "
+                     f"{checkpoint}, leader epochs cleared, as a broker's LogLoader does")
+    name = f"{checkpoint:020d}.log"
+    for suffix in (".log", ".index", ".timeindex"):
+        _write(dest / (name[:-len(".log")] + suffix), b"")
+    out.segments = [SegmentCopy(name, 0, 0, 0, 0)]
+    return checkpoint
 
 
 def _source_epochs(log: PartitionLog, out: PartitionRecovery) -> list[tuple[int, int]]:
@@ -385,9 +420,12 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
         ends = {(p.topic, p.partition): p.log_end_offset for p in parts
                 if p.log_end_offset is not None}
         _offsets_file(dest / _file_of("recovery_point"), ends)
+        # LogManager.checkpointLogStartOffsetsInDir writes a log start only
+        # where it is past the log's first segment
         _offsets_file(dest / _file_of("log_start_offset"),
                       {(p.topic, p.partition): p.log_start_offset for p in parts
-                       if p.log_start_offset is not None})
+                       if p.log_start_offset is not None and p.segments
+                       and p.log_start_offset > segment_base(p.segments[0].file)})
         _offsets_file(dest / _file_of("high_watermark"),
                       {k: min(hw.get(k, e), e) for k, e in ends.items()})
         if cleaner:

@@ -442,3 +442,63 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
         else:
             out.append(None)
     return out, uncleanable
+
+
+# --- a cleaned segment's indexes: Cleaner.cleanInto appends, LogSegment.append --------
+
+def cleaned_indexes(sources: list[list[dict]], written: list[list[tuple | None]], base: int,
+                    interval: int = 4096, io_buffer: int = 256 * 1024,
+                    max_message: int = 1048588) -> tuple[bytes, bytes]:
+    """``(.index, .timeindex)`` of one cleaned segment. ``sources``: the
+    batch headers (``walk``) of each source segment of its group;
+    ``written``: per source batch, ``(size, max offset, max timestamp,
+    last offset)`` of what the cleaner wrote for it, or None.
+
+    cleanInto, per source segment: the read buffer (``io_buffer`` at the
+    start of each segment, restoreBuffers) takes the whole batches that fit
+    from the current position; when none fits, growBuffersOrFail doubles it
+    (up to max.message.bytes, past that up to the batch's size) and reads
+    again; what one read kept is one LogSegment.append of (largest offset,
+    max timestamp, its shallow offset). LogSegment.append: an index entry
+    (largest offset, position) when more than ``interval`` bytes were
+    appended since the last one, before this append's bytes are counted;
+    the time index gets the largest timestamp so far (and its shallow
+    offset) when it grew; onBecomeInactiveSegment adds it once more."""
+    appends = []
+    for heads, outs in zip(sources, written):
+        cap, i = io_buffer, 0
+        while i < len(heads):
+            start, j = heads[i]["position"], i
+            while j < len(heads) and heads[j]["position"] + heads[j]["size"] - start <= cap:
+                j += 1
+            if j == i:
+                wanted = max_message if cap < max_message else heads[i]["size"]
+                cap = min(cap * 2, max(wanted, max_message))
+                continue
+            kept = [o for o in outs[i:j] if o is not None]
+            if kept:
+                ts, shallow = -1, -1
+                for _, _, t, last in kept:
+                    if t > ts:
+                        ts, shallow = t, last
+                appends.append((sum(o[0] for o in kept), max(o[1] for o in kept), ts, shallow))
+            i = j
+    index, times = [], []
+    position = since = 0
+    max_ts, max_off = -1, -1
+
+    def last_time():
+        return struct.unpack_from(">q", times[-1])[0] if times else -1
+    for size, largest, ts, shallow in appends:
+        if ts > max_ts:
+            max_ts, max_off = ts, shallow
+        if since > interval:
+            index.append(struct.pack(">ii", largest - base, position))
+            if max_ts > last_time():
+                times.append(struct.pack(">qi", max_ts, max_off - base))
+            since = 0
+        since += size
+        position += size
+    if max_ts > last_time():
+        times.append(struct.pack(">qi", max_ts, max_off - base))
+    return b"".join(index), b"".join(times)

@@ -17,7 +17,7 @@ import kbatch
 from kbatch.lib.compact import compact
 from tests.conftest import needs_corpus
 from tests.kafka_ref import ABORT, COMMIT, build_batch, control_batch, read_with_kafka_python
-from tests.lifecycle_ref import clean_model, write_partition
+from tests.lifecycle_ref import clean_model, cleaned_indexes, walk, write_partition
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
@@ -88,7 +88,7 @@ def decoded(directory: pathlib.Path) -> list[list[dict]]:
 
 
 def check(src: pathlib.Path, dest: pathlib.Path, now: int, retention: int) -> None:
-    expected, _ = clean_model(decoded(src), now=now, delete_retention_ms=retention)
+    expected, uncleanable = clean_model(decoded(src), now=now, delete_retention_ms=retention)
     flat = [b for seg in decoded(src) for b in seg]
     got = {b["base_offset"]: b for seg in decoded(dest) for b in seg}
     assert len(flat) == len(expected)
@@ -111,6 +111,43 @@ def check(src: pathlib.Path, dest: pathlib.Path, now: int, retention: int) -> No
             assert (r["key"], r["value"], r["headers"], r["timestamp"]) == \
                 (o["key"], o["value"], o["headers"], o["timestamp"])
     assert set(got) <= {b["base_offset"] for b in flat}
+    check_indexes(src, dest, expected, uncleanable)
+
+
+def check_indexes(src: pathlib.Path, dest: pathlib.Path, expected, uncleanable: int,
+                  **sizes) -> None:
+    """Each cleaned segment's .index and .timeindex against
+    ``lifecycle_ref.cleaned_indexes``: the cleaner's reads and appends over
+    the source's batch headers and what the copy holds for each."""
+    sources = sorted(src.glob("*.log"))
+    heads = [walk(p.read_bytes())[0] for p in sources]
+    written = {}
+    for out in sorted(dest.glob("*.log")):
+        buf = out.read_bytes()
+        got = read_with_kafka_python(buf, check_crc=True)
+        for i, h in enumerate(walk(buf)[0]):
+            offs = [r["offset"] for r in got.records if r["batch"] == i] + \
+                [c["offset"] for c in got.control if c["batch"] == i]
+            written[h["base_offset"]] = (h["size"], max(offs, default=h["last_offset"]),
+                                         h["max_timestamp"], h["last_offset"])
+    flat = [h for seg in heads for h in seg]
+    assert len(flat) == len(expected)
+    gone = {h["base_offset"] for h, want in zip(flat, expected) if want is None}
+    bases = [int(p.name[:20]) for p in sources]
+    # the cleaned segments: wholly below the first uncleanable offset
+    cleaned = [k for k in range(len(sources) - 1) if bases[k + 1] <= uncleanable]
+    outputs = sorted(int(p.name[:20]) for p in dest.glob("*.log"))
+    groups: dict[int, list[int]] = {}
+    for k in cleaned:
+        groups.setdefault(max(b for b in outputs if b <= bases[k]), []).append(k)
+    for home, members in groups.items():
+        index, times = cleaned_indexes(
+            [heads[k] for k in members],
+            [[None if h["base_offset"] in gone else written[h["base_offset"]]
+              for h in heads[k]] for k in members], home, **sizes)
+        stem = dest / f"{home:020d}"
+        assert stem.with_suffix(".index").read_bytes() == index, home
+        assert stem.with_suffix(".timeindex").read_bytes() == times, home
 
 
 def latest_rows(d):
@@ -296,3 +333,25 @@ def test_a_marker_that_bumps_the_epoch_leaves_no_last_data_offset(tmp_path, ctyp
     got = [(b["base_offset"], b["is_control"]) for seg in decoded(tmp_path / "out") for b in seg]
     assert got == [(1, True), (2, False), (3, False)]
     check(src, tmp_path / "out", T0 + HOUR, HOUR)
+
+
+def test_a_batch_larger_than_the_read_buffer_grows_it_for_the_segment(tmp_path):
+    """Cleaner.cleanInto: no whole batch in the read buffer makes
+    growBuffersOrFail double it, and it stays grown until the end of that
+    source segment (restoreBuffers), so the appends that follow are larger
+    and the index entries fall elsewhere than with 256 KiB reads; the next
+    source segment starts again at 256 KiB."""
+    def seg(first, sizes):
+        return [build_batch([(T0 + first + i, b"k%d" % (first + i), b"x" * n, [])],
+                            base_offset=first + i) for i, n in enumerate(sizes)]
+    sizes = [2000] * 200 + [300_000] + [2000] * 300
+    seg0, seg1 = seg(0, sizes), seg(len(sizes), [2000] * 300)
+    active = seg(len(sizes) + 300, [10])
+    src = write_partition(tmp_path / "t-0", [seg0, seg1, active])
+    compact(src, tmp_path / "out", now=T0 + HOUR, segment_bytes=1 << 30)
+    check(src, tmp_path / "out", T0 + HOUR, 24 * HOUR)
+    index = (tmp_path / "out" / f"{0:020d}.index").read_bytes()
+    assert len(index) // 8 >= 4          # the model's entries, compared by check()
+    expected, end = clean_model(decoded(src), now=T0 + HOUR, delete_retention_ms=24 * HOUR)
+    with pytest.raises(AssertionError):  # reads that went back to 256 KiB index elsewhere
+        check_indexes(src, tmp_path / "out", expected, end, max_message=256 * 1024 + 1)

@@ -119,6 +119,24 @@ def test_retention_from_urls(stores, tmp_path):
         assert (out / "log-start-offset-checkpoint").read_text().splitlines()[2] == "t 0 12"
 
 
+def test_retention_of_segments_without_timestamps_from_urls(stores, tmp_path):
+    """A segment without timestamps is as old as the store says
+    (LogSegment.largestTimestamp falls back on the file's time; an object
+    store's LastModified, memory://'s creation time): just uploaded, it
+    stays under a 10-minute retention; an hour later it goes."""
+    import time
+    src = tmp_path / "data"
+    write_retention(src / "t-0", [[(2, -1)], [(2, -1)]])
+    for n, (root, storage, put) in enumerate(stores):
+        _upload(put, src, f"nt{n}")
+        url, now = f"{root}/nt{n}/t-0", int(time.time() * 1000)
+        (p,) = retention(url, retention_ms=600_000, now=now, **storage).partitions
+        assert all(s.from_mtime and abs(s.largest_timestamp - now) < 120_000 for s in p.segments)
+        assert p.deleted == []
+        (p,) = retention(url, retention_ms=600_000, now=now + 3_600_000, **storage).partitions
+        assert [(d.base_offset, d.reason) for d in p.deleted] == [(0, "time"), (2, "time")]
+
+
 def test_compact_from_urls(stores, tmp_path):
     """One cleaning of a partition read from a URL: what the model of the
     cleaner leaves, a clean verify, the source's table."""

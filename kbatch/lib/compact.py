@@ -32,7 +32,9 @@ Per partition (magic 2 data):
 - cleaned segments are grouped as ``groupSegmentsBySize`` groups them
   (``segment_bytes`` of source data per group, offsets within 2**31), each group
   written as one segment named by its first base offset, appended in
-  chunks of the cleaner's read buffer (``io_buffer_bytes``, 256 KiB) with
+  chunks of the cleaner's read buffer (``io_buffer_bytes``, 256 KiB; doubled
+  up to ``max_message_bytes`` and past it to a batch's size when a batch
+  does not fit, and so until the end of that source segment) with
   the index rule of LogSegment.append, the final time index entry of a
   rolled segment, and a ``.txnindex`` of the aborted transactions whose
   markers it keeps.
@@ -66,6 +68,7 @@ from kbatch.wire import Attr, ControlType
 DAY_MS = 24 * 3600 * 1000
 DEFAULT_SEGMENT_BYTES = 1 << 30
 IO_BUFFER_BYTES = 512 * 1024 // 2      # log.cleaner.io.buffer.size / threads / 2
+MAX_MESSAGE_BYTES = 1048588            # max.message.bytes (and message.max.bytes)
 
 
 @dataclass
@@ -197,7 +200,8 @@ class _Txns:
 def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retention_ms: int,
                       segment_bytes: int, producer_id_expiration_ms: int,
                       high_watermark: int | None, index_interval_bytes: int,
-                      io_buffer_bytes: int) -> PartitionCompaction:
+                      io_buffer_bytes: int,
+                      max_message_bytes: int = MAX_MESSAGE_BYTES) -> PartitionCompaction:
     opts = DecodeOptions()
     whole = log.read()
     batches, control, _ = log.transaction_tables()
@@ -247,7 +251,8 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
     for group in _groups(cleanable, sizes, segment_bytes, uncleanable):
         out.cleaned.append(_clean_group(group, dest, log, opts, key_latest, txns, producers,
                                         now, delete_retention_ms, uncleanable, out,
-                                        index_interval_bytes, io_buffer_bytes))
+                                        index_interval_bytes, io_buffer_bytes,
+                                        max_message_bytes))
     for seg in log.segments[len(cleanable):]:
         _copy_segment(seg, dest)
         out.untouched.append(seg.location.name)
@@ -287,7 +292,7 @@ def _copy_segment(seg, dest: Path) -> None:
 
 def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,
                  delete_retention_ms, round_end, out: PartitionCompaction, interval,
-                 io_buffer_bytes) -> CleanedSegment:
+                 io_buffer_bytes, max_message_bytes) -> CleanedSegment:
     base = group[0].base_offset
     name = f"{base:020d}.log"
     report = CleanedSegment(name, [s.location.name for s in group])
@@ -305,17 +310,22 @@ def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,
             starts = np.searchsorted(whole.batch, np.arange(len(b) + 1))
             cstarts = np.searchsorted(whole.control.batch, np.arange(len(b) + 1))
             with seg.source.window(0, seg.size) as view:
-                chunk_from, pending = 0, []
+                # the read buffer: its first size for each source segment
+                # (cleanInto ends with restoreBuffers)
+                chunk_from, pending, capacity = 0, [], io_buffer_bytes
                 for r in range(len(b)):
                     pos, size = int(b.position[r]), int(b.size[r])
                     if int(b.magic[r]) < 2:
                         raise ArgumentError(
                             f"{seg.location}: the batch at byte {pos} has magic "
                             f"{int(b.magic[r])}; compact rewrites magic 2 logs only")
-                    if pos + size - chunk_from > io_buffer_bytes and pos > chunk_from:
+                    if pos + size - chunk_from > capacity and pos > chunk_from:
                         # the cleaner's read buffer is full: one append of what it kept
                         position = _append(f, indexes, pending, position)
                         chunk_from, pending = pos, []
+                    while size > capacity:
+                        # no whole batch in the buffer: growBuffersOrFail, until it fits
+                        capacity = _grown(capacity, size, max_message_bytes)
                     got = _filter_batch(b, r, whole, starts, whole.control, cstarts, view,
                                         key_latest, txns, producers, now,
                                         delete_retention_ms, round_end, out, txn_entries)
@@ -333,6 +343,14 @@ def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,
         Path(f"{stem}.txnindex").write_bytes(b"".join(
             TXN_ENTRY.pack(0, *t) for t in txn_entries))
     return report
+
+
+def _grown(capacity: int, batch_size: int, max_message_bytes: int) -> int:
+    """Cleaner.growBuffersOrFail and growBuffers: the read buffer doubled,
+    up to the topic's max.message.bytes (``max_message_bytes``, also taken
+    for the broker's message.max.bytes), past it up to the batch's size."""
+    wanted = max_message_bytes if capacity < max_message_bytes else batch_size
+    return min(capacity * 2, max(wanted, max_message_bytes))
 
 
 def _append(f, indexes: IndexBuilder, pending: list, position: int) -> int:
@@ -463,21 +481,31 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             segment_bytes: int = DEFAULT_SEGMENT_BYTES,
             producer_id_expiration_ms: int = DAY_MS,
             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
-            io_buffer_bytes: int = IO_BUFFER_BYTES, **storage) -> CompactionReport:
+            io_buffer_bytes: int = IO_BUFFER_BYTES,
+            max_message_bytes: int = MAX_MESSAGE_BYTES, **storage) -> CompactionReport:
     """What one run of Kafka's log cleaner leaves of ``source`` (a
     partition, a data directory, or a URL of one), written to the new
     directory ``dest`` (see the module docstring). ``now``: ms (default:
     the clock); ``delete_retention_ms``: the topic's delete.retention.ms;
-    ``segment_bytes``: its segment.bytes (how cleaned segments are grouped)."""
+    ``segment_bytes``: its segment.bytes (how cleaned segments are grouped);
+    ``io_buffer_bytes``: the cleaner's read buffer (log.cleaner.io.buffer.size
+    / threads / 2) and ``max_message_bytes`` the topic's max.message.bytes,
+    up to which it grows for a larger batch (both decide where appends
+    split, hence the index entries)."""
     from kbatch.lib.timestamps import to_millis
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
     for name, value in (("delete_retention_ms", delete_retention_ms),
                         ("segment_bytes", segment_bytes),
                         ("producer_id_expiration_ms", producer_id_expiration_ms),
                         ("index_interval_bytes", index_interval_bytes),
-                        ("io_buffer_bytes", io_buffer_bytes)):
+                        ("io_buffer_bytes", io_buffer_bytes),
+                        ("max_message_bytes", max_message_bytes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ArgumentError(f"{name} must be a non-negative int")
+    for name, value in (("io_buffer_bytes", io_buffer_bytes),
+                        ("max_message_bytes", max_message_bytes)):
+        if value < 1:      # a buffer that doubles from 0 never holds a batch
+            raise ArgumentError(f"{name} must be at least 1")
     store, rest = Storage.split(storage)
     if rest:
         raise ArgumentError(f"compact: unknown argument(s) {', '.join(sorted(rest))}")
@@ -507,7 +535,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                 log, target, now=now_ms, delete_retention_ms=delete_retention_ms,
                 segment_bytes=segment_bytes, producer_id_expiration_ms=producer_id_expiration_ms,
                 high_watermark=hws.get((p.topic, p.partition)),
-                index_interval_bytes=index_interval_bytes, io_buffer_bytes=io_buffer_bytes))
+                index_interval_bytes=index_interval_bytes, io_buffer_bytes=io_buffer_bytes,
+                max_message_bytes=max_message_bytes))
         if not single:
             cleaner = offsets_of(found.location, "cleaner_offset")
             cleaner.update({(c.topic, c.partition): c.first_uncleanable_offset for c in done})

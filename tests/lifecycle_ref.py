@@ -306,12 +306,16 @@ def retention_model(segments: list[tuple[int, bytes, int]], *, log_start: int, h
 # --- the log cleaner: Cleaner.cleanInto / MemoryRecords.filterTo ----------------------
 
 def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: int,
-                expiration_ms: int = 86_400_000):
+                expiration_ms: int = 86_400_000, first_dirty: int | None = None,
+                map_keys: int = 5_033_164):
     """One cleaning of a partition. ``segments``: per segment, kafka-python
     batch dicts (``tests/kafka_ref.read_with_kafka_python``) each with
     ``records`` (its data rows) and ``control_type``. Returns, per batch
     in order, ``None`` (gone) or ``(kept offsets, horizon or None, empty)``
-    and the first uncleanable offset.
+    and where the run ended (the offset map's latest offset + 1: the first
+    uncleanable offset unless the map filled; the cleaner checkpoint after
+    it). ``first_dirty``: the cleaner checkpoint (None: the log start);
+    ``map_keys``: the keys the offset map holds (128 MiB / 24 B x 0.9).
 
     Written from LogCleaner.scala: the cleanable range ends at the active
     segment's base (or the first open transaction); the offset map holds
@@ -343,20 +347,47 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
     uncleanable = min([active_base] + list(ongoing.values()))
     # LogCleanerManager.calculateCleanableBytes: the base of the segment holding it
     uncleanable = max([b for b in bases if b <= uncleanable], default=uncleanable)
-    clean_segs = {k for k in range(len(segments) - 1)
-                  if k + 1 < len(bases) and bases[k + 1] <= uncleanable}
+    # LogCleanerManager.cleanableOffsets: the dirty range starts at the
+    # cleaner checkpoint (``first_dirty``), else at the log start
+    log_end = max([b["last_offset"] + 1 for _, b in flat] + bases)
+    dirty_from = bases[0] if first_dirty is None or not bases[0] <= first_dirty <= log_end \
+        else first_dirty
 
     def is_aborted(b):
         return b["is_transactional"] and not b["is_control"] and any(
             p == b["producer_id"] and f <= b["base_offset"] <= last for p, f, last in aborted)
 
-    latest = {}
-    for k, b in flat:
-        if b["is_control"] or is_aborted(b):
+    # Cleaner.buildOffsetMap over the dirty segments: a keyed record at or
+    # past the dirty start is put unless the map already holds ``map_keys``
+    # (then the map is full and the pass ends there); latestOffset is set
+    # to each batch's last offset once the batch is read whole, and to the
+    # next segment's base - 1 once a segment is
+    latest, latest_offset, full = {}, -1, False
+    home_of_start = max(b for b in bases if b <= dirty_from) if dirty_from < uncleanable \
+        else None
+    for k, seg in enumerate(segments):
+        if home_of_start is None or full or not seg or bases[k] < home_of_start \
+                or bases[k] >= uncleanable:
             continue
-        for r in b["records"]:
-            if r["offset"] < uncleanable and r["key"] is not None:
-                latest[r["key"]] = max(latest.get(r["key"], -1), r["offset"])
+        for b in seg:
+            if not b["is_control"] and not is_aborted(b):
+                for r in b["records"]:
+                    if r["key"] is not None and r["offset"] >= dirty_from:
+                        if len(latest) >= map_keys:
+                            full = True
+                            break
+                        latest[r["key"]] = r["offset"]
+            if full:
+                break
+            if b["last_offset"] >= dirty_from:
+                latest_offset = b["last_offset"]
+        if not full:
+            latest_offset = (bases[k + 1] if k + 1 < len(bases) else log_end) - 1
+    if home_of_start is None:           # nothing dirty: the cleaner does not pick the log
+        end, clean_segs = dirty_from, set()
+    else:
+        end = latest_offset + 1
+        clean_segs = {k for k in range(len(segments) - 1) if segments[k] and bases[k] < end}
     # ProducerStateEntry: batchMetadata (whose last entry is lastDataOffset)
     # is cleared by maybeUpdateProducerEpoch when a batch or marker comes
     # with another epoch; a marker adds none and ends currentTxnFirstOffset;
@@ -426,9 +457,10 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
         elif b["is_control"]:
             kept = [b["base_offset"]]
         else:
-            kept = [r for r in b["records"] if r["key"] is not None
-                    and r["offset"] >= latest.get(r["key"], -1)
-                    and (r["value"] is not None or horizon is None or now < horizon)]
+            # shouldRetainRecord: past the map's latest offset a record stays
+            kept = [r for r in b["records"] if r["offset"] > latest_offset or (
+                    r["key"] is not None and r["offset"] >= latest.get(r["key"], -1)
+                    and (r["value"] is not None or horizon is None or now < horizon))]
             tomb = any(r["value"] is None for r in kept)
             kept = [r["offset"] for r in kept]
         if kept:
@@ -441,7 +473,7 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
             out.append(([], None, True))
         else:
             out.append(None)
-    return out, uncleanable
+    return out, end
 
 
 # --- a cleaned segment's indexes: Cleaner.cleanInto appends, LogSegment.append --------

@@ -87,8 +87,9 @@ def decoded(directory: pathlib.Path) -> list[list[dict]]:
     return out
 
 
-def check(src: pathlib.Path, dest: pathlib.Path, now: int, retention: int) -> None:
-    expected, uncleanable = clean_model(decoded(src), now=now, delete_retention_ms=retention)
+def check(src: pathlib.Path, dest: pathlib.Path, now: int, retention: int, **model) -> None:
+    expected, end = clean_model(decoded(src), now=now, delete_retention_ms=retention,
+                                **model)
     flat = [b for seg in decoded(src) for b in seg]
     got = {b["base_offset"]: b for seg in decoded(dest) for b in seg}
     assert len(flat) == len(expected)
@@ -111,10 +112,10 @@ def check(src: pathlib.Path, dest: pathlib.Path, now: int, retention: int) -> No
             assert (r["key"], r["value"], r["headers"], r["timestamp"]) == \
                 (o["key"], o["value"], o["headers"], o["timestamp"])
     assert set(got) <= {b["base_offset"] for b in flat}
-    check_indexes(src, dest, expected, uncleanable)
+    check_indexes(src, dest, expected, end)
 
 
-def check_indexes(src: pathlib.Path, dest: pathlib.Path, expected, uncleanable: int,
+def check_indexes(src: pathlib.Path, dest: pathlib.Path, expected, end: int,
                   **sizes) -> None:
     """Each cleaned segment's .index and .timeindex against
     ``lifecycle_ref.cleaned_indexes``: the cleaner's reads and appends over
@@ -134,8 +135,8 @@ def check_indexes(src: pathlib.Path, dest: pathlib.Path, expected, uncleanable: 
     assert len(flat) == len(expected)
     gone = {h["base_offset"] for h, want in zip(flat, expected) if want is None}
     bases = [int(p.name[:20]) for p in sources]
-    # the cleaned segments: wholly below the first uncleanable offset
-    cleaned = [k for k in range(len(sources) - 1) if bases[k + 1] <= uncleanable]
+    # the cleaned segments: those starting below where the run ended
+    cleaned = [k for k in range(len(sources) - 1) if bases[k] < end]
     outputs = sorted(int(p.name[:20]) for p in dest.glob("*.log"))
     groups: dict[int, list[int]] = {}
     for k in cleaned:
@@ -255,22 +256,34 @@ def test_data_dir_and_cli(tmp_path, capfd):
 def test_corpus_partitions(tmp_path):
     """Real data directories with rolled segments: the copy verifies clean,
     kafka-python reads every segment of it, and its table is the source's."""
+    from kbatch.lib.checkpoints import read_checkpoint
     from tests.conftest import CORPUS
-    cleaned = 0
+    cleaned = skipped = 0
     for i, d in enumerate(["dipendrasaini__kafka-learnning-series/tmp/kafka-logs",
                            "DonaldY__kafka-2.7.1/kafka-logs",
                            "ronem123__rupia-transaction-service/kafka-logs"]):
         src = CORPUS / d
         report = compact(src, tmp_path / f"c{i}", now=1_800_000_000_000)
         assert kbatch.verify(tmp_path / f"c{i}").ok
-        for p in report.partitions:
+        marks = src / "cleaner-offset-checkpoint"
+        dirty_from = {(t, p): o for t, p, o in read_checkpoint(marks)[1]} \
+            if marks.exists() else {}
+        for k, p in enumerate(report.partitions):
             name = f"{p.topic}-{p.partition}"
-            for seg in (tmp_path / f"c{i}" / name).glob("*.log"):
-                read_with_kafka_python(seg.read_bytes(), check_crc=True)
-            if p.topic != "__cluster_metadata":
-                assert latest_rows(tmp_path / f"c{i}" / name) == latest_rows(src / name)
-            cleaned += len(p.cleaned)
-    assert cleaned >= 10
+            # the broker's cleaner checkpoint: nothing dirty, nothing cleaned
+            done = dirty_from.get((p.topic, p.partition), -1) >= p.first_uncleanable_offset
+            assert not (done and p.cleaned), name
+            skipped += done
+            # the partition alone (no checkpoint): cleaned from its log start
+            alone = compact(src / name, tmp_path / f"a{i}-{k}", now=1_800_000_000_000)
+            for out in (tmp_path / f"c{i}" / name, tmp_path / f"a{i}-{k}"):
+                for seg in out.glob("*.log"):
+                    read_with_kafka_python(seg.read_bytes(), check_crc=True)
+                if p.topic != "__cluster_metadata":
+                    assert latest_rows(out) == latest_rows(src / name)
+            assert kbatch.verify(tmp_path / f"a{i}-{k}").ok
+            cleaned += len(alone.partitions[0].cleaned)
+    assert cleaned >= 10 and skipped >= 1
 
 
 def test_an_open_transaction_mid_segment_holds_back_its_whole_segment(tmp_path):
@@ -355,3 +368,88 @@ def test_a_batch_larger_than_the_read_buffer_grows_it_for_the_segment(tmp_path):
     expected, end = clean_model(decoded(src), now=T0 + HOUR, delete_retention_ms=24 * HOUR)
     with pytest.raises(AssertionError):  # reads that went back to 256 KiB index elsewhere
         check_indexes(src, tmp_path / "out", expected, end, max_message=256 * 1024 + 1)
+
+
+def _keyed(first, keys, ts=T0):
+    return [build_batch([(ts + first + i, k, None if v is None else v, [])],
+                        base_offset=first + i) for i, (k, v) in enumerate(keys)]
+
+
+def test_the_dirty_range_starts_at_the_cleaner_checkpoint_or_the_log_start(tmp_path):
+    """LogCleanerManager.cleanableOffsets: the offset map covers [cleaner
+    checkpoint (else the log start), first uncleanable); a key seen only
+    below it is not in the map, so all its records stay (a checkpoint past
+    the log end is reset to the log start). The cleaner checkpoint written
+    is where the run ended."""
+    from kbatch.lib.checkpoints import read_checkpoint
+    seg0 = _keyed(0, [(b"K", b"1"), (b"K", b"2"), (b"A", b"3")])
+    seg1 = _keyed(3, [(b"A", b"4"), (b"B", b"5"), (b"B", b"6")])
+    active = _keyed(6, [(b"Z", b"7")])
+    for name, lines, want in (
+            ("start", ["log-start-offset-checkpoint", "t 0 2"], [0, 1, 3, 5, 6]),
+            ("mark", ["cleaner-offset-checkpoint", "t 0 4"], [0, 1, 2, 3, 5, 6]),
+            ("none", None, [1, 3, 5, 6]),
+            ("past", ["cleaner-offset-checkpoint", "t 0 99"], [1, 3, 5, 6])):
+        data = tmp_path / name
+        src = write_partition(data / "t-0", [seg0, seg1, active])
+        if lines:
+            (data / lines[0]).write_text(f"0\n1\n{lines[1]}\n")
+        report = compact(data, tmp_path / f"{name}-out", now=T0 + HOUR)
+        got = [r for seg in decoded(tmp_path / f"{name}-out" / "t-0") for b in seg
+               for r in b["records"]]
+        assert [r["offset"] for r in got] == want, name
+        first = {"start": 2, "mark": 4}.get(name)
+        expected, end = clean_model(decoded(src), now=T0 + HOUR, delete_retention_ms=HOUR,
+                                    first_dirty=first if name != "past" else 99)
+        assert [o for e in expected if e is not None for o in e[0]] == want
+        check(src, tmp_path / f"{name}-out" / "t-0", T0 + HOUR, 24 * HOUR,
+              first_dirty=first if name != "past" else 99)
+        (part,) = report.partitions
+        assert part.end_offset == end == 6
+        marks = read_checkpoint(tmp_path / f"{name}-out" / "cleaner-offset-checkpoint")[1]
+        assert marks == [("t", 0, 6)]
+
+
+def test_a_full_offset_map_ends_the_run_where_it_filled(tmp_path):
+    """Cleaner.buildOffsetMapForSegment: once the map holds as many keys as
+    its dedupe buffer allows, the pass ends; the run cleans up to the last
+    batch read whole (records past it stay, null keys and older versions
+    too) and the cleaner checkpoint says so."""
+    from kbatch.lib.checkpoints import read_checkpoint
+    keys = [(b"k%d" % (i % 7), b"v%d" % i) for i in range(30)] + [(None, b"n")] * 3
+    seg0, seg1 = _keyed(0, keys[:15]), _keyed(15, keys[15:])
+    active = _keyed(33, [(b"z", b"z")])
+    data = tmp_path / "d"
+    src = write_partition(data / "t-0", [seg0, seg1, active])
+    # 5 keys: 24 bytes a slot, 90% of the slots
+    report = compact(data, tmp_path / "out", now=T0 + HOUR, dedupe_buffer_bytes=24 * 6)
+    (part,) = report.partitions
+    expected, end = clean_model(decoded(src), now=T0 + HOUR, delete_retention_ms=24 * HOUR,
+                                map_keys=5)
+    assert part.end_offset == end == 5      # the 6th key (k5 at offset 5) found it full
+    check(src, tmp_path / "out" / "t-0", T0 + HOUR, 24 * HOUR, map_keys=5)
+    assert read_checkpoint(tmp_path / "out" / "cleaner-offset-checkpoint")[1] == [("t", 0, 5)]
+    got = [r["offset"] for seg in decoded(tmp_path / "out" / "t-0") for b in seg
+           for r in b["records"]]
+    assert got == list(range(34))   # k0..k4 mapped once each: nothing older to remove
+    full = compact(data, tmp_path / "all", now=T0 + HOUR)
+    assert full.partitions[0].end_offset == 33
+    assert len([r for seg in decoded(tmp_path / "all" / "t-0") for b in seg
+                for r in b["records"]]) == 7 + 1
+
+
+def test_cleaned_and_copied_segments_keep_their_age(tmp_path):
+    """Cleaner.cleanSegments: a cleaned segment takes the last modification
+    time of its group (retention by time falls back on it); untouched
+    segments are copies as old as their sources."""
+    import os
+    src = write_partition(tmp_path / "t-0", make(11))
+    logs = sorted(src.glob("*.log"))
+    for k, p in enumerate(logs):
+        os.utime(p, ns=(1_600_000_000_000_000_000 + k, 1_600_000_000_000_000_000 + k))
+    report = compact(src, tmp_path / "out", now=T0 + HOUR)
+    for c in report.partitions[0].cleaned:
+        assert (tmp_path / "out" / c.file).stat().st_mtime_ns == \
+            (src / c.sources[-1]).stat().st_mtime_ns
+    for name in report.partitions[0].untouched:
+        assert (tmp_path / "out" / name).stat().st_mtime_ns == (src / name).stat().st_mtime_ns

@@ -9,9 +9,17 @@ Per partition (magic 2 data):
   segment's base offset, or the first offset of an open transaction, or the
   high watermark, whichever is lowest; the segments wholly below it are
   cleaned, the rest (the active segment at least) are copied untouched;
-- the offset map holds, for each key of the cleanable range's non-aborted
-  data records, its highest offset (keys rewritten in the active segment
-  do not count: their older records stay in the cleaned segments);
+- the offset map holds, for each key of the dirty range's non-aborted
+  data records, its highest offset: the dirty range starts at the cleaner
+  checkpoint (``cleaner-offset-checkpoint``), else at the log start offset
+  (a checkpoint outside the log is reset to it), and ends at the first
+  uncleanable offset (keys rewritten in the active segment do not count:
+  their older records stay in the cleaned segments); a key seen only
+  below the dirty range is not in it, so its records all stay. The map
+  holds what the dedupe buffer holds (``dedupe_buffer_bytes``, 128 MiB: 24
+  bytes a key, 90% full): when it fills the run ends after the last batch
+  read whole, and records past that stay as they are. Nothing dirty: the
+  cleaner does not pick the log, and every segment is copied;
 - a data record stays when it holds the latest offset of its key and has
   a value, or is a tombstone whose batch has no delete horizon yet or one
   in the future (``now`` < horizon); a record without a key is dropped;
@@ -40,7 +48,10 @@ Per partition (magic 2 data):
   markers it keeps.
 
 The cleaner-offset-checkpoint of the copy names where the cleaning ended;
-the other checkpoint files and side files are copied.
+the other checkpoint files and side files are copied. A cleaned segment
+takes the modification time of its group's last source segment
+(cleanSegments), copied ones keep theirs: retention by time falls back on
+them.
 """
 
 from __future__ import annotations
@@ -55,6 +66,7 @@ import numpy as np
 from kbatch.errors import ArgumentError
 from kbatch.lib.checkpoints import carry_data_dir_files, offsets_of, offsets_text
 from kbatch.lib.log import PartitionLog
+from kbatch.lib.logfiles import keep_mtime
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.producers import TXN_ENTRY, ProducerState
@@ -69,6 +81,7 @@ DAY_MS = 24 * 3600 * 1000
 DEFAULT_SEGMENT_BYTES = 1 << 30
 IO_BUFFER_BYTES = 512 * 1024 // 2      # log.cleaner.io.buffer.size / threads / 2
 MAX_MESSAGE_BYTES = 1048588            # max.message.bytes (and message.max.bytes)
+DEDUPE_BUFFER_BYTES = 128 << 20        # log.cleaner.dedupe.buffer.size / threads
 
 
 @dataclass
@@ -88,6 +101,8 @@ class PartitionCompaction:
     topic: str | None
     partition: int | None
     first_uncleanable_offset: int
+    first_dirty_offset: int = 0     # where this run's offset map starts
+    end_offset: int = 0             # where it ended: the cleaner checkpoint after it
     cleaned: list[CleanedSegment] = field(default_factory=list)
     untouched: list[str] = field(default_factory=list)
     null_keys: int = 0             # records without a key dropped
@@ -201,7 +216,10 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
                       segment_bytes: int, producer_id_expiration_ms: int,
                       high_watermark: int | None, index_interval_bytes: int,
                       io_buffer_bytes: int,
-                      max_message_bytes: int = MAX_MESSAGE_BYTES) -> PartitionCompaction:
+                      max_message_bytes: int = MAX_MESSAGE_BYTES,
+                      dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES,
+                      log_start: int | None = None,
+                      cleaner_offset: int | None = None) -> PartitionCompaction:
     opts = DecodeOptions()
     whole = log.read()
     batches, control, _ = log.transaction_tables()
@@ -219,9 +237,8 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
     # segment must not remove its older records from the cleaned ones
     uncleanable = max((s.base_offset for s in log.segments if s.base_offset <= uncleanable),
                       default=uncleanable)
-    nexts = [s.base_offset for s in log.segments[1:]]
-    cleanable = [s for s, nxt in zip(log.segments, nexts) if nxt <= uncleanable]
-    out = PartitionCompaction(log.topic, log.partition, uncleanable)
+    first_dirty = _first_dirty(log, batches, log_start, cleaner_offset)
+    out = PartitionCompaction(log.topic, log.partition, uncleanable, first_dirty)
     dest.mkdir(parents=True)
     # the aborted transactions, from the markers (as the .txnindex files say)
     markers = dict(zip(control.offset.tolist(), control.type.tolist()))
@@ -234,18 +251,28 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
         if entry is not None:
             aborted.append(entry)
     txns = _Txns(aborted)
-    # the offset map: the latest offset of every key in the cleanable range,
-    # aborted data left out
-    rows = np.flatnonzero(whole.offset < uncleanable) if len(whole) else np.zeros(0, np.int64)
-    below = whole.take(rows)
-    data_batches = whole.batches
-    in_aborted = np.zeros(len(below), bool)
-    if len(below):
-        pid = data_batches.producer_id[below.batch]
-        txn_flag = data_batches.is_transactional[below.batch].astype(bool)
-        for p_, first, last, _ in aborted:
-            in_aborted |= txn_flag & (pid == p_) & (below.offset >= first) & (below.offset <= last)
-    key_latest = _key_latest(below.take(np.flatnonzero(~in_aborted)))
+    # the offset map: the latest offset of every key in the dirty range
+    # [first dirty, first uncleanable), aborted data left out, as many keys
+    # as the cleaner's dedupe buffer holds
+    if first_dirty < uncleanable:
+        rows = np.flatnonzero((whole.offset >= first_dirty) & (whole.offset < uncleanable)) \
+            if len(whole) else np.zeros(0, np.int64)
+        dirty = whole.take(rows)
+        data_batches = whole.batches
+        in_aborted = np.zeros(len(dirty), bool)
+        if len(dirty):
+            pid = data_batches.producer_id[dirty.batch]
+            txn_flag = data_batches.is_transactional[dirty.batch].astype(bool)
+            for p_, first, last, _ in aborted:
+                in_aborted |= (txn_flag & (pid == p_) & (dirty.offset >= first)
+                               & (dirty.offset <= last))
+        key_latest, full_at = _offset_map(dirty.take(np.flatnonzero(~in_aborted)),
+                                          _map_slots(dedupe_buffer_bytes))
+        out.end_offset = uncleanable if full_at is None else \
+            _latest_mapped(log, batches, first_dirty, full_at) + 1
+        cleanable = [s for s in log.segments[:-1] if s.base_offset < out.end_offset]
+    else:                # nothing dirty: the cleaner does not pick this log
+        key_latest, cleanable, out.end_offset = {}, [], first_dirty
     producers = _active_producers(batches, now, producer_id_expiration_ms)
     sizes = [s.size for s in cleanable]
     for group in _groups(cleanable, sizes, segment_bytes, uncleanable):
@@ -264,14 +291,59 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
     return out
 
 
-def _key_latest(records: Records) -> dict:
-    """``{key: highest offset}`` of ``records`` with a key."""
+def _first_dirty(log: PartitionLog, batches, log_start: int | None,
+                 cleaner_offset: int | None) -> int:
+    """LogCleanerManager.cleanableOffsets: the cleaner checkpoint, or the
+    log start offset without one or when it lies outside the log."""
+    first = log.segments[0].base_offset
+    start = first if log_start is None else max(log_start, first)
+    end = max(int(batches.last_offset.max()) + 1 if len(batches) else first,
+              log.segments[-1].base_offset)
+    dirty = start if cleaner_offset is None else cleaner_offset
+    return start if dirty < start or dirty > end else dirty
+
+
+def _map_slots(dedupe_buffer_bytes: int) -> int:
+    """How many keys the cleaner's SkippingOffsetMap takes before it is
+    full: its slots (24 bytes each: an MD5 hash and an offset) times the
+    load factor log.cleaner.io.buffer.load.factor (0.9)."""
+    return int(min(dedupe_buffer_bytes, (1 << 31) - 1) // 24 * 0.9)
+
+
+def _offset_map(records: Records, most: int) -> tuple[dict, int | None]:
+    """``({key: highest offset}, None)`` of the keyed records (in offset
+    order), or, when the map fills first (a record with a key met while it
+    holds ``most``: Cleaner.buildOffsetMapForSegment returns there), the
+    map so far and that record's offset."""
     keys = records.key.to_pylist()
     out: dict = {}
     for k, o in zip(keys, records.offset.tolist()):
-        if k is not None and o >= out.get(k, -1):
-            out[k] = o
-    return out
+        if k is None:
+            continue
+        if len(out) >= most:
+            return out, o
+        out[k] = o
+    return out, None
+
+
+def _latest_mapped(log: PartitionLog, batches, first_dirty: int, full_at: int) -> int:
+    """The offset map's latestOffset when it filled at ``full_at``: the
+    last offset of the last batch read whole before the one holding it
+    (batches ending before the first dirty offset do not count), or the
+    end of the dirty segment read whole before its segment
+    (nextSegmentStartOffset - 1), whichever came last."""
+    latest = -1
+    at = np.flatnonzero((batches.base_offset <= full_at) & (batches.last_offset >= full_at))
+    held_in = int(batches.base_offset[at[0]]) if len(at) else full_at
+    before = (batches.last_offset >= first_dirty) & (batches.last_offset < held_in)
+    if before.any():
+        latest = int(batches.last_offset[before].max())
+    bases = [s.base_offset for s in log.segments]
+    home = max((b for b in bases if b <= full_at), default=bases[0])
+    first_home = max((b for b in bases if b <= first_dirty), default=bases[0])
+    if home > first_home:
+        latest = max(latest, home - 1)
+    return latest
 
 
 def _copy_segment(seg, dest: Path) -> None:
@@ -288,6 +360,7 @@ def _copy_segment(seg, dest: Path) -> None:
                             f.write(piece)
                 else:
                     f.write(child.tree.read_small(child.path, 1 << 40) or b"")
+            keep_mtime(child, dest / e.name)
 
 
 def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,
@@ -336,6 +409,8 @@ def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,
                 position = _append(f, indexes, pending, position)
     indexes.close()
     report.bytes_out = position
+    # Cleaner.cleanSegments: the cleaned segment is as old as the group's last
+    keep_mtime(group[-1].location, dest / name)
     stem = dest / name[:-len(".log")]
     Path(f"{stem}.index").write_bytes(indexes.index_bytes())
     Path(f"{stem}.timeindex").write_bytes(indexes.timeindex_bytes())
@@ -415,6 +490,10 @@ def _filter_batch(b, r, whole, starts, control, cstarts, view, key_latest, txns,
         for i in range(lo, hi):
             k = keys[i]
             off = int(whole.offset[i])
+            if off >= out.end_offset:
+                kept.append(i)          # past the offset map's latest offset: it stays
+                tombs += whole.value[i] is None
+                continue
             if k is None:
                 out.null_keys += 1
                 continue
@@ -482,7 +561,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             producer_id_expiration_ms: int = DAY_MS,
             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
             io_buffer_bytes: int = IO_BUFFER_BYTES,
-            max_message_bytes: int = MAX_MESSAGE_BYTES, **storage) -> CompactionReport:
+            max_message_bytes: int = MAX_MESSAGE_BYTES,
+            dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES, **storage) -> CompactionReport:
     """What one run of Kafka's log cleaner leaves of ``source`` (a
     partition, a data directory, or a URL of one), written to the new
     directory ``dest`` (see the module docstring). ``now``: ms (default:
@@ -491,7 +571,10 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     ``io_buffer_bytes``: the cleaner's read buffer (log.cleaner.io.buffer.size
     / threads / 2) and ``max_message_bytes`` the topic's max.message.bytes,
     up to which it grows for a larger batch (both decide where appends
-    split, hence the index entries)."""
+    split, hence the index entries); ``dedupe_buffer_bytes``: the cleaner's
+    log.cleaner.dedupe.buffer.size per thread (how many keys one run maps:
+    24 bytes a key, 90% full at most; a run over more keys stops where its
+    map filled, as the broker's does)."""
     from kbatch.lib.timestamps import to_millis
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
     for name, value in (("delete_retention_ms", delete_retention_ms),
@@ -499,11 +582,13 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                         ("producer_id_expiration_ms", producer_id_expiration_ms),
                         ("index_interval_bytes", index_interval_bytes),
                         ("io_buffer_bytes", io_buffer_bytes),
-                        ("max_message_bytes", max_message_bytes)):
+                        ("max_message_bytes", max_message_bytes),
+                        ("dedupe_buffer_bytes", dedupe_buffer_bytes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ArgumentError(f"{name} must be a non-negative int")
     for name, value in (("io_buffer_bytes", io_buffer_bytes),
-                        ("max_message_bytes", max_message_bytes)):
+                        ("max_message_bytes", max_message_bytes),
+                        ("dedupe_buffer_bytes", dedupe_buffer_bytes)):
         if value < 1:      # a buffer that doubles from 0 never holds a batch
             raise ArgumentError(f"{name} must be at least 1")
     store, rest = Storage.split(storage)
@@ -515,11 +600,14 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
         raise ArgumentError(f"{dest}: exists; compact writes a new directory (never in place)")
 
     def write():
+        starts, cleaner = {}, {}
         if found.kind is PathKind.PARTITION:
             parts, hws, single = [Partition(found.topic, found.partition, found.location)], {}, True
         elif found.kind is PathKind.DATA_DIR:
             parts, single = found.partitions(), False
             hws = offsets_of(found.location, "high_watermark")
+            starts = offsets_of(found.location, "log_start_offset")
+            cleaner = offsets_of(found.location, "cleaner_offset")
         else:
             raise ArgumentError(f"{found.name}: is a {found.kind.value}; compact takes a partition "
                                 "directory or a broker data directory")
@@ -536,10 +624,11 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                 segment_bytes=segment_bytes, producer_id_expiration_ms=producer_id_expiration_ms,
                 high_watermark=hws.get((p.topic, p.partition)),
                 index_interval_bytes=index_interval_bytes, io_buffer_bytes=io_buffer_bytes,
-                max_message_bytes=max_message_bytes))
+                max_message_bytes=max_message_bytes, dedupe_buffer_bytes=dedupe_buffer_bytes,
+                log_start=starts.get((p.topic, p.partition)),
+                cleaner_offset=cleaner.get((p.topic, p.partition))))
         if not single:
-            cleaner = offsets_of(found.location, "cleaner_offset")
-            cleaner.update({(c.topic, c.partition): c.first_uncleanable_offset for c in done})
+            cleaner.update({(c.topic, c.partition): c.end_offset for c in done})
             (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))
             carry_data_dir_files(found.location, dest, "cleaner_offset")
         return CompactionReport(str(dest), done)

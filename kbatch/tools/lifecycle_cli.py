@@ -194,6 +194,8 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
         if args.format == "json":
             print(json.dumps({"topic": p.topic, "partition": p.partition,
                               "first_uncleanable_offset": p.first_uncleanable_offset,
+                              "first_dirty_offset": p.first_dirty_offset,
+                              "end_offset": p.end_offset,
                               "cleaned": [c.__dict__ for c in p.cleaned],
                               "untouched": p.untouched, "null_keys": p.null_keys,
                               "tombstones_kept": p.tombstones_kept,
@@ -202,7 +204,8 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
             continue
         records_in = sum(c.records_in for c in p.cleaned)
         records_out = sum(c.records_out for c in p.cleaned)
-        print(f"{name}: cleaned up to offset {p.first_uncleanable_offset}: "
+        print(f"{name}: cleaned [{p.first_dirty_offset}, {p.end_offset}) "
+              f"(first uncleanable offset {p.first_uncleanable_offset}): "
               f"{len(p.cleaned)} cleaned segment(s) from "
               f"{sum(len(c.sources) for c in p.cleaned)}, {records_out} of {records_in} "
               f"records kept; {p.tombstones_kept} tombstones kept, {p.tombstones_removed} "

@@ -43,7 +43,7 @@ LogManager.checkpointLogStartOffsetsInDir writes it; a checkpoint past
 the recovered log end offset deletes every segment and starts an empty
 one there, as LogLoader does) and ``replication-offset-
 checkpoint`` (the source's high watermark, at most the new log end), and
-``cleaner-offset-checkpoint`` when the source has one; ``meta.properties``
+``cleaner-offset-checkpoint`` when the source has one (as it is); ``meta.properties``
 and each partition's ``partition.metadata`` are copied. Producer
 snapshots (``.snapshot``) are left out: a broker that finds none rebuilds
 producer state from the log (LogLoader), and the report says so.
@@ -429,8 +429,11 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
         _offsets_file(dest / _file_of("high_watermark"),
                       {k: min(hw.get(k, e), e) for k, e in ends.items()})
         if cleaner:
+            # as it was: a broker's cleaner resets a checkpoint past the log
+            # end to the log start itself (LogCleanerManager.cleanableOffsets:
+            # the whole log cleaned again), which a clamp here would prevent
             _offsets_file(dest / _file_of("cleaner_offset"),
-                          {k: min(o, ends[k]) for k, o in cleaner.items() if k in ends})
+                          {k: o for k, o in cleaner.items() if k in ends})
         meta = found.location.child("meta.properties")
         data = meta.tree.read_small(meta.path, 1 << 16)
         if data is not None:

@@ -319,3 +319,117 @@ def test_spark_corpus_directory_sums_to_expected(spark):
                and e["path"].endswith(".log"))
     import kbatch.spark as ks
     assert ks.count(spark, root) == want
+
+
+def _legacy_partition(root: pathlib.Path) -> tuple[pathlib.Path, list[int]]:
+    """gzip-compressed magic 0 and 1 wrappers of 5 messages each (a wrapper's
+    header names its last inner offset), an uncompressed magic 1 message,
+    then a magic 2 batch: offsets 0..24."""
+    from .kafka_ref import build_batch, legacy_message_set
+    parts = [legacy_message_set([(1_700_000_000_000 + i, b"k%d" % i, b"v%d" % i)
+                                 for i in range(5)], magic=m, codec=1, base_offset=5 * w)
+             for w, m in enumerate([0, 1, 1])]
+    parts.append(legacy_message_set([(1_700_000_000_015, b"k", b"v")], magic=1,
+                                    base_offset=15))
+    parts.append(build_batch([(1_700_000_000_016 + i, b"k", b"v", []) for i in range(9)],
+                             base_offset=16))
+    part = root / "legacy-0"
+    part.mkdir()
+    (part / f"{0:020d}.log").write_bytes(b"".join(parts))
+    return part, [r["offset"] for r in read_with_kafka_python(b"".join(parts)).records]
+
+
+def test_magic_0_and_1_wrappers_cut_by_a_range(tmp_path):
+    """A compressed wrapper's header carries the offset of its last inner
+    message: a range ending inside it still counts the records the records
+    read returns, and its row's baseOffset is its first inner offset (as
+    Kafka's baseOffset() of a legacy batch); kafka-python is the truth."""
+    part, offsets = _legacy_partition(tmp_path)
+    assert offsets == list(range(25))
+    log = kbatch.open_log(part)
+    for lo in range(0, 26, 2):
+        for hi in range(lo, 27, 3):
+            want = sum(lo <= o < hi for o in offsets)
+            table = log.read(lo, hi, level="batches")
+            assert sum(table.column("records").to_pylist()) == want == len(log.read(lo, hi))
+            rows = table.to_pylist()
+            assert all(r["baseOffset"] < hi and r["lastOffset"] >= lo for r in rows)
+    whole = log.read(level="batches").to_pylist()
+    assert [(r["baseOffset"], r["lastOffset"], r["records"]) for r in whole] == \
+        [(0, 4, 5), (5, 9, 5), (10, 14, 5), (15, 15, 1), (16, 24, 9)]
+
+
+def test_malformed_records_behind_a_valid_crc_are_skipped_or_stop_the_read(tmp_path):
+    """A batch whose header claims 3 records but holds 2 (the CRC computed
+    over it, so only decoding finds it): with on_corrupt skip and stop the
+    batch level decodes, and its sums are the records read's (kafka-python
+    refuses the batch)."""
+    from .kafka_ref import build_batch, encode_record, raw_batch
+    good = [build_batch([(1_700_000_000_000 + i, b"k", b"v", []) for i in range(4)],
+                        base_offset=b) for b in (0, 7)]
+    area = encode_record(0, 0, b"a", b"1") + encode_record(1, 0, b"b", b"2")
+    bad = raw_batch(area, records_count=3, base_offset=4, last_offset_delta=2,
+                    base_timestamp=1_700_000_000_000)
+    part = tmp_path / "m-0"
+    part.mkdir()
+    (part / f"{0:020d}.log").write_bytes(good[0] + bad + good[1])
+    with pytest.raises(Exception):
+        read_with_kafka_python(good[0] + bad + good[1], check_crc=True)
+    log = kbatch.open_log(part)
+    for how, want in (("skip", 8), ("stop", 4)):
+        table = log.read(level="batches", on_corrupt=how)
+        assert sum(table.column("records").to_pylist()) == want == len(log.read(on_corrupt=how))
+        assert 4 not in table.column("baseOffset").to_pylist()
+
+
+def test_read_table_of_a_partition_honours_consumer_visibility(tmp_path):
+    """visibility="consumer" for a partition directory (or one segment file)
+    takes [log start, high watermark) from the data directory holding it,
+    as a data directory read does; log_start= stands in for the start."""
+    data = tmp_path / "d"
+    with LogWriter(data / "t-0", segment_bytes=1 << 20, batch_records=4) as w:
+        w.append({"value": [b"v%d" % i for i in range(20)]})
+    (data / "log-start-offset-checkpoint").write_text("0\n1\nt 0 5\n")
+    (data / "replication-offset-checkpoint").write_text("0\n1\nt 0 15\n")
+    seg = next((data / "t-0").glob("*.log"))
+    for path in (data, data / "t-0"):
+        table = read_table(path, visibility="consumer")
+        assert table.column("offset").to_pylist() == list(range(5, 15))
+        assert read_table(path, visibility="consumer", start_offset=8,
+                          log_start={("t", 0): 2}).column("offset").to_pylist() == \
+            list(range(8, 15))
+    for path in (data, data / "t-0", seg):
+        rows = read_table(path, visibility="consumer", level="batches")
+        assert sum(rows.column("records").to_pylist()) == 10
+    assert read_table(data / "t-0").num_rows == 20
+    with pytest.raises(kbatch.ArgumentError, match="log_start"):
+        read_table(data / "t-0", log_start={("t", 0): 2})
+
+
+@pytest.mark.spark
+def test_spark_count_of_wrappers_malformed_batches_and_twice_named_paths(spark, tmp_path):
+    """kbatch.spark.count agrees with kafka-python on ranges that end inside
+    magic 0/1 wrappers, skips a batch whose records are malformed behind a
+    valid CRC (onCorrupt=skip), and refuses a partition named by its
+    directory and by one of its segment files (it would count it twice)."""
+    import kbatch.spark as ks
+    part, offsets = _legacy_partition(tmp_path)
+    for lo, hi in ((0, 3), (2, 7), (6, 8), (11, 13), (3, 25)):
+        assert ks.count(spark, part, startingOffsets=lo,
+                        endingOffsets={"legacy": {"0": hi}}) == \
+            sum(lo <= o < hi for o in offsets)
+    from .kafka_ref import build_batch, encode_record, raw_batch
+    good = [build_batch([(1_700_000_000_000 + i, b"k", b"v", []) for i in range(4)],
+                        base_offset=b) for b in (0, 7)]
+    bad = raw_batch(encode_record(0, 0, b"a", b"1") + encode_record(1, 0, b"b", b"2"),
+                    records_count=3, base_offset=4, last_offset_delta=2,
+                    base_timestamp=1_700_000_000_000)
+    m = tmp_path / "m-0"
+    m.mkdir()
+    (m / f"{0:020d}.log").write_bytes(good[0] + bad + good[1])
+    assert ks.count(spark, m, onCorrupt="skip") == 8
+    seg = next(part.glob("*.log"))
+    with pytest.raises(Exception, match="names whole"):
+        ks.count(spark, [str(part), str(seg)])
+    with pytest.raises(Exception, match="named twice"):
+        ks.count(spark, [str(seg), str(seg)])

@@ -13,12 +13,16 @@ isolation and ``on_corrupt`` setting:
 - a data batch inside the offset range: its header's record count (the
   CRC covers it; the records themselves are not parsed, so a batch whose
   records are malformed behind a valid CRC passes here, where a records
-  read raises);
+  read raises). With ``on_corrupt="skip"`` or ``"stop"`` every batch is
+  decoded instead (keys and values not stored: ``decoded_counts``), so
+  that such a batch is skipped, or ends the read, as in a records read;
 - a control batch (transaction markers): 0 (control records are never
   data records); its row is kept, ``isControl`` true;
 - a batch the offset range cuts, and magic 0/1 message sets (their
-  wrappers hold an unknown number of inner messages): decoded, and the
-  records the read keeps counted;
+  wrappers hold an unknown number of inner messages, and their header
+  names the last one's offset): decoded, and the records the read keeps
+  counted; a wrapper's ``baseOffset`` is its first inner offset, as
+  Kafka's ``baseOffset()`` of a legacy batch;
 - read_committed: the batches a read_committed consumer does not see
   (aborted and open transactions, at or after the LSO) are dropped, rows
   and all.
@@ -40,7 +44,7 @@ import numpy as np
 
 from kbatch.errors import ArgumentError
 from kbatch.lib.records import BatchTable, Records, optional_module
-from kbatch.wire import CODEC_NAMES
+from kbatch.wire import CODEC_NAMES, INT64_MIN
 
 LEVELS = ("records", "batches")
 
@@ -89,22 +93,28 @@ class BatchPart(NamedTuple):
 
 
 def count_batches(rows: BatchTable, source, opts, lo: int, hi: int,
-                  state=None) -> tuple[np.ndarray, np.ndarray]:
-    """``(keep, counts)`` for the batch rows of one chunk of ``source``: the
-    rows a read of offsets ``[lo, hi)`` (``state``: read_committed's
+                  state=None) -> tuple[BatchTable, np.ndarray, np.ndarray]:
+    """``(rows, keep, counts)`` for the batch rows of one chunk of
+    ``source``: the rows (magic 0/1 wrappers' base offsets found), which of
+    them a read of offsets ``[lo, hi)`` (``state``: read_committed's
     transactions) shows, and per row how many records it returns (see the
     module docstring). Only batches the range cuts and magic 0/1 message
     sets are decoded (runs of adjacent ones in one pass, with ``opts``)."""
     n = len(rows)
     if not n:
-        return np.zeros(0, bool), np.zeros(0, np.int64)
-    base, last = rows.base_offset, rows.last_offset
+        return rows, np.zeros(0, bool), np.zeros(0, np.int64)
+    base, last = rows.base_offset.copy(), rows.last_offset
     control = rows.is_control.astype(bool)
-    keep = (last >= lo) & (base < hi)
+    legacy = rows.magic < 2
+    # a magic 0/1 wrapper's header gives its last inner offset only: its
+    # first lies past the row before (when offsets grow), known once decoded
+    before = np.concatenate([[INT64_MIN], last[:-1]])
+    first_possible = np.where(legacy, np.where(before < last, before + 1, INT64_MIN), base)
+    keep = (last >= lo) & (first_possible < hi)
     if state is not None:
         keep &= ~state.dropped(rows)
     counts = np.where(control, 0, rows.records_count).astype(np.int64)
-    exact = keep & ~control & ((rows.magic < 2) | (base < lo) | (last >= hi))
+    exact = keep & ~control & (legacy | (base < lo) | (last >= hi))
     idx = np.flatnonzero(exact)
     if len(idx):
         position, size = rows.position, rows.size
@@ -112,6 +122,13 @@ def count_batches(rows: BatchTable, source, opts, lo: int, hi: int,
             start = int(position[run[0]])
             stop = int(position[run[-1]]) + int(size[run[-1]])
             records = Records.concat(list(source.chunks(opts, start=start, stop=stop)))
+            # a wrapper's base offset is its first inner offset (deep
+            # iteration, as Kafka's AbstractLegacyRecordBatch.baseOffset())
+            decoded = records.batches
+            at = np.searchsorted(position[run], decoded.position)
+            ok = (at < len(run)) & (position[run][np.minimum(at, len(run) - 1)]
+                                    == decoded.position)
+            base[run[at[ok]]] = decoded.base_offset[ok]
             records = records.select_offsets(lo, hi)
             if state is not None:
                 records = state.filter(records)
@@ -121,7 +138,23 @@ def count_batches(rows: BatchTable, source, opts, lo: int, hi: int,
             counts[run] = 0
             where = np.searchsorted(position[run], found)
             counts[run[where]] = per
-    return keep, counts
+        keep &= base < hi     # the wrappers' first offsets now known
+        if legacy.any():
+            rows = BatchTable({**rows._all(), "base_offset": base})
+    return rows, keep, counts
+
+
+def decoded_counts(chunk: Records, state=None) -> tuple[BatchTable, np.ndarray, np.ndarray]:
+    """``(rows, keep, counts)`` as ``count_batches`` gives them, from a chunk
+    whose records were decoded (and trimmed to the read's offsets): the way
+    of ``on_corrupt="skip"``/``"stop"``, where a batch whose records are
+    malformed behind a valid CRC must be found to be skipped or end the
+    read as a records read does."""
+    rows = chunk.batches
+    keep = np.ones(len(rows), bool) if state is None else ~state.dropped(rows)
+    shown = chunk if state is None else state.filter(chunk)
+    counts = np.bincount(shown.batch, minlength=len(rows)).astype(np.int64)
+    return rows, keep, counts
 
 
 def kept_part(topic, partition, segment: str, rows: BatchTable, keep: np.ndarray,
@@ -217,6 +250,6 @@ def batch_table(parts, unit: str = "ms"):
     return pa.Table.from_batches(batches, schema=schema)
 
 
-__all__ = ["BATCH_COLUMNS", "BatchPart", "LEVELS", "batch_schema", "batch_table",
+__all__ = ["decoded_counts", "BATCH_COLUMNS", "BatchPart", "LEVELS", "batch_schema", "batch_table",
            "check_level", "count_batches", "kept_part", "merge_parts", "part_arrays",
            "spark_ddl"]

@@ -58,13 +58,15 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import plan as planner
-from kbatch.lib.batchrows import BatchPart, batch_table, check_level, count_batches, kept_part
+from kbatch.lib.batchrows import (BatchPart, batch_table, check_level, count_batches,
+                                  decoded_counts, kept_part)
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
 from kbatch.lib.index import TxnIndex
 from kbatch.lib.latest import apply_view, check_columns, check_view
@@ -461,7 +463,9 @@ class PartitionLog:
                 if chunk.end is not None:
                     chunk, stopped = check_segment_end(chunk, source.name, inner,
                                                        self._next_base(plan.segment), opts, seen)
-                if trim:
+                if trim and not control_only:
+                    # (batch rows are trimmed by count_batches: a magic 0/1
+                    # wrapper's first offset is known once it is decoded)
                     chunk = chunk.select_offsets(low, high)
                 chunk = _in_window(chunk, window)
                 if state is not None:
@@ -542,7 +546,7 @@ class PartitionLog:
         the planned byte ranges walked with ``iter``'s rules (seeks, segment
         ends, ``on_corrupt``), data records not decoded, except those of
         batches the range cuts and of magic 0/1 message sets, which are
-        counted exactly. ``options``: the read's (``isolation`` among them).
+        counted exactly (with ``on_corrupt`` "skip" or "stop" all are). ``options``: the read's (``isolation`` among them).
         Keeps in memory one row per batch read."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
         plain = {k: v for k, v in options.items() if k != "isolation"}
@@ -550,13 +554,20 @@ class PartitionLog:
                                                end_offset, start_timestamp, end_timestamp,
                                                "offsets")
         ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp)
+        # skip/stop must find malformed records behind a valid CRC: decoded
+        decode = opts.on_corrupt != "raise"
+        walk = replace(opts, columns=("offset",)) if decode else opts
         parts = []
-        for plan, low, high, chunk in self._plan_iter(lo, hi, opts, UNBOUNDED, 1 << 30,
-                                                      ranged=ranged, control_only=True):
+        for plan, low, high, chunk in self._plan_iter(lo, hi, walk, UNBOUNDED, 1 << 30,
+                                                      ranged=ranged, control_only=not decode):
             rows = chunk.batches
             if plan is None or not len(rows):
                 continue
-            keep, counts = count_batches(rows, plan.segment.source, opts, low, high, state)
+            if decode:
+                rows, keep, counts = decoded_counts(chunk, state)
+            else:
+                rows, keep, counts = count_batches(rows, plan.segment.source, opts, low, high,
+                                                   state)
             parts.append(kept_part(self.topic, self.partition, plan.segment.source.name,
                                    rows, keep, counts))
         return parts
@@ -915,6 +926,33 @@ def open_log_dir(path, *, use_index: bool | None = None, **kwargs) -> LogDir:
     return logs
 
 
+def _visible_window(log: PartitionLog, data_dir, options: dict) -> None:
+    """``visibility="consumer"`` (and ``log_start=``) for a partition read
+    alone: its ``[log start offset, high watermark)`` from the checkpoint
+    files of the data directory holding it, folded into ``options``'
+    offset range (a directory without them: no bound, as for a data
+    directory read)."""
+    from kbatch.lib.visibility import check_visibility, visible_ranges
+    visibility = check_visibility(options.pop("visibility", "all"))
+    log_start = options.pop("log_start", None)
+    log_start = getattr(log_start, "log_start_offsets", log_start)
+    if visibility == "all":
+        if log_start is not None:
+            raise ArgumentError("log_start= applies with visibility='consumer'")
+        return
+    key = (log.topic, log.partition)
+    lo, hi = visible_ranges(data_dir).get(key, (None, None)) if log.topic is not None \
+        else (None, None)
+    if log_start is not None and key in log_start:
+        lo = log_start[key]
+    if lo is not None:
+        asked = options.get("start_offset")
+        options["start_offset"] = lo if asked is None else max(asked, lo)
+    if hi is not None:
+        asked = options.get("end_offset")
+        options["end_offset"] = hi if asked is None else min(asked, hi)
+
+
 def read_table(path, topics: str | Sequence[str] | None = None, *,
                use_index: bool | None = None, **kwargs):
     """Everything ``open_log_dir(path).read(topics, ...)`` reads (or a
@@ -938,14 +976,14 @@ def read_table(path, topics: str | Sequence[str] | None = None, *,
                    True if use_index is None else use_index, [found.segment()])
         select_topics([log], topics, found.name)
         options.pop("threads", None)
-        options.pop("visibility", None)
+        _visible_window(log, found.location.parent.parent, options)
         return log.read(**options)
     if found.kind is PathKind.PARTITION:
         log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
                               found.storage, True if use_index is None else use_index)
         select_topics([log], topics, found.name)
         options.pop("threads", None)
-        options.pop("visibility", None)
+        _visible_window(log, found.location.parent, options)
         read = log.read(**options)
         return read if batches else PartitionRecords({(log.topic, log.partition): read}).to_arrow()
     logs = open_log_dir(found, use_index=use_index)

@@ -162,8 +162,8 @@ def split_bytes(max_bytes: int) -> int:
 def sources(options: Options) -> tuple[list, list]:
     """``(partition logs, single segments)`` the query's paths name,
     through the door: ``(PartitionLog)`` and ``(topic, partition, Segment)``.
-    A partition named twice (by two paths) is refused, as two directories
-    naming one partition are."""
+    A partition named twice (by two paths: two directories, or a directory
+    and one of its segment files) is refused, and so is a file named twice."""
     k = options.kafka
     logs, files, seen = [], [], {}
     for path in options.paths:
@@ -179,6 +179,17 @@ def sources(options: Options) -> tuple[list, list]:
                                 f"{part.partition} of topic {part.topic!r}: load one of them")
             seen[key] = part.location
             logs.append(PartitionLog.at(part, found.storage, use_index))
+    # a segment file of a partition also named whole, or one file named
+    # twice, would be read twice: refused as well
+    named = set()
+    for topic, partition, seg in files:
+        if topic is not None and (topic, partition) in seen:
+            raise PathError(f"{seg.location} is a segment of partition {partition} of topic "
+                            f"{topic!r}, which {seen[(topic, partition)]} names whole: load "
+                            "one of them")
+        if str(seg.location) in named:
+            raise PathError(f"{seg.location} is named twice: load it once")
+        named.add(str(seg.location))
     return logs, files
 
 

@@ -21,13 +21,14 @@ Keeps in memory one chunk of records (the header path: one row per batch).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
 
-from kbatch.lib.batchrows import (BATCH_COLUMNS, count_batches, kept_part, merge_parts,
-                                  part_arrays)
+from kbatch.lib.batchrows import (BATCH_COLUMNS, count_batches, decoded_counts, kept_part,
+                                  merge_parts, part_arrays)
 from kbatch.lib.decoder import header_rows
 from kbatch.lib.log import check_segment_end
 from kbatch.lib.records import BatchTable, Records
@@ -119,14 +120,21 @@ def batch_level(slices: list, o: KafkaOptions, schema: pa.Schema) -> Iterator[pa
     keeps in memory the rows of every batch of the slices (one row per
     record batch, about 100 bytes each)."""
     opts = decode_options(o)
+    # onCorrupt skip/stop must find malformed records behind a valid CRC: decoded
+    decode = o.on_corrupt != "fail"
     parts = []
     for piece in slices:
         source = piece.segment.source
-        for chunk in _checked_chunks(source, piece, opts, control_only=True,
+        for chunk in _checked_chunks(source, piece,
+                                     replace(opts, columns=("offset",)) if decode else opts,
+                                     control_only=not decode,
                                      chunk_records=UNBOUNDED, chunk_bytes=1 << 30):
-            rows = chunk.batches
-            keep, counts = count_batches(rows, source, opts, piece.lo, piece.hi,
-                                         piece.txn_state)
+            if decode:
+                chunk = chunk.select_offsets(piece.lo, piece.hi)
+                rows, keep, counts = decoded_counts(chunk, piece.txn_state)
+            else:
+                rows, keep, counts = count_batches(chunk.batches, source, opts, piece.lo,
+                                                   piece.hi, piece.txn_state)
             parts.append(kept_part(piece.topic, piece.partition, source.name, rows, keep,
                                    counts))
     for part in merge_parts(parts):
@@ -204,7 +212,7 @@ def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
         return None
     # per batch, the records the read keeps (read_committed and the offset
     # bounds applied; batches the bounds cut are decoded): level=batches' rule
-    keep, counts = count_batches(BatchTable.from_rows(rows), piece.segment.source, opts,
+    _, keep, counts = count_batches(BatchTable.from_rows(rows), piece.segment.source, opts,
                                  piece.lo, piece.hi, piece.txn_state)
     return int(counts[keep].sum())
 

@@ -701,6 +701,10 @@ cdef class BatchDecoder:
                     return self._fail(E_LIMIT_BATCH_BYTES, pos + H_LENGTH, length,
                                       self._limits.max_batch_bytes)
             if magic == 0 or magic == 1:
+                # the same limit wherever the message lies (a window's edge or not)
+                if length > self._limits.max_batch_bytes:
+                    return self._fail(E_LIMIT_BATCH_BYTES, pos + H_LENGTH, length,
+                                      self._limits.max_batch_bytes)
                 st = self._legacy_message(pos, batch_end_of(buf, pos))
                 if st != 0:
                     return st

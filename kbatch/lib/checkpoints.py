@@ -19,6 +19,7 @@ directory may be local or in object storage (``storage``: see
 from __future__ import annotations
 
 from kbatch.errors import CorruptRecordError
+from kbatch.lib.files import NotRegularFileError
 from kbatch.lib.open import tree_of
 from kbatch.lib.paths import parse_partition_dir
 from kbatch.lib.storage import Storage
@@ -54,7 +55,7 @@ def _lines(data: bytes, where: str) -> list[str]:
 def _read(loc: Location) -> bytes | None:
     try:
         return loc.tree.read_small(loc.path, MAX_CHECKPOINT_BYTES)
-    except OSError as exc:
+    except (OSError, NotRegularFileError) as exc:   # remote: an OSError; local: not
         if "more than" in str(exc):
             raise CorruptRecordError(f"checkpoint file over {MAX_CHECKPOINT_BYTES} bytes",
                                      path=str(loc)) from None

@@ -40,10 +40,11 @@ class PartitionRecords(dict):
         for topic, partition in keys:
             table = self[(topic, partition)].to_arrow(decode=decode, on_error=on_error)
             n = table.num_rows
-            codes = np.full(n, index.get(str(topic), 0), np.int32)
-            topic_col = pa.DictionaryArray.from_arrays(
-                pa.array(codes), dictionary,
-                mask=None if topic is not None else np.ones(n, bool))
+            # no topic (a directory whose name is not <topic>-<partition>):
+            # null codes (from_arrays' mask= is not there for Arrow inputs)
+            codes = pa.array(np.full(n, index[str(topic)], np.int32)) if topic is not None \
+                else pa.nulls(n, pa.int32())
+            topic_col = pa.DictionaryArray.from_arrays(codes, dictionary)
             part_col = pa.array(np.full(n, -1 if partition is None else partition, np.int32),
                                 mask=None if partition is not None else np.ones(n, bool))
             tables.append(table.add_column(0, "topic", topic_col)

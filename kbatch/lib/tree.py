@@ -80,10 +80,21 @@ class LocalTree:
         return os.path.join(path, name)
 
     def parent(self, path: str) -> str:
-        return os.path.dirname(path.rstrip(os.sep)) or path
+        stripped = path.rstrip(os.sep)
+        if not stripped:
+            return os.sep                 # the root is its own parent
+        head = os.path.dirname(stripped)
+        if head and os.path.basename(stripped) not in (".", ".."):
+            return head
+        # a bare name, "." or "..": the parent of what it names (a partition
+        # named "t-0" from inside its data directory has that directory)
+        return os.path.dirname(os.path.abspath(stripped))
 
     def name(self, path: str) -> str:
-        return os.path.basename(path.rstrip(os.sep))
+        name = os.path.basename(path.rstrip(os.sep))
+        if name in ("", ".", ".."):      # what "." or ".." names
+            name = os.path.basename(os.path.abspath(path)) or name
+        return name
 
     def stat(self, path: str) -> Entry:
         try:
@@ -138,8 +149,10 @@ class LocalTree:
             return np.empty(0, dtype), 0
         try:
             size = os.fstat(fd).st_size
-            # entries wholly inside the trailing hole are zeros, never data
-            end = data_end(fd, size)
+            # entries wholly inside the trailing hole are zeros: where a zero
+            # entry ends the index anyway they are not read; otherwise (a
+            # .txnindex) they are read as written, as from an object store
+            end = data_end(fd, size) if zero_ends else size
             return live_entries(lambda a, b: pread_exact(fd, b - a, a), size, end, dtype,
                                 max_entries, zero_ends)
         finally:

@@ -1,0 +1,122 @@
+"""The same bytes, the same answer: cases an attack review found where the
+answer depended on where the bytes were or how a path was spelled.
+
+- ``max_batch_bytes`` on magic 0/1 messages: refused wherever the message
+  lies (a local file is one window; a remote object is read in ``block``
+  windows, and only a message crossing a window's edge was refused);
+- a partition or segment named by a bare relative path (``t-0`` from its
+  data directory, a segment's file name from its partition) keeps its
+  parent: the checkpoints of ``visibility="consumer"``, the topic and
+  partition, whether it is the last segment;
+- a directory whose name is not ``<topic>-<partition>``, read as a table;
+- a ``.txnindex`` with a trailing hole reads as on an object store;
+- a checkpoint file over its size limit: one error type everywhere.
+
+Truth: kafka-python's decode of the same bytes, and the local read of an
+absolute path where the other side is a different spelling.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import kbatch
+from kbatch.lib.writer import LogWriter
+
+from .kafka_ref import build_batch, legacy_message_set, read_with_kafka_python
+
+fsspec = pytest.importorskip("fsspec")
+
+
+def _upload(root, prefix: str) -> str:
+    mem = fsspec.filesystem("memory")
+    for f in sorted(root.rglob("*")):
+        if f.is_file():
+            mem.pipe(f"/{prefix}/{f.relative_to(root).as_posix()}", f.read_bytes())
+    return f"memory://{prefix}"
+
+
+def test_max_batch_bytes_holds_for_magic_0_and_1_wherever_they_lie(tmp_path):
+    part = tmp_path / "old-0"
+    part.mkdir()
+    big = legacy_message_set([(1_700_000_000_000 + i, b"k%d" % i, os.urandom(900))
+                              for i in range(6)], magic=1, codec=1, base_offset=0)
+    small = legacy_message_set([(1_700_000_000_010, b"k", b"v")], magic=1, base_offset=6)
+    (part / f"{0:020d}.log").write_bytes(big + small)
+    assert len(read_with_kafka_python(big + small).records) == 7
+    url = _upload(tmp_path, "mb") + "/old-0"
+    limit = len(big) - 13          # the wrapper's length field is len - 12
+    for where, kw in ((str(part), {}), (url, {}), (url, {"block": 4096}), (url, {"block": 1000})):
+        with pytest.raises(kbatch.LimitExceededError, match="max_batch_bytes"):
+            kbatch.open_log(where, **kw).read(max_batch_bytes=limit)
+        with pytest.raises(kbatch.LimitExceededError):
+            list(kbatch.open_log(where, **kw).iter(max_batch_bytes=limit))
+        report = kbatch.verify(where, max_batch_bytes=limit, **kw)
+        assert not report.ok and "max_batch_bytes" in report.segments[0].error
+        assert len(kbatch.open_log(where, **kw).read(max_batch_bytes=limit + 1)) == 7
+        skipped = kbatch.open_log(where, **kw).read(max_batch_bytes=limit, on_corrupt="skip")
+        assert skipped.offset.tolist() == [6]
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    data = tmp_path / "d"
+    for p in (0, 1):
+        with LogWriter(data / f"t-{p}", segment_bytes=700, batch_records=3) as w:
+            w.append({"value": [b"value-%03d" % i for i in range(40)]})
+    (data / "log-start-offset-checkpoint").write_text("0\n1\nt 0 7\n")
+    (data / "replication-offset-checkpoint").write_text("0\n2\nt 0 30\nt 1 40\n")
+    return data
+
+
+def test_a_bare_relative_path_keeps_its_parent(data_dir, monkeypatch):
+    want = kbatch.read_table(data_dir / "t-0", visibility="consumer")
+    assert want.column("offset").to_pylist() == list(range(7, 30))
+    monkeypatch.chdir(data_dir)
+    for name in ("t-0", "t-0/", "./t-0"):
+        assert kbatch.read_table(name, visibility="consumer").equals(want), name
+    segments = sorted(p.name for p in (data_dir / "t-0").glob("*.log"))
+    monkeypatch.chdir(data_dir / "t-0")
+    assert kbatch.read_table(".").column("topic").to_pylist()[0] == "t"
+    for seg in (segments[0], "./" + segments[0]):
+        rows = kbatch.read_table(seg, level="batches")
+        assert (rows.column("topic")[0].as_py(), rows.column("partition")[0].as_py()) == ("t", 0)
+        assert kbatch.verify(seg).segments[0].last_segment is False
+
+
+def test_a_partition_directory_with_another_name_reads_as_a_table(data_dir, tmp_path):
+    odd = tmp_path / "odd" / "mydata"
+    odd.parent.mkdir()
+    os.rename(data_dir / "t-1", odd)
+    table = kbatch.read_table(odd)
+    assert table.num_rows == 40
+    assert table.column("topic").null_count == table.column("partition").null_count == 40
+
+
+def test_a_txnindex_with_a_trailing_hole_reads_as_from_a_store(tmp_path):
+    from kbatch.lib.index import TXN_ENTRY
+    part = tmp_path / "t-0"
+    part.mkdir()
+    seg = b"".join(build_batch([(1_700_000_000_000, b"k", b"v", [])], base_offset=o)
+                   for o in range(4))       # room for 4 entries (one per batch at most)
+    (part / f"{0:020d}.log").write_bytes(seg)
+    entry = b"\x00\x00" + (5).to_bytes(8, "big") + (0).to_bytes(8, "big") * 2 + \
+        (1).to_bytes(8, "big")
+    txn = part / f"{0:020d}.txnindex"
+    txn.write_bytes(entry)
+    os.truncate(txn, 3 * TXN_ENTRY.itemsize)        # two entries of zeros, a hole on disk
+    url = _upload(tmp_path, "hole") + "/t-0"
+    local = kbatch.open_log(part).segments[0].txn_index
+    remote = kbatch.open_log(url).segments[0].txn_index
+    assert local.producer_id.tolist() == remote.producer_id.tolist() == [5, 0, 0]
+
+
+def test_a_checkpoint_over_its_limit_is_the_same_error_everywhere(tmp_path):
+    from kbatch.lib.checkpoints import MAX_CHECKPOINT_BYTES, read_checkpoint
+    big = tmp_path / "replication-offset-checkpoint"
+    with open(big, "wb") as f:
+        f.truncate(MAX_CHECKPOINT_BYTES + 1)        # sparse: no disk taken
+    with pytest.raises(kbatch.CorruptRecordError, match="checkpoint file over"):
+        read_checkpoint(big)

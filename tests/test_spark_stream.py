@@ -432,3 +432,92 @@ def test_on_corrupt_stop_is_refused_for_a_stream(tmp_path, writer):
     writer.append(0, 3)
     with pytest.raises(OptionError, match="onCorrupt='stop' is not accepted: a stream"):
         reader(tmp_path, onCorrupt="stop")
+
+
+def test_latest_is_resolved_once_before_the_available_now_target(tmp_path, writer):
+    """Spark asks initialOffset more than once (Trigger.AvailableNow:
+    prepareForTriggerAvailableNow, initialOffset, latestOffset,
+    initialOffset again). On a log being written meanwhile, "latest"
+    resolved again moved the start past the planned end (a false
+    DataLossError, or an end below the start)."""
+    writer.append(0, 5)
+    rd = KbatchStreamReader({"path": str(tmp_path), "failOnDataLoss": "true"}, SCHEMA)
+    rd.prepareForTriggerAvailableNow()
+    writer.append(0, 3)                       # a producer appends while Spark plans
+    start = rd.initialOffset()
+    end = rd.latestOffset(start, ReadAllAvailable())
+    writer.append(0, 4)
+    assert rd.initialOffset() == start == {"orders": {"0": 5, "1": 0}}
+    assert run(rd, start, end) == []          # AvailableNow: what existed at the start
+    # a first micro-batch re-run after a restart resolves "latest" again: its
+    # planned end is below that start, and nothing is lost (the next batch
+    # starts at that end)
+    again = KbatchStreamReader({"path": str(tmp_path), "failOnDataLoss": "true"}, SCHEMA)
+    assert run(again, again.initialOffset(), {"orders": {"0": 5, "1": 0}}) == []
+    rows, _ = drain(again, {"orders": {"0": 5, "1": 0}})
+    assert values(rows) == writer.committed[5:]
+
+
+def test_a_segment_swapped_by_the_cleaner_between_planning_and_reading(tmp_path):
+    """The slices carry byte positions of the file they were planned on; the
+    cleaner's swap puts another file at that path: reported as data loss,
+    never read from positions that now mean something else."""
+    import os
+    part = tmp_path / "t-0"
+    with LogWriter(part, segment_bytes=1 << 20, batch_records=10) as w:
+        w.append({"value": [b"v%d" % i for i in range(50)], "key": [b"k%d" % (i % 5)
+                                                               for i in range(50)]})
+        w.roll()
+        w.append({"value": [b"last"], "key": [b"z"]})
+    for fail, expect in (("true", DataLossError), ("false", None)):
+        rd = reader(tmp_path, failOnDataLoss=fail)
+        start = {"t": {"0": 20}}
+        end = rd.latestOffset(start, ReadAllAvailable())
+        packs = rd.partitions(start, end)
+        seg = part / f"{0:020d}.log"
+        data = seg.read_bytes()
+        os.replace(seg, tmp_path / "old.log")  # a new file (a new inode) at the same path
+        seg.write_bytes(data)
+        remote = pickle.loads(pickle.dumps(rd))
+        if expect is not None:
+            with pytest.raises(expect, match="replaced after it was planned"):
+                for pack in packs:
+                    list(remote.read(pickle.loads(pickle.dumps(pack))))
+        else:
+            rows = [r for pack in packs for b in remote.read(pickle.loads(pickle.dumps(pack)))
+                    for r in b.to_pylist()]
+            assert values(rows) == [b"last"]   # the swapped segment's part reported, skipped
+        os.remove(tmp_path / "old.log")
+
+
+def test_a_log_gone_back_is_reported_at_once_under_a_rate_limit(tmp_path):
+    """rate_limit gives a partition whose end fell below its start that end
+    (Spark's rateLimit does), so the plan reports it in this micro-batch,
+    not after the other partitions' backlog is read."""
+    assert rate_limit({("t", 0): 0, ("t", 1): 50}, {("t", 0): 100, ("t", 1): 20}, 10) == \
+        {("t", 0): 10, ("t", 1): 20}
+    for p, n in ((0, 100), (1, 20)):
+        with LogWriter(tmp_path / f"t-{p}", batch_records=5) as w:
+            w.append({"value": [b"v"] * n})
+    rd = reader(tmp_path, maxOffsetsPerTrigger=10)
+    start = {"t": {"0": 0, "1": 50}}
+    end = rd.latestOffset(start, ReadMaxRows(10))
+    with pytest.raises(DataLossError, match="ends at 20, before offset 50"):
+        rd.partitions(start, end)
+
+
+def test_a_partition_added_later_that_does_not_start_at_0(tmp_path):
+    """Spark's Kafka source: "Added partition ... starts from X instead of
+    0" is data loss; with failOnDataLoss=false it is read from its
+    earliest offset, with a warning."""
+    with LogWriter(tmp_path / "t-0", batch_records=5) as w:
+        w.append({"value": [b"a"] * 10})
+    with LogWriter(tmp_path / "t-1", batch_records=5, base_offset=100) as w:
+        w.append({"value": [b"b"] * 4})
+    start = {"t": {"0": 10}}                 # t-1 came after the query started
+    rd = reader(tmp_path)
+    end = rd.latestOffset(start, ReadAllAvailable())
+    with pytest.raises(DataLossError, match="starts from offset 100 instead of 0"):
+        rd.partitions(start, end)
+    lenient = reader(tmp_path, failOnDataLoss="false")
+    assert [r["offset"] for r in run(lenient, start, end)] == [100, 101, 102, 103]

@@ -7,7 +7,8 @@ JSON ``{"topic": {"0": 42}}`` (Spark checkpoints them). Each call of
 ``latestOffset`` lists the directories again: a partition's available end is
 its log end offset (the last whole batch on disk), or for read_committed its
 last stable offset, so an open transaction holds the stream back as it
-holds back a Kafka consumer. New partitions start at their earliest offset.
+holds back a Kafka consumer. New partitions start at their earliest offset
+(data loss when that is not 0, as in Spark's Kafka source).
 
 Read limits: ``maxOffsetsPerTrigger`` (at most that many offsets per
 micro-batch, split across partitions in proportion to their backlog; never
@@ -16,9 +17,12 @@ that many new offsets, at most that long), ``Trigger.AvailableNow`` (what
 exists when the query starts, in micro-batches that honour the limits).
 
 Data loss (``failOnDataLoss``): a start offset below the earliest offset on
-disk (retention deleted unread data), a partition that vanished, a log that
-now ends before the offset already read, a segment deleted between planning
-and reading. With true the query fails with ``DataLossError``; with false
+disk (retention deleted unread data), a partition that vanished, a partition
+added after the query started whose log does not start at 0, a log that
+now ends before the offset already read (reported at once, also under a
+rate limit), a segment deleted, or replaced (the cleaner's swap of a
+compacted segment), between planning and reading. The first micro-batch's
+start is resolved once per run, before an AvailableNow target. With true the query fails with ``DataLossError``; with false
 the missing offsets are skipped and a warning is logged (driver or
 executor log).
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import time
 
 import numpy as np
@@ -195,7 +200,25 @@ def rate_limit(start: dict[TP, int], end: dict[TP, int], limit: int) -> dict[TP,
     left = limit - sum(take.values())
     for tp in sorted(share, key=lambda t: (take[t] - share[t], t))[:left]:
         take[tp] += 1
-    return {tp: (start[tp] + take[tp] if tp in start else end[tp]) for tp in end}
+    # a partition whose end went below its start keeps that end: the plan
+    # reports it at once, as Spark's rateLimit does (not after the backlog)
+    return {tp: (min(start[tp] + take[tp], end[tp]) if tp in start else end[tp])
+            for tp in end}
+
+
+def file_identity(segment) -> tuple:
+    """What tells a segment file from another one at the same path: a local
+    file's inode (appends keep it; the cleaner's swap and a rewrite do not;
+    not the device, which differs between the hosts of a shared
+    filesystem), an object's version (objects are never appended to).
+    Raises FileNotFoundError when it is gone."""
+    path = segment.location.local_path()
+    if not segment.location.remote:
+        return (os.stat(path).st_ino,)
+    entry = segment.location.stat()
+    if entry.kind == "missing":
+        raise FileNotFoundError(str(segment.location))
+    return tuple(entry.version)
 
 
 class StreamSlice(InputPartition):
@@ -210,6 +233,7 @@ class StreamSlice(InputPartition):
         self.topic, self.partition, self.segment = topic, partition, segment
         self.path = segment.name
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
+        self.identity = file_identity(segment)
         self.txn_state, self.drop_positions = txn_state, drop_positions
         # inner: the slice reaches the end of a segment that is not its
         # partition's last, which must end at a batch boundary (next_base:
@@ -243,21 +267,28 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.arrow_schema = (schema if isinstance(schema, pa.Schema)
                              else to_arrow_schema(schema, timezone="UTC"))
         self._target: dict[TP, int] | None = None
+        self._initial: dict | None = None
         self._last_trigger = time.monotonic()
 
     # --- offsets (driver) ------------------------------------------------
 
     def initialOffset(self) -> dict:
-        o = self.options
-        snap = Snapshot(o)
-        o.check_cover(sorted(snap.logs))
-        start = {}
-        for tp, plog in snap.logs.items():
-            start[tp] = o.resolve_start(tp[0], tp[1], snap.earliest[tp], snap.end[tp],
-                                        plog.offset_for_timestamp)
-        return to_json(start)
+        """The first micro-batch's start, resolved once per query run (Spark
+        asks more than once: "latest" or a timestamp resolved again on a
+        growing log would move the start past the end already planned)."""
+        if self._initial is None:
+            o = self.options
+            snap = Snapshot(o)
+            o.check_cover(sorted(snap.logs))
+            start = {}
+            for tp, plog in snap.logs.items():
+                start[tp] = o.resolve_start(tp[0], tp[1], snap.earliest[tp], snap.end[tp],
+                                            plog.offset_for_timestamp)
+            self._initial = to_json(start)
+        return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:
+        self.initialOffset()       # the start first, then the target (as Spark's Kafka source)
         self._target = dict(Snapshot(self.options).end)
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -317,8 +348,18 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 o.data_loss(f"{tp[0]}-{tp[1]}: the partition is gone (offsets "
                             f"{begin.get(tp, 0)} to {hi} were not read)")
                 continue
+            if tp not in begin and snap.earliest[tp] != 0:
+                # a partition added since the query started (Spark's Kafka
+                # source: "Added partition ... starts from X instead of 0")
+                o.data_loss(f"{tp[0]}-{tp[1]}: added partition starts from offset "
+                            f"{snap.earliest[tp]} instead of 0: offsets below it were not read")
             lo = begin.get(tp, snap.earliest[tp])
             if hi < lo:
+                if snap.end[tp] >= lo:
+                    # the log did not go back: an end planned before this start
+                    # (a first micro-batch re-run after a restart resolves
+                    # "latest" again); the next batch starts at that end
+                    continue
                 o.data_loss(f"{tp[0]}-{tp[1]}: the log now ends at {hi}, before offset {lo} "
                             "already read")
                 continue
@@ -371,6 +412,18 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return (batch for piece in partition.slices for batch in self._read_slice(piece))
 
     def _read_slice(self, piece: StreamSlice):
+        try:
+            changed = file_identity(piece.segment) != piece.identity
+        except FileNotFoundError:
+            changed = False         # the read below reports it
+        if changed:
+            # the planned byte positions are no longer this file's (the log
+            # cleaner swapped in a cleaned segment, or the log was rewritten)
+            self.options.data_loss(
+                f"{piece.topic}-{piece.partition}: segment {piece.path} was replaced after "
+                f"it was planned (compacted or rewritten): its part of offsets "
+                f"[{piece.lo}, {piece.hi}) was not read")
+            return
         try:
             yield from read_slice(piece, self.options, self.arrow_schema)
         except FileNotFoundError:

@@ -250,6 +250,6 @@ def batch_table(parts, unit: str = "ms"):
     return pa.Table.from_batches(batches, schema=schema)
 
 
-__all__ = ["decoded_counts", "BATCH_COLUMNS", "BatchPart", "LEVELS", "batch_schema", "batch_table",
-           "check_level", "count_batches", "kept_part", "merge_parts", "part_arrays",
-           "spark_ddl"]
+__all__ = ["BATCH_COLUMNS", "BatchPart", "LEVELS", "batch_schema", "batch_table",
+           "check_level", "count_batches", "decoded_counts", "kept_part", "merge_parts",
+           "part_arrays", "spark_ddl"]

@@ -546,8 +546,9 @@ class PartitionLog:
         the planned byte ranges walked with ``iter``'s rules (seeks, segment
         ends, ``on_corrupt``), data records not decoded, except those of
         batches the range cuts and of magic 0/1 message sets, which are
-        counted exactly (with ``on_corrupt`` "skip" or "stop" all are). ``options``: the read's (``isolation`` among them).
-        Keeps in memory one row per batch read."""
+        counted exactly (with ``on_corrupt`` "skip" or "stop" all are).
+        ``options``: the read's (``isolation`` among them). Keeps in memory
+        one row per batch read."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, _, lo, hi, _ = self._read_setup(isolation, plain, opts, start_offset,

@@ -213,7 +213,7 @@ def _count_from_headers(view, path, piece, o: KafkaOptions) -> int | None:
     # per batch, the records the read keeps (read_committed and the offset
     # bounds applied; batches the bounds cut are decoded): level=batches' rule
     _, keep, counts = count_batches(BatchTable.from_rows(rows), piece.segment.source, opts,
-                                 piece.lo, piece.hi, piece.txn_state)
+                                    piece.lo, piece.hi, piece.txn_state)
     return int(counts[keep].sum())
 
 

@@ -21,10 +21,10 @@ disk (retention deleted unread data), a partition that vanished, a partition
 added after the query started whose log does not start at 0, a log that
 now ends before the offset already read (reported at once, also under a
 rate limit), a segment deleted, or replaced (the cleaner's swap of a
-compacted segment), between planning and reading. The first micro-batch's
-start is resolved once per run, before an AvailableNow target. With true the query fails with ``DataLossError``; with false
-the missing offsets are skipped and a warning is logged (driver or
-executor log).
+compacted segment), between planning and reading. With true the query
+fails with ``DataLossError``; with false the missing offsets are skipped and
+a warning is logged (driver or executor log). The first micro-batch's start
+is resolved once per run, before an AvailableNow target.
 
 The planner keeps in memory one row per batch header of the partitions it
 plans (read_committed: of whole partitions, to resolve transactions); a

@@ -55,8 +55,11 @@ def enc_value(f, v, version, flexible, typ=None):
         return _len_prefix(len(raw), flexible, typ != "string") + raw
     if typ == "struct":
         if _in(f["nullable"], version) and not typ.startswith("[]"):
+            # Kafka's MessageDataGenerator: readByte() < 0 is null; in a
+            # tagged field readUnsignedVarint() <= 0 (written as varint 0)
+            tagged = _in(f["tagged"], version)
             if v is None:
-                return b"\xff"
+                return b"\x00" if tagged else b"\xff"
             return b"\x01" + enc_struct(f["fields"], v, version, flexible)
         return enc_struct(f["fields"], v, version, flexible)
     if typ.startswith("[]"):

@@ -130,3 +130,24 @@ def test_unknown_types_and_versions_come_out_raw():
     assert d["error"] and not d["known"]
     with pytest.raises(CorruptRecordError):
         decode_framed("metadata", uvarint(1) + uvarint(2) + uvarint(0) + b"\x05", strict=True)
+
+
+def test_a_tagged_nullable_struct_marker_is_an_unsigned_varint():
+    """Kafka's MessageDataGenerator: a nullable struct in a tagged field is
+    read as ``readUnsignedVarint() <= 0`` -> null (an int8 elsewhere), and
+    written as varint 0 for null; ConsumerGroupMemberMetadataValue v0's tag 0
+    (ClassicMemberMetadata) given explicitly as null, then present."""
+    def cstr(s):
+        return uvarint(len(s.encode()) + 1) + s.encode()
+    body = (cstr("") + b"\x00" + cstr("cid") + cstr("host") + b"\x01" + b"\x00"
+            + struct.pack(">i", 1000) + b"\x00")
+    absent = wire.decode("ConsumerGroupMemberMetadataValue", 0, body + b"\x00")
+    null = wire.decode("ConsumerGroupMemberMetadataValue", 0, body + b"\x01\x00\x01\x00")
+    assert absent == null and null["classic_member_metadata"] is None
+    classic = struct.pack(">i", 45000) + uvarint(1) + b"\x00"   # timeout, no protocols, no tags
+    present = wire.decode("ConsumerGroupMemberMetadataValue", 0,
+                          body + b"\x01\x00" + uvarint(1 + len(classic)) + b"\x01" + classic)
+    assert present["classic_member_metadata"]["session_timeout_ms"] == 45000
+    f = next(f for f in MESSAGES["ConsumerGroupMemberMetadataValue"]["fields"]
+             if f["name"] == "ClassicMemberMetadata")
+    assert encode._value(f, None, 0, True, tagged=True) == b"\x00"

@@ -33,7 +33,7 @@ def _length(n: int, compact: bool, wide: bool) -> bytes:
     return struct.pack(">i" if wide else ">h", n)
 
 
-def _value(f: dict, v, version: int, flexible: bool) -> bytes:
+def _value(f: dict, v, version: int, flexible: bool, tagged: bool = False) -> bytes:
     typ = f["type"]
     if typ in FIXED_TYPES:
         return FIXED_TYPES[typ].pack(v)
@@ -49,8 +49,9 @@ def _value(f: dict, v, version: int, flexible: bool) -> bytes:
     if typ == "struct":
         head = b""
         if in_range(f["nullable"], version):
+            # MessageDataGenerator: int8 -1/1, in a tagged field uvarint 0/1
             if v is None:
-                return b"\xff"
+                return b"\x00" if tagged else b"\xff"
             head = b"\x01"
         return head + encode_struct(f["fields"], v, version, flexible)
     if typ.startswith("[]"):
@@ -76,7 +77,7 @@ def encode_struct(fields, values: dict, version: int, flexible: bool) -> bytes:
         if in_range(f["tagged"], version):
             v = values.get(f["column"], f["default"])
             if v != f["default"]:
-                tagged.append((f["tag"], _value(f, v, version, flexible)))
+                tagged.append((f["tag"], _value(f, v, version, flexible, tagged=True)))
         elif in_range(f["versions"], version):
             out.append(_value(f, _fill(f, values), version, flexible))
     if flexible:

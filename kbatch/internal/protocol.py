@@ -7,7 +7,8 @@ producer snapshot) is a struct of fields written in order, big-endian:
     string   classic: int16 length (-1 null) + UTF-8    | compact: uvarint length+1 (0 null)
     bytes    classic: int32 length (-1 null) + bytes    | compact: uvarint length+1 (0 null)
     [array]  classic: int32 count (-1 null) + elements  | compact: uvarint count+1 (0 null)
-    struct   its fields in order; a nullable struct is preceded by int8 (-1 null, 1 present)
+    struct   its fields in order; a nullable struct is preceded by int8 (-1 null, 1 present),
+             in a tagged field by an unsigned varint (0 null, 1 present)
 
 A field exists in the versions its spec lists; in "flexible" versions strings,
 bytes and arrays are compact, and every struct ends with a tagged-field
@@ -112,7 +113,7 @@ def _length(r: Reader, compact: bool, wide: bool, field: str) -> int:
     return r.fixed("int32" if wide else "int16", field)
 
 
-def _read_value(r: Reader, f: dict, version: int, flexible: bool):
+def _read_value(r: Reader, f: dict, version: int, flexible: bool, tagged: bool = False):
     typ = f["type"]
     name = f["name"]
     nullable = in_range(f["nullable"], version)
@@ -137,8 +138,13 @@ def _read_value(r: Reader, f: dict, version: int, flexible: bool):
             raise r.fail(f"{name}: not UTF-8") from None
     if typ == "struct":
         if nullable:
-            marker = r.fixed("int8", name)
-            if marker < 0:
+            # MessageDataGenerator: a tagged field's marker is an unsigned
+            # varint (0: null), elsewhere an int8 (negative: null)
+            if tagged:
+                absent = r.uvarint(name) <= 0
+            else:
+                absent = r.fixed("int8", name) < 0
+            if absent:
                 return None
         return read_struct(r, f["fields"], version, flexible)
     if typ.startswith("[]"):
@@ -187,7 +193,7 @@ def read_struct(r: Reader, fields, version: int, flexible: bool) -> dict:
                 unknown[tag] = r.take(size, f"tag {tag}")
                 continue
             sub = Reader(r.buf, r.what, r.pos, r.pos + size)
-            out[f["column"]] = _read_value(sub, f, version, flexible)
+            out[f["column"]] = _read_value(sub, f, version, flexible, tagged=True)
             if sub.pos != sub.end:
                 raise sub.fail(f"tag {tag}: {sub.end - sub.pos} bytes left in the field")
             r.pos += size

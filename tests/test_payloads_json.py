@@ -255,3 +255,46 @@ def test_refs_to_referenced_schemas():
                                "schema": json.dumps({"type": "object", "properties": {"x": {"$ref": "nope.json"}}})}])
     with pytest.raises(kbatch.SchemaError, match="no schema reference named 'nope.json'"):
         broken.decode([frame(30, {"x": 1})])
+
+
+def test_a_json_null_fails_its_row_and_never_reaches_the_reader():
+    """A payload whose JSON text is ``null`` is a JSON value that is not an
+    object: its row fails (pyarrow's JSON reader crashes the process on a
+    ``null`` line, so it must never see one), with a schema, inferred, and
+    through JsonValues; a null inside a field is an ordinary null."""
+    reg = registry()
+    nulls = [b"\x00\x00\x00\x00\x01null", b"\x00\x00\x00\x00\x01  null\n"]
+    arr, errors = reg.decode([frame(1, {"id": 1, "name": "a"})] + nulls + [frame(1, {"id": None})],
+                             on_error="null", with_errors=True)
+    rows = arr.to_pylist()
+    assert rows[1:3] == [None, None] and rows[3]["id"] is None and rows[0]["id"] == 1
+    assert errors.to_pylist()[1:3] == ["a JSON null, not an object"] * 2
+    assert errors.to_pylist()[3] is None
+    with pytest.raises(PayloadError, match="JSON null"):
+        reg.decode(nulls)
+    free = kbatch.registry([{"subject": "f-value", "version": 1, "id": 5, "schemaType": "JSON",
+                             "schema": "{}"}])
+    arr, errors = free.decode([b"\x00\x00\x00\x00\x05null", b'\x00\x00\x00\x00\x05{"a": 1}'],
+                              on_error="null", with_errors=True)
+    assert arr.to_pylist() == [None, {"a": 1}] and errors.to_pylist()[0] is not None
+    values = kbatch.JsonValues(V1).decode([b'{"id": 1}', b"null"], on_error="null")
+    assert values.to_pylist() == [{"id": 1, "name": None}, None]
+
+
+def test_an_object_of_undeclared_members_is_refused_not_emptied():
+    """A nested object whose members are only allowed by additionalProperties
+    (or a bare {"type": "object"}) would be an empty struct: every member
+    the writer put there dropped from a row that looks whole. It is refused
+    with a SchemaError; an object that allows no members reads as one."""
+    schema = {"type": "object", "properties": {
+        "id": {"type": "integer"}, "attrs": {"type": "object",
+                                             "additionalProperties": {"type": "integer"}}}}
+    reg = kbatch.registry([{"subject": "a-value", "version": 1, "id": 3, "schemaType": "JSON",
+                            "schema": json.dumps(schema)}])
+    with pytest.raises(kbatch.SchemaError, match="declares no properties"):
+        reg.decode([frame(3, {"id": 1, "attrs": {"a": 9}})])
+    with pytest.raises(kbatch.SchemaError, match="declares no properties"):
+        kbatch.JsonValues({"type": "object", "properties": {"free": {"type": "object"}}})
+    closed = kbatch.JsonValues({"type": "object", "properties": {
+        "none": {"type": "object", "additionalProperties": False}}})
+    assert closed.decode([b'{"none": {}}']).to_pylist() == [{"none": {}}]

@@ -52,7 +52,7 @@ def says_nothing(schema) -> bool:
             and not any(k in schema for k in ("allOf", "anyOf", "oneOf", "items", "enum", "const")))
 
 
-def arrow_type(schema, pa, root=None, depth: int = 0, refs=None):
+def arrow_type(schema, pa, root=None, depth: int = 0, refs=None, nested: bool = False):
     """The Arrow type of a JSON Schema. ``refs``: the schemas its registry
     references name (``{name: (schema, their refs)}``, or a function of a
     name giving that pair or None), for a ``$ref`` to ``name`` or
@@ -75,13 +75,14 @@ def arrow_type(schema, pa, root=None, depth: int = 0, refs=None):
             target_root, target_refs = found
         if not fragment:
             if doc:
-                return arrow_type(target_root, pa, target_root, depth + 1, target_refs)
+                return arrow_type(target_root, pa, target_root, depth + 1, target_refs, nested)
         else:
             for prefix in ("/definitions/", "/$defs/"):
                 if fragment.startswith(prefix) and isinstance(target_root, dict):
                     target = (target_root.get(prefix[1:-1]) or {}).get(fragment[len(prefix):])
                     if target is not None:
-                        return arrow_type(target, pa, target_root, depth + 1, target_refs)
+                        return arrow_type(target, pa, target_root, depth + 1, target_refs,
+                                          nested)
         raise SchemaError(f"JSON Schema $ref {ref!r}: only #/definitions or #/$defs refs, "
                           "in this schema or in one its references name, are read")
     for word in ("anyOf", "oneOf"):
@@ -90,7 +91,7 @@ def arrow_type(schema, pa, root=None, depth: int = 0, refs=None):
         if isinstance(alts, list) and "type" not in schema and "properties" not in schema:
             real = [a for a in alts if not (isinstance(a, dict) and a.get("type") == "null")]
             if len(real) == 1 and len(alts) == 2:
-                return arrow_type(real[0], pa, root, depth + 1, refs)
+                return arrow_type(real[0], pa, root, depth + 1, refs, nested)
             raise SchemaError(f"a JSON Schema {word} of {len(real)} types has no one Arrow type "
                               "(kbatch reads one type per field): decode with a reader_schema "
                               "that names one")
@@ -105,10 +106,16 @@ def arrow_type(schema, pa, root=None, depth: int = 0, refs=None):
         t = "object"
     if t == "object":
         props = schema.get("properties") or {}
-        return pa.struct([pa.field(k, arrow_type(v, pa, root, depth, refs))
+        if not props and nested and schema.get("additionalProperties", True) is not False:
+            # its members would all be dropped: a row that looks whole but is not
+            raise SchemaError("a JSON Schema object that declares no properties (its members "
+                              "only allowed by additionalProperties) has no Arrow columns: "
+                              "its contents would be dropped; decode with a reader_schema that "
+                              "declares them, or without a schema (inferred)")
+        return pa.struct([pa.field(k, arrow_type(v, pa, root, depth, refs, True))
                           for k, v in props.items()])
     if t == "array":
-        return pa.list_(arrow_type(schema.get("items", {}), pa, root, depth, refs))
+        return pa.list_(arrow_type(schema.get("items", {}), pa, root, depth, refs, True))
     if t == "string":
         fmt = schema.get("format")
         return pa.timestamp("us", "UTC") if fmt == "date-time" else pa.date32() if fmt == "date" else pa.string()
@@ -209,12 +216,15 @@ def _general(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndar
     for i in np.flatnonzero(not_utf8).tolist():
         reasons[i] = "not JSON: the text is not UTF-8"
     rows = np.flatnonzero(live)
+    wrap = typ is not None and not pa.types.is_struct(typ)
+    if not wrap:
+        rows = _without_null_objects(data, start, end, rows, reasons)
     if typ is None:
         return _inferred(data, start, end, rows, reasons, n, pj, pa)
     if pa.types.is_struct(typ):
-        target, wrap = typ, False
+        target = typ
     else:
-        target, wrap = pa.struct([pa.field("v", typ)]), True
+        target = pa.struct([pa.field("v", typ)])
     good = None
     if not wrap and len(rows):
         good = _read_in_place(data, start[rows], end[rows], rows, reasons, target, pj, pa)
@@ -249,6 +259,30 @@ def _general(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndar
         return values, reasons       # every row, in order: no gather
     taken = values.take(pa.array(index, mask=index < 0))
     return taken, reasons
+
+
+_JSON_SPACE = np.array([32, 9, 10, 13], np.uint8)
+
+
+def _without_null_objects(data, start, end, rows, reasons) -> np.ndarray:
+    """``rows`` without the values whose JSON text is ``null``, which fail
+    ("a JSON null, not an object"): pyarrow's JSON reader crashes the
+    process on a line that is ``null`` (pyarrow 26). Only values whose
+    first byte is ``n`` or a space are looked at whole."""
+    if not len(rows):
+        return rows
+    first = np.asarray(data)[start[rows]] if len(data) else np.zeros(len(rows), np.uint8)
+    suspect = (first == ord("n")) | np.isin(first, _JSON_SPACE)
+    suspect &= end[rows] > start[rows]
+    if not suspect.any():
+        return rows
+    drop = []
+    for k in np.flatnonzero(suspect).tolist():
+        i = int(rows[k])
+        if bytes(data[start[i]:end[i]]).strip(b" \t\r\n") == b"null":
+            reasons[i] = "a JSON null, not an object"
+            drop.append(k)
+    return np.delete(rows, drop) if drop else rows
 
 
 def _inferred(data, start, end, rows, reasons, n, pj, pa):

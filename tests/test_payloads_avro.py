@@ -590,3 +590,32 @@ def test_a_reader_field_takes_its_first_alias_the_writer_has():
                       "fields": [{"name": "c", "type": "int", "aliases": aliases}]}
             reg = kbatch.registry(export(("r-value", 1, 1, writer)))
             assert reg.decode([payload], reader_schema=reader).to_pylist() == [{"c": want}]
+
+
+def test_times_of_day_outside_one_day_fail_their_rows():
+    """time-millis/time-micros hold the time after midnight: a writer's int
+    outside [0, one day) has no Arrow time value (it would read as a wrapped
+    clock time, in an array pyarrow's validation rejects): its row fails
+    ("a value the Arrow type cannot hold"), wherever the time is nested."""
+    def rec(name, t):
+        return {"type": "record", "name": name, "fields": [
+            {"name": "t", "type": t("int", "time-millis")},
+            {"name": "ts", "type": {"type": "array", "items": t("long", "time-micros")}},
+            {"name": "m", "type": {"type": "map", "values": t("int", "time-millis")}},
+            {"name": "u", "type": ["null", t("int", "time-millis")]}]}
+    logical = rec("R", lambda base, lt: {"type": base, "logicalType": lt})
+    plain = rec("R", lambda base, lt: base)                 # the same bytes, no logical type
+    reg = kbatch.registry(export(("t-value", 1, 1, logical)))
+    day_ms, day_us = 86_400_000, 86_400_000_000
+    good = {"t": 1, "ts": [0, day_us - 1], "m": {"a": day_ms - 1}, "u": 5}
+    bad = [dict(good, t=-1), dict(good, ts=[1, day_us]), dict(good, m={"a": 1, "b": day_ms}),
+           dict(good, u=2 ** 31 - 1)]
+    arr, errors = reg.decode([frame(1, avro_bytes(plain, r)) for r in [good] + bad + [good]],
+                             on_error="null", with_errors=True)
+    arr.validate(full=True)
+    rows = arr.to_pylist()
+    assert rows[0] == rows[5] and rows[0]["t"] == datetime.time(0, 0, 0, 1000)
+    assert rows[1:5] == [None] * 4
+    assert errors.to_pylist() == [None] + ["a value the Arrow type cannot hold"] * 4 + [None]
+    with pytest.raises(PayloadError, match="cannot hold"):
+        reg.decode([frame(1, avro_bytes(plain, bad[0]))])

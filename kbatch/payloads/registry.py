@@ -250,6 +250,7 @@ class Registry:
         errpos += frames.start - rows.offsets[:-1]          # bytes of framing before each datum
         array, _done = reader.run(rows.data, frames.start, frames.end, prog, status, errpos,
                                   on_error == "raise")
+        array = _times_in_range(array, status, errpos, frames.start - rows.offsets[:-1])
         bad = np.flatnonzero(status)
         if on_error == "raise" and len(bad):
             raise self._error(int(bad[0]), status, errpos, frames, offsets, reasons)
@@ -414,6 +415,65 @@ class Registry:
         cls = UnknownSchemaError if st == Status.ST_UNKNOWN_ID else PayloadError
         position = int(errpos[i]) if st < Status.ST_MAGIC else None
         return cls(reason, offset=offset, row=i, schema_id=sid, position=position)
+
+
+def _times_in_range(array, status, errpos, datum_at):
+    """``array`` with the rows that hold a time of day outside [0, one day)
+    (Avro time-millis/time-micros, Connect Time: the writer's int or long
+    is not checked by the decoder) failed: ``status`` ST_RANGE, the row
+    null (an Arrow time column cannot hold them: they would read as wrapped
+    clock times)."""
+    import pyarrow as pa
+    if not _has_time(array.type, pa):
+        return array
+    bad = _bad_times(array, pa) & (status == 0)
+    if not bad.any():
+        return array
+    status[bad] = Status.ST_RANGE
+    errpos[bad] = datum_at[bad]
+    return array.take(pa.array(np.arange(len(array)), mask=bad))
+
+
+def _has_time(typ, pa) -> bool:
+    if pa.types.is_time32(typ) or pa.types.is_time64(typ):
+        return True
+    return any(_has_time(typ.field(i).type, pa) for i in range(typ.num_fields)) \
+        if hasattr(typ, "num_fields") and not pa.types.is_dictionary(typ) else False
+
+
+def _bad_times(arr, pa) -> np.ndarray:
+    """Per row of ``arr``: whether it holds an out-of-range time anywhere."""
+    import pyarrow.compute as pc
+    typ = arr.type
+    n = len(arr)
+    if pa.types.is_time32(typ) or pa.types.is_time64(typ):
+        day = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000,
+               "ns": 86_400_000_000_000}[typ.unit]
+        ints = arr.cast(pa.int32() if pa.types.is_time32(typ) else pa.int64())
+        out = pc.or_(pc.less(ints, 0), pc.greater_equal(ints, day)).fill_null(False)
+        return out.to_numpy(zero_copy_only=False)
+    mask = np.zeros(n, bool)
+    if pa.types.is_struct(typ):
+        for i in range(typ.num_fields):
+            if _has_time(typ.field(i).type, pa):
+                mask |= _bad_times(arr.field(i), pa)
+    elif pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_map(typ):
+        values = arr.values                  # a map's: its entries, struct<key, value>
+        if _has_time(values.type, pa) and len(values):
+            # per row, any bad child in [offsets[i], offsets[i + 1]), by a running count
+            off = np.asarray(arr.offsets)
+            seen = np.concatenate([[0], np.cumsum(_bad_times(values, pa))])
+            mask |= seen[off[1:]] > seen[off[:-1]]
+    elif pa.types.is_union(typ):
+        codes = np.asarray(arr.type_codes)
+        offsets = np.asarray(arr.offsets)
+        for k in range(typ.num_fields):
+            child = arr.field(k)
+            if _has_time(child.type, pa) and len(child):
+                cm = _bad_times(child, pa)
+                at = np.flatnonzero(codes == typ.type_codes[k])
+                mask[at] |= cm[offsets[at]]
+    return mask
 
 
 def registry(source, *, topic: str = SCHEMA_TOPIC, **storage) -> Registry:

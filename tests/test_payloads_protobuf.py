@@ -586,3 +586,24 @@ def test_random_message_types_against_the_runtime(spec, data):
     arr.validate(full=True)
     for raw, row in zip(raws, plain(arr)):
         assert canon(row) == canon(expected(M.FromString(raw)))
+
+
+def test_each_failed_row_gives_its_own_reason():
+    """Rows of one schema id that fail for different causes (indexes that do
+    not parse, indexes naming no message, another message than the one
+    decoded) each give their own reason, as when decoded alone."""
+    text = ('syntax = "proto3"; package mi; message A { int32 a = 1; } '
+            'message B { string b = 1; }')
+    reg = kbatch.registry([{"subject": "m-value", "version": 1, "id": 1,
+                            "schemaType": "PROTOBUF", "schema": text}])
+    head = b"\x00\x00\x00\x00\x01"
+    body = b"\x08\x96\x01"                             # a = 150
+    values = [head + b"\x01" + body,                   # count -1: does not parse
+              head + b"\x04\x00\x00" + body,           # [0, 0]: no such message
+              head + b"\x02\x02" + body,               # [1]: an mi.B
+              head + b"\x00" + body]                   # [0]: an mi.A
+    _, errors = reg.decode(values, on_error="null", with_errors=True, message="mi.A")
+    alone = [reg.decode([v], on_error="null", with_errors=True, message="mi.A")[1][0].as_py()
+             for v in values]
+    assert errors.to_pylist() == alone
+    assert len(set(alone[:3])) == 3 and alone[3] is None and "mi.B" in alone[2]

@@ -325,7 +325,8 @@ class Registry:
                     name = self.protobuf(sid)[0].message_at(key).full_name
                 except SchemaError as exc:
                     status[where] = Status.ST_INDEXES if "indexes" in str(exc) else Status.ST_RESOLVE
-                    reasons[sid] = str(exc)
+                    for i in np.flatnonzero(where).tolist():    # each row its own reason
+                        reasons[("row", i)] = str(exc)
                     continue
                 if name not in found:
                     found.append(name)
@@ -357,8 +358,8 @@ class Registry:
                 prog[rows_of_name] = reader.layout.top
             else:
                 status[rows_of_name] = Status.ST_RESOLVE
-                for sid in np.unique(frames.ids[rows_of_name]).tolist():
-                    reasons[sid] = f"a {name} message, not the {wanted} being decoded"
+                for i in np.flatnonzero(rows_of_name).tolist():
+                    reasons[("row", i)] = f"a {name} message, not the {wanted} being decoded"
         errpos = (start - rows.offsets[:-1]).astype(np.int64)
         array, _done = reader.run(rows.data, start, frames.end, prog, status, errpos, on_error == "raise")
         bad = np.flatnonzero(status)
@@ -408,7 +409,8 @@ class Registry:
             import uuid
             sid = str(uuid.UUID(bytes=bytes(frames.guids[i])))
         offset = int(offsets[i]) if offsets is not None else None
-        reason = reasons.get(sid) if st in (Status.ST_RESOLVE, Status.ST_INDEXES) else None
+        reason = reasons.get(("row", i), reasons.get(sid)) \
+            if st in (Status.ST_RESOLVE, Status.ST_INDEXES) else None
         if st == Status.ST_RESOLVE and isinstance(sid, int):
             reason = self._ambiguity(sid) or reason
         reason = reason or framing.REASONS.get(st, f"status {st}")

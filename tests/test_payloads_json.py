@@ -298,3 +298,19 @@ def test_an_object_of_undeclared_members_is_refused_not_emptied():
     closed = kbatch.JsonValues({"type": "object", "properties": {
         "none": {"type": "object", "additionalProperties": False}}})
     assert closed.decode([b'{"none": {}}']).to_pylist() == [{"none": {}}]
+
+
+def test_inferred_strings_that_look_like_times_stay_strings():
+    """Without a schema each row equals json.loads of its value: pyarrow's
+    inference would read ISO-looking strings as timestamps (an offset applied
+    then dropped, a bare date as midnight, a column's type changing with
+    its rows); they stay strings, nested ones too."""
+    free = kbatch.registry([{"subject": "f-value", "version": 1, "id": 5, "schemaType": "JSON",
+                             "schema": "{}"}])
+    objs = [{"t": "2020-01-01T00:00:00+05:00", "s": "2020-01-01", "in": {"w": ["2021-02-03"]}},
+            {"t": "2020-01-01 10:00:00", "s": "plain", "in": {"w": []}}]
+    arr = free.decode([b"\x00\x00\x00\x00\x05" + json.dumps(o).encode() for o in objs])
+    assert arr.to_pylist() == objs
+    assert arr.type.field("t").type == pa.string()
+    one = free.decode([b"\x00\x00\x00\x00\x05" + json.dumps({"s": "2020-01-01"}).encode()])
+    assert one.to_pylist() == [{"s": "2020-01-01"}] and one.type.field("s").type == pa.string()

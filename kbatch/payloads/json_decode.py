@@ -310,6 +310,20 @@ def _inferred(data, start, end, rows, reasons, n, pj, pa):
                               "cannot give them one type): decode them with a JSON Schema")
     if good is None:
         good = pa.array([], pa.struct([]))
+    if len(rows) and _readable(good.type, pa) != good.type:
+        # the inference reads ISO-looking strings as timestamps (an offset
+        # applied then dropped, a bare date as midnight): read them again as
+        # the strings they are (a row equals json.loads of its value)
+        target = _readable(good.type, pa)
+        again = _read_in_place(data, start[rows], end[rows], rows, reasons, target, pj, pa)
+        if again is None:
+            again = _read([bytes(data[start[i]:end[i]]) for i in rows.tolist()], target, False,
+                          pj, pa)
+        if again is None:
+            raise SchemaError("JSON values whose strings pyarrow's inference reads as "
+                              "timestamps could not be read as strings: decode them with a "
+                              "JSON Schema")
+        good = again
     if _big_integral_float(good, pa) and _long_integer(data, start[rows], end[rows]):
         raise SchemaError("an inferred JSON column reads an integer of 16 digits or more as a "
                           "double (a field holding fractions too), which rounds it: decode it "

@@ -271,9 +271,10 @@ def _without_null_objects(data, start, end, rows, reasons) -> np.ndarray:
     first byte is ``n`` or a space are looked at whole."""
     if not len(rows):
         return rows
-    first = np.asarray(data)[start[rows]] if len(data) else np.zeros(len(rows), np.uint8)
-    suspect = (first == ord("n")) | np.isin(first, _JSON_SPACE)
-    suspect &= end[rows] > start[rows]
+    if not len(data):
+        return rows
+    first = np.asarray(data)[np.minimum(start[rows], len(data) - 1)]   # an empty value: any byte
+    suspect = ((first == ord("n")) | np.isin(first, _JSON_SPACE)) & (end[rows] > start[rows])
     if not suspect.any():
         return rows
     drop = []

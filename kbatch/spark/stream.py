@@ -228,12 +228,12 @@ class StreamSlice(InputPartition):
     stores it; the executor reads its own bytes)."""
 
     def __init__(self, topic, partition, segment, start, stop, lo, hi, txn_state=None,
-                 drop_positions=None, inner=False, next_base=None):
+                 drop_positions=None, inner=False, next_base=None, identity=None):
         super().__init__(None)
         self.topic, self.partition, self.segment = topic, partition, segment
         self.path = segment.name
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
-        self.identity = file_identity(segment)
+        self.identity = file_identity(segment) if identity is None else identity
         self.txn_state, self.drop_positions = txn_state, drop_positions
         # inner: the slice reaches the end of a segment that is not its
         # partition's last, which must end at a batch boundary (next_base:
@@ -383,6 +383,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             next_base = plog.segments[i + 1].base_offset if inner else None
             # a tiered upload's records stop where the next upload starts
             upper = hi if rp.limit is None else min(hi, rp.limit)
+            identity = file_identity(rp.segment)      # once per segment (a stat; remote: a request)
             for start, stop in planner.split_points(rp.segment, rp.start, rp.stop,
                                                     o.max_partition_bytes, plog.use_index):
                 drop = None
@@ -391,7 +392,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     last = WHOLE if stop is None else stop
                     drop = drop[(drop >= start) & (drop < last)]
                 out.append(StreamSlice(tp[0], tp[1], rp.segment, start, stop, lo, upper,
-                                       state, drop, inner and stop is None, next_base))
+                                       state, drop, inner and stop is None, next_base, identity))
         return out
 
     def _pack(self, slices: list[StreamSlice]) -> list[StreamPack]:

@@ -382,3 +382,94 @@ def test_the_take_kernel_checks_rows_and_offsets():
     assert calls == []                                   # nothing allocated, nothing copied
     with pytest.raises(ValueError, match="validity"):
         take_binary(offsets, data, np.zeros(10, np.uint8), rows, 1, allocate)
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+@pytest.mark.parametrize("layout", ["offsets32", "views"])
+def test_few_keys_on_threads_merge_in_row_order(ordered, layout):
+    """Under 32 k distinct keys the kernel keeps one table in the cache;
+    with threads, each run of rows fills a table of its own, merged in row
+    order: keys seen in one run only, keys longer than 16 bytes (equal in
+    their first 16), null keys, tombstones, winners by offset with ties
+    (the later row): the model's answer on 1, 2 and 3 threads."""
+    from kbatch._core._latest import latest_rows
+    rng = np.random.default_rng(11)
+    n = 300_000
+    pool = ([b"%d" % i for i in range(3000)]
+            + [b"0123456789abcdef" + b"%d" % i for i in range(500)] + [b"", b"z" * 40])
+    keys = [pool[i] for i in rng.integers(0, len(pool), n)]
+    keys[-1] = b"only in the last run"
+    keys[5] = b"only in the first run"
+    for i in rng.choice(n, 300, replace=False):
+        keys[i] = None
+    tomb = (rng.random(n) < 0.1).tolist()
+    offsets = (np.arange(n, dtype=np.int64) * 2 if ordered
+               else rng.permutation(n).astype(np.int64) // 3)      # ties too
+    col = kbatch.BinaryColumn.from_pylist(keys)
+    vvalid = _bits([not t for t in tomb])
+    if layout == "views":
+        from kbatch._core._kernels import views_from_binary
+        views = np.zeros(16 * n, np.uint8)
+        views_from_binary(col.offsets, col.data, views, 0)
+        args = (None, None, col.validity, views, [col.data], offsets, vvalid)
+    else:
+        args = (col.offsets, col.data, col.validity, None, [], offsets, vvalid)
+    want = _model_latest(keys, offsets.tolist(), tomb)
+    assert want[1] < 32_768
+    for threads in (1, 2, 3):
+        rows, nkeys, tombs, nulls = latest_rows(*args, threads)
+        assert (rows.tolist(), nkeys, tombs, nulls) == want
+
+
+def test_few_keys_on_threads_name_the_first_bad_row():
+    """A bad key in the second run of rows and another in the third: the
+    first one is named, on any number of threads."""
+    from kbatch._core._latest import latest_rows
+    n = 300_000
+    col = kbatch.BinaryColumn.from_pylist([b"%03d" % (i % 500) for i in range(n)])
+    offs = col.offsets.astype(np.int64)
+    offs[160_001] = 1 << 40         # row 160 000 ends past the data, row 160 001 starts there
+    offs[250_001] = 1 << 41
+    for threads in (1, 2, 3):
+        with pytest.raises(ValueError, match="row 160000 lies outside"):
+            latest_rows(offs, col.data, None, None, [], np.arange(n, dtype=np.int64), None,
+                        threads)
+
+
+def test_the_views_take_kernel_copies_and_checks():
+    """``take_views``: values of a views column (inline ones of up to 12
+    bytes, others in several buffers) copied in row order, on one thread
+    or many, nulls kept; a view outside its buffers is a ValueError before
+    anything is allocated; ``ViewColumn.to_binary`` uses it."""
+    from kbatch._core._take import take_views
+    from kbatch.lib.views import ViewColumn
+    rng = np.random.default_rng(5)
+    values = [None if i % 13 == 0 else bytes(rng.integers(0, 256, int(rng.integers(0, 40)),
+                                                         dtype=np.uint8)) for i in range(70_000)]
+    half = len(values) // 2
+    first = kbatch.BinaryColumn.from_pylist(values[:half])
+    second = kbatch.BinaryColumn.from_pylist(values[half:])
+    col = ViewColumn.concat([first, second])             # two data buffers
+    assert len(col.buffers) == 2
+    idx = np.sort(rng.choice(len(values), 50_001, replace=False)).astype(np.int64)
+    calls = []
+
+    def allocate(n):
+        calls.append(n)
+        return np.zeros(n, np.uint8)
+    for threads in (1, 3):
+        offs, data, validity, nulls = take_views(col.views, col.buffers, col.validity, idx,
+                                                 threads, allocate)
+        got = kbatch.BinaryColumn(offs, data, validity, nulls)
+        assert got.to_pylist() == [values[i] for i in idx.tolist()]
+    assert col.to_binary().to_pylist() == values
+    calls.clear()
+    long_row = next(i for i, v in enumerate(values) if v is not None and len(v) > 12)
+    for field, bad in ((8, 2), (12, 1 << 30), (0, -1)):   # buffer, offset, length
+        views = col.views.copy()
+        views[16 * long_row + field:16 * long_row + field + 4] = np.frombuffer(
+            struct.pack("<i", bad), np.uint8)
+        with pytest.raises(ValueError, match=f"row {long_row} lies outside"):
+            take_views(views, col.buffers, col.validity, np.arange(len(values), dtype=np.int64),
+                       2, allocate)
+    assert calls == []

@@ -14,3 +14,15 @@ def take_binary(
            npt.NDArray[np.uint8],                           # data, from allocate
            npt.NDArray[np.uint8] | None,                    # validity
            int]: ...                                        # null count
+
+def take_views(
+    views: npt.NDArray[np.uint8],                # 16 bytes a value (Arrow binary views)
+    buffers: list,                               # the data buffers the views point into
+    validity: npt.NDArray[np.uint8] | None,
+    rows: npt.NDArray[np.int64],
+    threads: int,
+    allocate: Callable[[int], npt.NDArray[np.uint8]],
+) -> tuple[npt.NDArray[np.int32] | npt.NDArray[np.int64],
+           npt.NDArray[np.uint8],
+           npt.NDArray[np.uint8] | None,
+           int]: ...

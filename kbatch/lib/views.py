@@ -30,6 +30,7 @@ import numpy as np
 
 from kbatch._core._kernels import views_from_binary, views_to_pylist
 from kbatch._core._mapguard import try_guard
+from kbatch._core._take import take_views
 from kbatch.lib.columns import (BinaryColumn, as_contiguous_range, as_indices,
                                 checked_position)
 
@@ -288,6 +289,14 @@ class ViewColumn:
             return plain
         return pa.foreign_buffer(plain.address, plain.size, base=(plain, self.holds))
 
-    def to_binary(self) -> BinaryColumn:
-        """The same values copied into an offsets/data ``BinaryColumn``."""
-        return BinaryColumn.from_pylist(self.to_pylist())
+    def to_binary(self, threads: int = 1) -> BinaryColumn:
+        """The same values copied into an offsets/data ``BinaryColumn``
+        (``kbatch._core._take.take_views``: every view checked to lie in its
+        buffer first; ``threads``: the copy cut into that many runs)."""
+        for hold in self.holds:
+            hold.revalidate()
+        offsets, data, validity, nulls = take_views(
+            self.views, self._buffers_checked(), self.validity,
+            np.arange(len(self), dtype=np.int64), threads, lambda n: np.empty(n, np.uint8))
+        self._check_after()
+        return BinaryColumn(offsets, data, validity if nulls else None, nulls)

@@ -319,6 +319,11 @@ OPTIONS: tuple[Opt, ...] = (
     Opt("isolation", "isolation", _choice("read_uncommitted", "read_committed"),
         "read_uncommitted", "read_committed: no aborted or open transactions, nothing at "
         "or after the LSO", aliases=("kafka.isolation.level",)),
+    Opt("visibility", "visibility", _choice("all", "consumer"), "all",
+        "consumer: only what a consumer could fetch, [log start offset, high watermark) "
+        "from the data directory's log-start-offset-checkpoint and "
+        "replication-offset-checkpoint (earliest and latest mean those ends); all: every "
+        "record on disk"),
     Opt("view", "view", _choice("all", "latest"), "all",
         "latest: the table a compacted topic stands for, one row per key (its record with "
         "the highest offset; tombstoned keys and records without a key left out), each "
@@ -408,6 +413,7 @@ class KafkaOptions:
     columns: tuple = COLUMNS
     level: str = "records"
     isolation: str = "read_uncommitted"
+    visibility: str = "all"
     view: str = "all"
     validate_crc: bool = True
     on_corrupt: str = "fail"

@@ -39,7 +39,7 @@ from kbatch.lib.segment import DecodeOptions
 from kbatch.lib.txn import TxnState
 from kbatch.spark.options import KafkaOptions, parse_options
 from kbatch.spark.read import group_by_size
-from kbatch.spark.stream import batch_ranges, file_range
+from kbatch.spark.stream import Visible, batch_ranges, file_range
 from kbatch.spark.timefilter import prune, segment_older_than
 from kbatch.wire import UNBOUNDED
 
@@ -245,7 +245,8 @@ def _warn_damage(log_: PartitionLog, stop_at, gaps) -> None:
 
 def _file_slices(options: Options, files: list) -> list[SegmentSlice]:
     """A single segment file given as a path: read whole (it has no
-    partition log to seek in)."""
+    partition log to seek in), cut to what ``visibility`` shows (the
+    checkpoint files of the data directory above its partition)."""
     k = options.kafka
     slices = []
     for topic, part, seg in files:
@@ -258,6 +259,9 @@ def _file_slices(options: Options, files: list) -> list[SegmentSlice]:
         if not k.wants(topic, part):
             continue
         lo, hi = file_range(k, topic, part)
+        vlo, vhi = Visible(k).bounds(topic, part, seg.location.parent.parent)
+        lo = lo if vlo is None else max(lo, vlo)
+        hi = hi if vhi is None else min(hi, vhi)
         lo, hi = max(lo, options.offset_lo), min(hi, options.offset_hi)
         state = None
         if options.isolation == "read_committed":

@@ -8,7 +8,10 @@ JSON ``{"topic": {"0": 42}}`` (Spark checkpoints them). Each call of
 its log end offset (the last whole batch on disk), or for read_committed its
 last stable offset, so an open transaction holds the stream back as it
 holds back a Kafka consumer. New partitions start at their earliest offset
-(data loss when that is not 0, as in Spark's Kafka source).
+(data loss when that is not 0, as in Spark's Kafka source). With
+``visibility=consumer`` a partition holds what a consumer could fetch:
+earliest is the log start offset and the available end the high watermark,
+from the data directory's checkpoint files, read again at each listing.
 
 Read limits: ``maxOffsetsPerTrigger`` (at most that many offsets per
 micro-batch, split across partitions in proportion to their backlog; never
@@ -38,6 +41,7 @@ import json
 import logging
 import os
 import time
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +54,7 @@ from kbatch.lib import plan as planner
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathError, PathKind
+from kbatch.lib.visibility import visible_ranges
 from kbatch.spark.read import group_by_size, read_slice
 from kbatch.spark.options import KafkaOptions, OffsetSpec, OptionError, parse_options
 from kbatch.wire import UNBOUNDED
@@ -83,38 +88,90 @@ def discover(o: KafkaOptions) -> dict[TP, tuple[Partition, object]]:
     return {tp: found[tp] for tp in chosen}
 
 
-def log_range(plog: PartitionLog) -> tuple[int, int] | None:
+class Visible:
+    """``visibility``: each partition's ``[earliest, end)`` as the query may
+    see it. "all": every record on disk. "consumer": what a consumer could
+    fetch, ``[log start offset, high watermark)`` from the checkpoint files
+    of the data directory holding the partition (``kbatch.lib.visibility``;
+    read once per data directory; a partition the files do not name, or
+    one outside a data directory, is not limited on that side)."""
+
+    def __init__(self, o: KafkaOptions):
+        self.consumer = o.visibility == "consumer"
+        self._dirs: dict[str, dict] = {}
+
+    def bounds(self, topic, partition, data_dir) -> tuple[int | None, int | None]:
+        """``(log start offset, high watermark)``, None for no bound."""
+        if not self.consumer or topic is None:
+            return None, None
+        key = str(data_dir)
+        if key not in self._dirs:
+            self._dirs[key] = visible_ranges(data_dir)
+        return self._dirs[key].get((topic, partition), (None, None))
+
+    def of_log(self, plog: PartitionLog) -> tuple[int | None, int | None]:
+        return self.bounds(plog.topic, plog.partition, plog.location.parent)
+
+    @staticmethod
+    def search(find: Callable[[int], int | None], lo: int | None, hi: int | None):
+        """Kafka's offsets-for-times inside ``[lo, hi)``: the first offset
+        at or after ``lo`` whose timestamp is recent enough, None when
+        that is not below ``hi`` (a broker answers no offset there)."""
+        def search(timestamp: int) -> int | None:
+            found = find(timestamp)
+            if found is None or lo is None:
+                return found if found is None or hi is None or found < hi else None
+            found = max(found, lo)
+            return found if hi is None or found < hi else None
+        return search
+
+
+def log_range(plog: PartitionLog, visible: Visible | None = None) -> tuple[int, int] | None:
     """``(earliest, log end offset)`` from the segment names and the last
     segment's batch headers (``kbatch.lib.plan.log_end_offset``: a batch
-    still being written ends the walk); None for a partition without
-    segments."""
+    still being written ends the walk), cut to what ``visible`` shows;
+    None for a partition without segments."""
     if not plog.segments:
         return None
     earliest = plog.segments[0].base_offset
-    return earliest, planner.log_end_offset(plog.segments, plog.use_index)
+    end = planner.log_end_offset(plog.segments, plog.use_index)
+    lo, hi = visible.of_log(plog) if visible is not None else (None, None)
+    if lo is not None:
+        earliest = max(earliest, lo)
+    if hi is not None:
+        end = min(end, hi)
+    return earliest, max(end, earliest)
 
 
 def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
                  log_options: dict | None = None) -> dict[TP, tuple[int, int]]:
     """The offsets ``[start, end)`` a batch query reads of each chosen
     partition (``logs``: after assign/subscribe/subscribePattern), with
-    Spark's meaning of the starting and ending options; partitions without
-    segments and empty ranges are left out. Raises ``OptionError`` when a
-    JSON option does not name exactly these partitions or a start lies after
-    its end, ``DataLossError`` for a start below the earliest offset on disk
-    (failOnDataLoss=true). ``log_options``: decode options of the timestamp
-    searches."""
+    Spark's meaning of the starting and ending options (``visibility``:
+    earliest and latest are the log start offset and high watermark);
+    partitions without segments and empty ranges are left out. Raises
+    ``OptionError`` when a JSON option does not name exactly these
+    partitions or a start lies after its end, ``DataLossError`` for a start
+    below the earliest offset (failOnDataLoss=true). ``log_options``:
+    decode options of the timestamp searches."""
     o.check_cover(sorted(tp for tp in logs if tp[0] is not None))
+    visible = Visible(o)
     out = {}
     for tp, plog in logs.items():
         if not plog.segments:
             continue
+        vlo, vhi = visible.of_log(plog)
         earliest = plog.segments[0].base_offset
-        search = functools.partial(plog.offset_for_timestamp, **(log_options or {}))
-        latest = functools.partial(planner.log_end_offset, plog.segments, plog.use_index)
+        if vlo is not None:
+            earliest = max(earliest, vlo)
+        search = Visible.search(functools.partial(plog.offset_for_timestamp,
+                                                  **(log_options or {})), vlo, vhi)
+        log_end = functools.partial(planner.log_end_offset, plog.segments, plog.use_index)
+        latest = log_end if vhi is None else (lambda end=log_end, hw=vhi: min(end(), hw))
         lo = o.resolve_start(tp[0], tp[1], earliest, latest, search)
-        # "latest" reads to whatever end the segments have (no bound from a walk)
-        hi = o.resolve_end(tp[0], tp[1], earliest, WHOLE, search)
+        # "latest" reads to whatever end the segments have (no bound from a
+        # walk), or to the high watermark
+        hi = o.resolve_end(tp[0], tp[1], earliest, WHOLE if vhi is None else vhi, search)
         start, end = o.start_spec(*tp), o.end_spec(*tp)
         if start[0] == end[0] == "offset" and start[1] > end[1]:
             raise OptionError("startingOffsets", str(start[1]), f"{tp[0]}-{tp[1]} would start "
@@ -146,7 +203,8 @@ def file_range(o: KafkaOptions, topic: str | None, partition: int | None) -> tup
 
 class Snapshot:
     """The partitions of the query at one moment: their logs, earliest
-    offsets and available ends (LSO for read_committed)."""
+    offsets and available ends (LSO for read_committed; ``visibility``:
+    from the log start offset, up to the high watermark)."""
 
     def __init__(self, o: KafkaOptions, attempts: int = 5):
         for attempt in range(attempts):
@@ -162,12 +220,15 @@ class Snapshot:
         self.logs: dict[TP, PartitionLog] = {}
         self.earliest: dict[TP, int] = {}
         self.end: dict[TP, int] = {}
+        self.visible: dict[TP, tuple] = {}      # (log start, high watermark) or Nones
+        visible = Visible(o)
         for tp, (part, storage) in discover(o).items():
             plog = PartitionLog.at(part, storage, o.use_index)
-            bounds = log_range(plog)
+            bounds = log_range(plog, visible)
             if bounds is None:
                 continue
             earliest, end = bounds
+            self.visible[tp] = visible.of_log(plog)
             if o.isolation == "read_committed":
                 state = plog.transaction_state(validate_crc=o.validate_crc)
                 end = min(end, state.last_stable_offset)
@@ -283,7 +344,8 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             start = {}
             for tp, plog in snap.logs.items():
                 start[tp] = o.resolve_start(tp[0], tp[1], snap.earliest[tp], snap.end[tp],
-                                            plog.offset_for_timestamp)
+                                            Visible.search(plog.offset_for_timestamp,
+                                                           *snap.visible[tp]))
             self._initial = to_json(start)
         return self._initial
 
@@ -438,5 +500,5 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to release."""
 
 
-__all__ = ["KbatchStreamReader", "batch_ranges", "discover", "file_range", "log_range",
+__all__ = ["KbatchStreamReader", "Visible", "batch_ranges", "discover", "file_range", "log_range",
            "rate_limit"]

@@ -307,7 +307,9 @@ def retention_model(segments: list[tuple[int, bytes, int]], *, log_start: int, h
 
 def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: int,
                 expiration_ms: int = 86_400_000, first_dirty: int | None = None,
-                map_keys: int = 5_033_164):
+                map_keys: int = 5_033_164, min_compaction_lag_ms: int = 0,
+                min_cleanable_dirty_ratio: float | None = None,
+                max_compaction_lag_ms: int | None = None):
     """One cleaning of a partition. ``segments``: per segment, kafka-python
     batch dicts (``tests/kafka_ref.read_with_kafka_python``) each with
     ``records`` (its data rows) and ``control_type``. Returns, per batch
@@ -315,7 +317,12 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
     and where the run ended (the offset map's latest offset + 1: the first
     uncleanable offset unless the map filled; the cleaner checkpoint after
     it). ``first_dirty``: the cleaner checkpoint (None: the log start);
-    ``map_keys``: the keys the offset map holds (128 MiB / 24 B x 0.9).
+    ``map_keys``: the keys the offset map holds (128 MiB / 24 B x 0.9);
+    ``min_compaction_lag_ms`` (min.compaction.lag.ms), and with
+    ``min_cleanable_dirty_ratio`` whether the broker picks the log at all
+    (LogCleanerManager.grabFilthiestCompactedLog, ``max_compaction_lag_ms``).
+    A segment's size is the sum of its batches' sizes, its largest
+    timestamp their largest max timestamp.
 
     Written from LogCleaner.scala: the cleanable range ends at the active
     segment's base (or the first open transaction); the offset map holds
@@ -352,6 +359,38 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
     log_end = max([b["last_offset"] + 1 for _, b in flat] + bases)
     dirty_from = bases[0] if first_dirty is None or not bases[0] <= first_dirty <= log_end \
         else first_dirty
+    # nonActiveLogSegmentsFrom(firstDirtyOffset): from the segment holding it
+    # (floorKey) up to the active segment, which is left out
+    home_k = max((k for k in range(len(bases)) if bases[k] <= dirty_from), default=0)
+    dirty_non_active = range(home_k, len(segments) - 1)
+    # cleanableOffsets: min.compaction.lag.ms; the first such segment whose
+    # largestTimestamp > now - minCompactionLagMs is uncleanable
+    if min_compaction_lag_ms > 0:
+        for k in dirty_non_active:
+            if max(b["max_timestamp"] for b in segments[k]) > now - min_compaction_lag_ms:
+                uncleanable = min(uncleanable, bases[k])
+                break
+    uncleanable = max(dirty_from, uncleanable)
+    picked = True
+    if min_cleanable_dirty_ratio is not None:
+        # LogToClean: cleanBytes = logSegments(-1, firstDirty); cleanableBytes
+        # from calculateCleanableBytes (the first uncleanable segment: the
+        # non-active one holding the offset, else the active one)
+        sizes = [sum(b["size"] for b in seg) for seg in segments]
+        first_unclean = max(b for b in bases if b <= uncleanable)
+        low = min(dirty_from, first_unclean)
+        low = max(b for b in bases if b <= low)
+        clean_bytes = sum(sz for b, sz in zip(bases, sizes) if b < dirty_from)
+        cleanable_bytes = sum(sz for b, sz in zip(bases, sizes) if low <= b < first_unclean)
+        total = clean_bytes + cleanable_bytes
+        ratio = cleanable_bytes / total if total else 0.0
+        # maxCompactionDelay: the dirty non-active segments' first batch timestamps
+        firsts = [segments[k][0]["max_timestamp"] for k in dirty_non_active
+                  if segments[k][0]["max_timestamp"] > 0]
+        until = now - (max_compaction_lag_ms if max_compaction_lag_ms is not None
+                       else (1 << 63) - 1)
+        need_now = bool(firsts) and min(firsts) < until
+        picked = (need_now and cleanable_bytes > 0) or ratio > min_cleanable_dirty_ratio
 
     def is_aborted(b):
         return b["is_transactional"] and not b["is_control"] and any(
@@ -363,8 +402,8 @@ def clean_model(segments: list[list[dict]], *, now: int, delete_retention_ms: in
     # to each batch's last offset once the batch is read whole, and to the
     # next segment's base - 1 once a segment is
     latest, latest_offset, full = {}, -1, False
-    home_of_start = max(b for b in bases if b <= dirty_from) if dirty_from < uncleanable \
-        else None
+    home_of_start = max(b for b in bases if b <= dirty_from) \
+        if dirty_from < uncleanable and picked else None
     for k, seg in enumerate(segments):
         if home_of_start is None or full or not seg or bases[k] < home_of_start \
                 or bases[k] >= uncleanable:

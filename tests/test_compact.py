@@ -453,3 +453,66 @@ def test_cleaned_and_copied_segments_keep_their_age(tmp_path):
             (src / c.sources[-1]).stat().st_mtime_ns
     for name in report.partitions[0].untouched:
         assert (tmp_path / "out" / name).stat().st_mtime_ns == (src / name).stat().st_mtime_ns
+
+
+@given(seed=st.integers(0, 100_000), lag_at=st.sampled_from([None, 0, 20, 40, 60, 200]),
+       ratio=st.sampled_from([None, 0.0, 0.3, 0.5, 0.8, 1.0]),
+       overdue_at=st.sampled_from([None, 0, 5, 50]))
+def test_compaction_lag_and_dirty_ratio_match_the_cleaner_manager(tmp_path_factory, seed,
+                                                                 lag_at, ratio, overdue_at):
+    """min.compaction.lag.ms keeps segments with records newer than
+    ``now - lag`` dirty; with min.cleanable.dirty.ratio the log is cleaned
+    only when the broker would pick it (ratio above it, or
+    max.compaction.lag.ms passed since a dirty segment's first batch):
+    against the model of LogCleanerManager.cleanableOffsets,
+    grabFilthiestCompactedLog and maxCompactionDelay. Record i of the
+    generated log is stamped T0 + i; ``lag_at``/``overdue_at``: where
+    ``now - lag`` falls."""
+    tmp = tmp_path_factory.mktemp("lag")
+    src = write_partition(tmp / "t-0", make(seed))
+    now = T0 + HOUR
+    kw = {"min_compaction_lag_ms": 0 if lag_at is None else now - (T0 + lag_at),
+          "min_cleanable_dirty_ratio": ratio,
+          "max_compaction_lag_ms": None if overdue_at is None or ratio is None
+          else now - (T0 + overdue_at)}
+    report = compact(src, tmp / "out", now=now, delete_retention_ms=HOUR, **kw)
+    check(src, tmp / "out", now, HOUR, **kw)
+    (p,) = report.partitions
+    assert kbatch.verify(tmp / "out").ok
+    if not p.picked:
+        assert p.cleaned == [] and len(p.untouched) == len(list(src.glob("*.log")))
+        assert ratio is not None and p.dirty_ratio <= ratio
+
+
+def test_dirty_ratio_and_the_lag_by_hand(tmp_path):
+    """Three segments of 2 batches (the last active): no checkpoint, so all
+    of the first two are dirty and the ratio is 1; a cleaner checkpoint at
+    the second segment's base makes the first clean (ratio: the second's
+    share of the first two); a lag covering the second segment leaves it
+    dirty and uncleaned."""
+    segs = []
+    for s in range(3):
+        segs.append([build_batch([(T0 + 10 * s + j, b"k", b"v%d%d" % (s, j), [])],
+                                 base_offset=2 * s + j) for j in range(2)])
+    data = tmp_path / "d"
+    src = write_partition(data / "t-0", segs)
+    sizes = [sum(len(b) for b in seg) for seg in segs]
+    r = compact(src, tmp_path / "a", now=T0 + HOUR, min_cleanable_dirty_ratio=0.5)
+    assert r.partitions[0].dirty_ratio == 1.0 and r.partitions[0].picked
+    (data / "cleaner-offset-checkpoint").write_text("0\n1\nt 0 2\n")
+    r = compact(data, tmp_path / "b", now=T0 + HOUR, min_cleanable_dirty_ratio=0.5)
+    (p,) = r.partitions
+    assert p.dirty_ratio == pytest.approx(sizes[1] / (sizes[0] + sizes[1]))
+    assert not p.picked and p.cleaned == []
+    r = compact(data, tmp_path / "c", now=T0 + HOUR, min_cleanable_dirty_ratio=0.5,
+                max_compaction_lag_ms=HOUR - 15)     # the second segment's first batch, T0 + 10,
+    #                                              is older than now - lag = T0 + 15: overdue
+    assert r.partitions[0].picked and r.partitions[0].end_offset == 4
+    r = compact(src, tmp_path / "e", now=T0 + HOUR, min_compaction_lag_ms=HOUR - 5)
+    (p,) = r.partitions            # segment 1 (largest timestamp T0 + 11) is too recent
+    assert p.first_uncleanable_offset == 2 and p.end_offset == 2
+    assert [c.sources for c in p.cleaned] == [[f"{0:020d}.log"]]
+    with pytest.raises(kbatch.ArgumentError, match="max_compaction_lag_ms applies"):
+        compact(src, tmp_path / "f", max_compaction_lag_ms=5)
+    with pytest.raises(kbatch.ArgumentError, match="in \\[0, 1\\]"):
+        compact(src, tmp_path / "g", min_cleanable_dirty_ratio=1.5)

@@ -7,8 +7,16 @@ Per partition (magic 2 data):
 
 - the cleanable range ends at the first uncleanable offset: the active
   segment's base offset, or the first offset of an open transaction, or the
-  high watermark, whichever is lowest; the segments wholly below it are
-  cleaned, the rest (the active segment at least) are copied untouched;
+  high watermark, or (``min_compaction_lag_ms`` > 0) the base of the first
+  dirty segment whose largest timestamp is within that lag of ``now``,
+  whichever is lowest; the segments wholly below it are cleaned, the rest
+  (the active segment at least) are copied untouched;
+- with ``min_cleanable_dirty_ratio`` the run happens only where the broker
+  would pick the log (LogCleanerManager.grabFilthiestCompactedLog): its
+  dirty ratio (cleanable bytes / clean + cleanable bytes) is above it, or
+  ``max_compaction_lag_ms`` has passed since the first dirty segment's
+  first batch and there is something to clean; a log not picked is copied
+  untouched (without the option: one run, as if picked);
 - the offset map holds, for each key of the dirty range's non-aborted
   data records, its highest offset: the dirty range starts at the cleaner
   checkpoint (``cleaner-offset-checkpoint``), else at the log start offset
@@ -103,6 +111,8 @@ class PartitionCompaction:
     first_uncleanable_offset: int
     first_dirty_offset: int = 0     # where this run's offset map starts
     end_offset: int = 0             # where it ended: the cleaner checkpoint after it
+    dirty_ratio: float = 0.0        # cleanable bytes / (clean + cleanable bytes)
+    picked: bool = True             # False: the broker would not clean it (the ratio)
     cleaned: list[CleanedSegment] = field(default_factory=list)
     untouched: list[str] = field(default_factory=list)
     null_keys: int = 0             # records without a key dropped
@@ -219,7 +229,10 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
                       max_message_bytes: int = MAX_MESSAGE_BYTES,
                       dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES,
                       log_start: int | None = None,
-                      cleaner_offset: int | None = None) -> PartitionCompaction:
+                      cleaner_offset: int | None = None,
+                      min_compaction_lag_ms: int = 0,
+                      min_cleanable_dirty_ratio: float | None = None,
+                      max_compaction_lag_ms: int | None = None) -> PartitionCompaction:
     opts = DecodeOptions()
     whole = log.read()
     batches, control, _ = log.transaction_tables()
@@ -238,7 +251,17 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
     uncleanable = max((s.base_offset for s in log.segments if s.base_offset <= uncleanable),
                       default=uncleanable)
     first_dirty = _first_dirty(log, batches, log_start, cleaner_offset)
+    if min_compaction_lag_ms > 0:
+        lagged = _lag_bound(log, first_dirty, now, min_compaction_lag_ms)
+        if lagged is not None:
+            uncleanable = min(uncleanable, lagged)
     out = PartitionCompaction(log.topic, log.partition, uncleanable, first_dirty)
+    out.dirty_ratio, cleanable_bytes = _dirty_ratio(log, first_dirty, uncleanable)
+    if min_cleanable_dirty_ratio is not None:
+        due = max_compaction_lag_ms is not None and _compaction_delay(
+            log, batches, first_dirty, now, max_compaction_lag_ms) > 0
+        out.picked = (due and cleanable_bytes > 0) or \
+            out.dirty_ratio > min_cleanable_dirty_ratio
     dest.mkdir(parents=True)
     # the aborted transactions, from the markers (as the .txnindex files say)
     markers = dict(zip(control.offset.tolist(), control.type.tolist()))
@@ -254,7 +277,7 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
     # the offset map: the latest offset of every key in the dirty range
     # [first dirty, first uncleanable), aborted data left out, as many keys
     # as the cleaner's dedupe buffer holds
-    if first_dirty < uncleanable:
+    if first_dirty < uncleanable and out.picked:
         rows = np.flatnonzero((whole.offset >= first_dirty) & (whole.offset < uncleanable)) \
             if len(whole) else np.zeros(0, np.int64)
         dirty = whole.take(rows)
@@ -271,7 +294,7 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
         out.end_offset = uncleanable if full_at is None else \
             _latest_mapped(log, batches, first_dirty, full_at) + 1
         cleanable = [s for s in log.segments[:-1] if s.base_offset < out.end_offset]
-    else:                # nothing dirty: the cleaner does not pick this log
+    else:                # nothing dirty, or not picked: the cleaner leaves this log
         key_latest, cleanable, out.end_offset = {}, [], first_dirty
     producers = _active_producers(batches, now, producer_id_expiration_ms)
     sizes = [s.size for s in cleanable]
@@ -301,6 +324,67 @@ def _first_dirty(log: PartitionLog, batches, log_start: int | None,
               log.segments[-1].base_offset)
     dirty = start if cleaner_offset is None else cleaner_offset
     return start if dirty < start or dirty > end else dirty
+
+
+def _dirty_segments(log: PartitionLog, first_dirty: int) -> list[int]:
+    """UnifiedLog.nonActiveLogSegmentsFrom(first dirty): the indexes of the
+    segment holding it and of every later one but the active segment."""
+    segs = log.segments
+    home = max((i for i, s in enumerate(segs) if s.base_offset <= first_dirty), default=0)
+    return list(range(home, len(segs) - 1))
+
+
+def _lag_bound(log: PartitionLog, first_dirty: int, now: int, lag_ms: int) -> int | None:
+    """LogCleanerManager.cleanableOffsets' third bound: the base of the first
+    dirty non-active segment whose largest timestamp (its batches' largest,
+    else the file's modification time: LogSegment.largestTimestamp) is
+    later than ``now - lag_ms``; None when there is none."""
+    from kbatch.lib.retention import segment_infos
+    infos, _ = segment_infos(log)
+    for i in _dirty_segments(log, first_dirty):
+        if infos[i].largest_timestamp < 0:     # no timestamp, and the store gave no time
+            raise ArgumentError(f"{log.segments[i].location}: no record timestamp and no "
+                                "modification time: min_compaction_lag_ms cannot be applied")
+        if infos[i].largest_timestamp > now - lag_ms:
+            return log.segments[i].base_offset
+    return None
+
+
+def _dirty_ratio(log: PartitionLog, first_dirty: int, uncleanable: int) -> tuple[float, int]:
+    """LogToClean: ``(cleanable bytes / (clean + cleanable bytes), cleanable
+    bytes)``. Clean: the segments starting below the first dirty offset;
+    cleanable: from the one holding the first dirty offset to the one
+    holding the first uncleanable offset (excluded), as
+    calculateCleanableBytes counts them (the segment holding the first
+    dirty offset counts in both)."""
+    segs = log.segments
+    uncleanable = max(first_dirty, uncleanable)
+
+    def floor(offset: int) -> int:
+        return max((s.base_offset for s in segs if s.base_offset <= offset),
+                   default=segs[0].base_offset)
+    first_unclean = floor(uncleanable) if uncleanable < segs[-1].base_offset \
+        else segs[-1].base_offset
+    clean = sum(s.size for s in segs if s.base_offset < first_dirty)
+    lo = floor(min(first_dirty, first_unclean))
+    cleanable = sum(s.size for s in segs if lo <= s.base_offset < first_unclean)
+    total = clean + cleanable
+    return (cleanable / total if total else 0.0), cleanable
+
+
+def _compaction_delay(log: PartitionLog, batches, first_dirty: int, now: int,
+                      max_lag_ms: int) -> int:
+    """LogCleanerManager.maxCompactionDelay: how long past ``max_lag_ms``
+    the earliest first-batch timestamp of the dirty non-active segments is
+    (positive timestamps only; 0: not overdue)."""
+    src = batches.source if len(batches) else np.empty(0, np.int32)
+    firsts = []
+    for i in _dirty_segments(log, first_dirty):
+        rows = np.flatnonzero(src == i)
+        if len(rows) and int(batches.max_timestamp[rows[0]]) > 0:
+            firsts.append(int(batches.max_timestamp[rows[0]]))
+    until = now - max(max_lag_ms, 0)
+    return until - min(firsts) if firsts and min(firsts) < until else 0
 
 
 def _map_slots(dedupe_buffer_bytes: int) -> int:
@@ -562,7 +646,10 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
             io_buffer_bytes: int = IO_BUFFER_BYTES,
             max_message_bytes: int = MAX_MESSAGE_BYTES,
-            dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES, **storage) -> CompactionReport:
+            dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES,
+            min_compaction_lag_ms: int = 0,
+            min_cleanable_dirty_ratio: float | None = None,
+            max_compaction_lag_ms: int | None = None, **storage) -> CompactionReport:
     """What one run of Kafka's log cleaner leaves of ``source`` (a
     partition, a data directory, or a URL of one), written to the new
     directory ``dest`` (see the module docstring). ``now``: ms (default:
@@ -574,7 +661,11 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     split, hence the index entries); ``dedupe_buffer_bytes``: the cleaner's
     log.cleaner.dedupe.buffer.size per thread (how many keys one run maps:
     24 bytes a key, 90% full at most; a run over more keys stops where its
-    map filled, as the broker's does)."""
+    map filled, as the broker's does); ``min_compaction_lag_ms``: the topic's
+    min.compaction.lag.ms (segments that recent stay dirty);
+    ``min_cleanable_dirty_ratio`` (the topic's min.cleanable.dirty.ratio,
+    e.g. 0.5) with ``max_compaction_lag_ms`` (max.compaction.lag.ms): clean
+    only a log the broker would pick (None: one run on every log)."""
     from kbatch.lib.timestamps import to_millis
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
     for name, value in (("delete_retention_ms", delete_retention_ms),
@@ -591,6 +682,18 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                         ("dedupe_buffer_bytes", dedupe_buffer_bytes)):
         if value < 1:      # a buffer that doubles from 0 never holds a batch
             raise ArgumentError(f"{name} must be at least 1")
+    for name, value in (("min_compaction_lag_ms", min_compaction_lag_ms),
+                        ("max_compaction_lag_ms", max_compaction_lag_ms)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 0):
+            raise ArgumentError(f"{name} must be a non-negative int")
+    ratio = min_cleanable_dirty_ratio
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
+                              or not 0 <= ratio <= 1):
+        raise ArgumentError("min_cleanable_dirty_ratio must be a number in [0, 1] (or None)")
+    if max_compaction_lag_ms is not None and ratio is None:
+        raise ArgumentError("max_compaction_lag_ms applies with min_cleanable_dirty_ratio "
+                            "(it decides whether the broker picks a log)")
     store, rest = Storage.split(storage)
     if rest:
         raise ArgumentError(f"compact: unknown argument(s) {', '.join(sorted(rest))}")
@@ -626,7 +729,10 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                 index_interval_bytes=index_interval_bytes, io_buffer_bytes=io_buffer_bytes,
                 max_message_bytes=max_message_bytes, dedupe_buffer_bytes=dedupe_buffer_bytes,
                 log_start=starts.get((p.topic, p.partition)),
-                cleaner_offset=cleaner.get((p.topic, p.partition))))
+                cleaner_offset=cleaner.get((p.topic, p.partition)),
+                min_compaction_lag_ms=min_compaction_lag_ms,
+                min_cleanable_dirty_ratio=min_cleanable_dirty_ratio,
+                max_compaction_lag_ms=max_compaction_lag_ms))
         if not single:
             cleaner.update({(c.topic, c.partition): c.end_offset for c in done})
             (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))

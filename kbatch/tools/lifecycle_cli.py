@@ -33,6 +33,17 @@ def count(text: str) -> int:
     return value
 
 
+def ratio(text: str) -> float:
+    """A number in [0, 1] (an argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: expected 0..1")
+    return value
+
+
 def _bytes(b: bytes | None, decode: str | None):
     """A key or value for output: UTF-8 text with ``decode="utf8"`` (other
     bytes as ``{"base64": ...}``), base64 otherwise; None stays None."""
@@ -188,7 +199,10 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
                          storage=storage_of(args, [args.source]), check=False)
     report = compact(found, args.dest, now=args.now,
                      delete_retention_ms=args.delete_retention_ms,
-                     segment_bytes=args.segment_bytes)
+                     segment_bytes=args.segment_bytes,
+                     min_compaction_lag_ms=args.min_compaction_lag_ms,
+                     min_cleanable_dirty_ratio=args.min_cleanable_dirty_ratio,
+                     max_compaction_lag_ms=args.max_compaction_lag_ms)
     for p in report.partitions:
         name = f"{p.topic}-{p.partition}" if p.topic is not None else report.dest
         if args.format == "json":
@@ -196,11 +210,17 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
                               "first_uncleanable_offset": p.first_uncleanable_offset,
                               "first_dirty_offset": p.first_dirty_offset,
                               "end_offset": p.end_offset,
+                              "dirty_ratio": p.dirty_ratio, "picked": p.picked,
                               "cleaned": [c.__dict__ for c in p.cleaned],
                               "untouched": p.untouched, "null_keys": p.null_keys,
                               "tombstones_kept": p.tombstones_kept,
                               "tombstones_removed": p.tombstones_removed,
                               "aborted_batches": p.aborted_batches}))
+            continue
+        if not p.picked:
+            print(f"{name}: not cleaned: dirty ratio {p.dirty_ratio:.3f} is not above "
+                  f"--min-cleanable-dirty-ratio {args.min_cleanable_dirty_ratio} (and "
+                  f"--max-compaction-lag-ms has not passed); every segment copied")
             continue
         records_in = sum(c.records_in for c in p.cleaned)
         records_out = sum(c.records_out for c in p.cleaned)
@@ -277,6 +297,14 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
                    help="delete.retention.ms: how long tombstones and markers stay")
     p.add_argument("--segment-bytes", type=count, default=1 << 30,
                    help="segment.bytes: cleaned segments are grouped up to this size")
+    p.add_argument("--min-compaction-lag-ms", type=count, default=0,
+                   help="min.compaction.lag.ms: segments with records this recent stay dirty")
+    p.add_argument("--min-cleanable-dirty-ratio", type=ratio, default=None,
+                   help="min.cleanable.dirty.ratio: clean only a log the broker would pick "
+                        "(default: one run on every log)")
+    p.add_argument("--max-compaction-lag-ms", type=count, default=None,
+                   help="max.compaction.lag.ms: with --min-cleanable-dirty-ratio, a log "
+                        "whose dirty data is older than this is picked whatever its ratio")
     p.add_argument("--format", choices=["text", "json"], default="text")
     url_flags(p)
     p.set_defaults(func=lambda args: cmd_compact(args, resolve_path, storage_of))

@@ -619,3 +619,64 @@ def test_times_of_day_outside_one_day_fail_their_rows():
     assert errors.to_pylist() == [None] + ["a value the Arrow type cannot hold"] * 4 + [None]
     with pytest.raises(PayloadError, match="cannot hold"):
         reg.decode([frame(1, avro_bytes(plain, bad[0]))])
+
+
+def test_union_branches_of_one_short_name_in_two_namespaces():
+    """A union of a.X and b.X (records, then enums): a value takes the branch
+    of its full name, as fastavro's writer chose it, with that branch's fields
+    (the short name matches only where no full name does)."""
+    import io
+
+    import fastavro
+    records = [{"type": "record", "name": "X", "namespace": "a",
+                "fields": [{"name": "v", "type": "long"}]},
+               {"type": "record", "name": "X", "namespace": "b",
+                "fields": [{"name": "w", "type": "string"}]}]
+    enums = [{"type": "enum", "name": "E", "namespace": "a", "symbols": ["P", "Q"]},
+             {"type": "enum", "name": "E", "namespace": "b", "symbols": ["Q", "R"]}]
+    top = {"type": "record", "name": "Top", "fields": [
+        {"name": "u", "type": records}, {"name": "e", "type": enums}]}
+    values = [{"u": ("a.X", {"v": 1}), "e": ("b.E", "R")},
+              {"u": ("b.X", {"w": "hi"}), "e": ("a.E", "Q")},
+              {"u": ("a.X", {"v": -5}), "e": ("b.E", "Q")}]
+    payloads = [avro_bytes(top, v) for v in values]
+    reg = make_registry(("t-value", 1, 9, top))
+    arr, errors = reg.decode([frame(9, p) for p in payloads], on_error="null", with_errors=True)
+    assert errors.to_pylist() == [None] * 3
+    branch = {"a.X": 0, "b.X": 1, "a.E": 0, "b.E": 1}
+    for field in ("u", "e"):
+        # the branch the writer encoded: fastavro's union index, the first varint
+        want = [branch[v[field][0]] for v in values]
+        if field == "u":
+            assert want == [branch[fastavro.schemaless_reader(
+                io.BytesIO(p), fastavro.parse_schema(top, named_schemas={}),
+                return_record_name=True)["u"][0]] for p in payloads]
+        assert arr.field(field).type_codes.to_pylist() == want, field
+    got = arr.to_pylist()
+    assert [g["u"] for g in got] == [{"v": 1}, {"w": "hi"}, {"v": -5}]
+    assert [g["e"] for g in got] == ["R", "Q", "Q"]
+
+
+def test_a_map_that_repeats_a_key_holds_its_last_entry():
+    """Avro map blocks may repeat a key (a hand-written encoder, a merge of
+    two maps): fastavro's dict, as Java's HashMap, keeps the last value. The
+    bytes are written here by hand: a block of 3 entries a=1, b=2, a=3, then
+    a block of 1 entry b=4, then the end block; and a map in an array."""
+    def s(text):                       # Avro string: zigzag length, bytes
+        return bytes([len(text) * 2]) + text.encode()
+    schema = {"type": "record", "name": "M", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "int"}},
+        {"name": "ms", "type": {"type": "array", "items": {"type": "map", "values": "int"}}}]}
+    one_map = (bytes([3 * 2]) + s("a") + b"\x02" + s("b") + b"\x04" + s("a") + b"\x06"
+               + bytes([1 * 2]) + s("b") + b"\x08" + b"\x00")
+    plain = bytes([1 * 2]) + s("z") + b"\x0a" + b"\x00"
+    payload = one_map + bytes([2 * 2]) + one_map + plain + b"\x00"
+    want = avro_read(payload, schema)
+    assert want == {"m": {"a": 3, "b": 4}, "ms": [{"a": 3, "b": 4}, {"z": 5}]}
+    reg = make_registry(("t-value", 1, 11, schema))
+    arr = reg.decode([frame(11, payload)] * 2)
+    arr.validate(full=True)
+    for got in arr.to_pylist():
+        assert {k: v for k, v in got["m"]} == want["m"]
+        assert [dict(m) for m in got["ms"]] == want["ms"]
+        assert len(got["m"]) == 2 and [len(m) for m in got["ms"]] == [2, 1]

@@ -11,6 +11,7 @@ import numpy as np
 from kbatch._core._avro import AvroMachine, ColKind, Status
 from kbatch.errors import SchemaError
 from kbatch.payloads.avro_layout import Layout, RNode
+from kbatch.payloads.maps import map_array
 from kbatch.payloads.avro_program import ProgramBuilder
 from kbatch.payloads.avro_schema import AvroType
 
@@ -81,10 +82,7 @@ def to_arrow(node: RNode, parts: list, pa):
         key_len, _, _, key_data, key_offs = parts[node.key_col]
         keys = pa.Array.from_buffers(pa.string(), key_len, [None, pa.py_buffer(key_offs),
                                                             pa.py_buffer(key_data)])
-        entries = pa.StructArray.from_arrays(
-            [keys, value], fields=[pa.field("key", pa.string(), nullable=False), pa.field("value", value.type)])
-        return pa.Array.from_buffers(pa.map_(pa.string(), value.type), length,
-                                     [validity, pa.py_buffer(offs)], null_count=nulls, children=[entries])
+        return map_array(keys, value, offs, length, validity, nulls, pa)
     if kind == "union":
         kids = [to_arrow(k, parts, pa) for k in node.children]
         typ = pa.dense_union([pa.field(f.name, k.type) for f, k in zip(node.arrow, kids)],

@@ -179,6 +179,14 @@ class ProgramBuilder:
 
     @staticmethod
     def _pick(w: AvroType, r: RNode) -> int | None:
+        """The reader branch a writer type resolves to, as Avro's Java
+        resolver picks it: a named type of the same full name first (a.X
+        and b.X are two branches), then one that matches by short name or
+        alias, then one reached by promotion."""
+        if w.kind in ("record", "enum", "fixed"):
+            for i, b in enumerate(r.type.branches):
+                if b.kind == w.kind and b.name == w.name and matches(w, b, True):
+                    return i
         for exact in (True, False):
             for i, b in enumerate(r.type.branches):
                 if matches(w, b, exact):

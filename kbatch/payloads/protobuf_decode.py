@@ -42,6 +42,7 @@ import numpy as np
 from kbatch._core._avro import ColKind, Status
 from kbatch._core._protobuf import Mode, Presence, ProtoMachine, PType
 from kbatch.errors import SchemaError
+from kbatch.payloads.maps import map_array
 from kbatch.payloads.protobuf_schema import SCALARS, FieldDef, MessageDef, Pool
 
 WIDTH = {"double": 8, "float": 4, "int64": 8, "uint64": 8, "int32": 4, "fixed64": 8, "fixed32": 4,
@@ -265,15 +266,7 @@ def to_arrow(node: PNode, parts: list, pa):
                                      null_count=nulls, children=[item])
     if kind == "map":
         key, value = (to_arrow(k, parts, pa) for k in node.children)
-        entries = pa.StructArray.from_arrays([key, value], fields=[
-            pa.field("key", key.type, nullable=False), pa.field("value", value.type)])
-        keep = _last_of_each_key(key, offs, length, pa)
-        if keep is not None:
-            entries = entries.take(pa.array(keep))
-            offs = np.zeros(length + 1, np.int32)
-            np.cumsum(np.bincount(_rows_of(parts[node.col][4], length)[keep], minlength=length), out=offs[1:])
-        return pa.Array.from_buffers(pa.map_(key.type, value.type), length, [validity, pa.py_buffer(offs)],
-                                     null_count=nulls, children=[entries])
+        return map_array(key, value, offs, length, validity, nulls, pa)
     if kind == "oneof":
         indices = pa.Array.from_buffers(pa.int8(), length, [validity, pa.py_buffer(values)], null_count=nulls)
         return pa.DictionaryArray.from_arrays(indices, pa.array(node.symbols, pa.string()))
@@ -283,35 +276,6 @@ def to_arrow(node: PNode, parts: list, pa):
         return pa.Array.from_buffers(node.arrow, length, [validity, pa.py_buffer(offs), pa.py_buffer(values)],
                                      null_count=nulls)
     return pa.Array.from_buffers(node.arrow, length, [validity, pa.py_buffer(values)], null_count=nulls)
-
-
-def _rows_of(offs, length: int) -> np.ndarray:
-    """The map row of each entry."""
-    counts = np.diff(np.asarray(offs[:length + 1], np.int64))
-    return np.repeat(np.arange(length, dtype=np.int64), counts)
-
-
-def _last_of_each_key(key, offs, length: int, pa):
-    """The entries to keep so that a map holds each key once, its last
-    occurrence (protobuf: a later entry of a key replaces the earlier one),
-    in wire order; None when no map repeats a key."""
-    n = len(key)
-    if n < 2 or offs is None:
-        return None
-    import pyarrow.compute as pc
-
-    rows = _rows_of(offs, length)
-    if len(rows) != n:
-        raise ValueError("map offsets and entries disagree")
-    codes = (pc.dictionary_encode(key).indices if pa.types.is_string(key.type) or pa.types.is_binary(key.type)
-             else key).to_numpy(zero_copy_only=False)
-    order = np.lexsort((np.arange(n), codes, rows))
-    r, c = rows[order], codes[order]
-    last = np.ones(n, bool)
-    last[:-1] = (r[:-1] != r[1:]) | (c[:-1] != c[1:])
-    if last.all():
-        return None
-    return np.sort(order[last])
 
 
 def _enum_array(node: PNode, length, nulls, valid, values, pa):

@@ -309,7 +309,8 @@ def test_magic_one_guid_and_header_ids():
                       header_ids=[b"\x01" + guid.bytes, None]).to_pylist() == [77, 77]
     with pytest.raises(UnknownSchemaError):
         reg.decode([frame_guid(uuid.uuid4().bytes, payload)])
-    # a header of another length (a GUID with a byte more, an id with a byte less) is no header id
+    # a header with a byte more (only Protobuf's carries message indexes) or
+    # an id with a byte less is no header id of an Avro value
     arr, errors = reg.decode([payload, payload], header_ids=[b"\x01" + guid.bytes + b"\x00", b"\x00\x00\x00\x0b"],
                              on_error="null", with_errors=True)
     assert arr.to_pylist() == [None, None] and all(errors.to_pylist())
@@ -680,3 +681,30 @@ def test_a_map_that_repeats_a_key_holds_its_last_entry():
         assert {k: v for k, v in got["m"]} == want["m"]
         assert [dict(m) for m in got["ms"]] == want["ms"]
         assert len(got["m"]) == 2 and [len(m) for m in got["ms"]] == [2, 1]
+
+
+def test_header_framing_empty_datum_and_bytes_after_the_id():
+    """With the schema id in a header the value is the datum alone: an empty
+    value is a datum of zero bytes (a record without fields is a row, as
+    fastavro reads it), a null value a null row; a header with bytes after
+    the id (only Protobuf's carries message indexes) fails its row, named."""
+    guid = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    empty = {"type": "record", "name": "Empty", "fields": [{"name": "n", "type": "null"}]}
+    entries = export(("e-value", 1, 12, empty))
+    entries[0]["guid"] = str(guid)
+    reg = kbatch.registry(entries)
+    datum = avro_bytes(empty, {"n": None})
+    assert datum == b"" and avro_read(datum, empty) == {"n": None}
+    by_id, by_guid = b"\x00" + (12).to_bytes(4, "big"), b"\x01" + guid.bytes
+    arr, errors = reg.decode([b"", b"", None, frame(12, b""), b""],
+                             header_ids=[by_id, by_guid, by_id, None, by_id + b"\x00"],
+                             on_error="null", with_errors=True)
+    assert arr.to_pylist() == [{"n": None}, {"n": None}, None, {"n": None}, None]
+    assert errors.to_pylist()[:4] == [None] * 4
+    assert "after the schema id in its header" in errors[4].as_py()
+    assert "AVRO" in errors[4].as_py()
+    # a header too short for its framing, or of another magic byte
+    arr, errors = reg.decode([b"", b""], header_ids=[b"\x00\x00\x00", b"\x07"],
+                             on_error="null", with_errors=True)
+    assert arr.to_pylist() == [None, None]
+    assert "shorter" in errors[0].as_py() and "magic byte" in errors[1].as_py()

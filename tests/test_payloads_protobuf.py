@@ -607,3 +607,27 @@ def test_each_failed_row_gives_its_own_reason():
              for v in values]
     assert errors.to_pylist() == alone
     assert len(set(alone[:3])) == 3 and alone[3] is None and "mi.B" in alone[2]
+
+
+def test_schema_id_in_a_header_carries_the_message_indexes():
+    """Confluent's header framing (SchemaId.idToBytes / guidToBytes): magic,
+    id or guid, then the message indexes; the value is the message alone,
+    and an empty value is a message of defaults. A header without indexes,
+    or with bytes after them, fails its row with that reason."""
+    protos = Protos({"mi.proto": MULTI})
+    entries = [{"subject": "mi-value", "version": 1, "id": 3, "schemaType": "PROTOBUF",
+                "schema": MULTI, "guid": "12345678-1234-5678-1234-567812345678"}]
+    reg = kbatch.registry(entries)
+    guid = bytes.fromhex("12345678123456781234567812345678")
+    second = protos.cls("mi.Second")(b="x").SerializeToString()
+    first = protos.cls("mi.First")(a=1).SerializeToString()
+    by_id = frame_pb(3, b"", [1])                    # magic 0, id, indexes [1]
+    by_guid = b"\x01" + guid + by_id[5:]             # magic 1, guid, the same indexes
+    assert plain(reg.decode([second, second, b""], header_ids=[by_id, by_guid, by_id])) == \
+        [{"b": "x"}, {"b": "x"}, {"b": ""}]
+    assert plain(reg.decode([first], header_ids=[frame_pb(3, b"")])) == [{"a": 1}]
+    arr, errors = reg.decode([second, second], header_ids=[by_id[:5], by_id + b"\x00"],
+                             on_error="null", with_errors=True, message="mi.Second")
+    assert plain(arr) == [None, None]
+    assert "no message indexes after the schema id" in errors[0].as_py()
+    assert "bytes after the message indexes" in errors[1].as_py()

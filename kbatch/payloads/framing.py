@@ -7,16 +7,20 @@
         zig-zag varint count | count zig-zag varints; a single 0 means [0]
     a schema id in a header (HeaderSchemaIdSerializer): the header
         "__value_schema_id" / "__key_schema_id" holds magic 1 + guid (or magic 0 +
-        id) and the value is the payload alone
+        id), then for Protobuf the message indexes (SchemaId.guidToBytes /
+        idToBytes); the value is the datum alone
 
-A null or empty value is a null row, not an error. Anything else shorter
-than its framing, or with another magic byte, is a row that fails with
-``ST_FRAME`` / ``ST_MAGIC``.
+A null value is a null row, not an error; so is an empty value in prefix
+framing (it has no framing). With the id in a header, an empty value is a
+datum of zero bytes (an Avro record without fields, a Protobuf message of
+defaults). Anything else shorter than its framing, or with another magic
+byte, is a row that fails with ``ST_FRAME`` / ``ST_MAGIC``; bytes after the
+id in a header fail the row unless the payload is Protobuf.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -85,6 +89,9 @@ class Frames:
     guids: np.ndarray | None  # uint8 [n, 16] (zeros where not magic 1)
     start: np.ndarray       # int64
     end: np.ndarray         # int64
+    header_rows: np.ndarray | None = None   # bool: the id came from a header
+    header_rest: dict = field(default_factory=dict)   # row -> header bytes after the id
+    reasons: dict = field(default_factory=dict)       # row -> why its framing failed
 
 
 def gather(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -130,22 +137,48 @@ def split(rows: Rows) -> Frames:
 
 def from_headers(rows: Rows, header_ids: list) -> Frames:
     """Framing taken from a header per row (``header_ids[i]``: the header's
-    bytes, or None: the value then carries its own prefix)."""
+    bytes, or None: the value then carries its own prefix). A header row's
+    bytes after the id or guid (Protobuf's message indexes) are kept in
+    ``header_rest``."""
     prefixed = split(rows)
+    prefixed.header_rows = np.zeros(len(rows), bool)
     for i, raw in enumerate(header_ids):
-        if raw is None or prefixed.null[i]:
+        if raw is None or not rows.valid[i]:
             continue
+        raw = bytes(raw)
         prefixed.start[i] = rows.offsets[i]
         prefixed.status[i] = 0
-        if len(raw) == 1 + ID_BYTES and raw[0] == MAGIC_ID:
-            prefixed.ids[i] = int.from_bytes(raw[1:], "big", signed=True)
-            prefixed.guid_rows[i] = False
-        elif len(raw) == 1 + GUID_BYTES and raw[0] == MAGIC_GUID:
+        prefixed.null[i] = False        # the id is in the header: even no bytes are a datum
+        prefixed.header_rows[i] = True
+        prefixed.guid_rows[i] = False
+        prefixed.ids[i] = -1
+        if raw[:1] == bytes([MAGIC_ID]) and len(raw) >= 1 + ID_BYTES:
+            prefixed.ids[i] = int.from_bytes(raw[1:1 + ID_BYTES], "big", signed=True)
+            rest = raw[1 + ID_BYTES:]
+        elif raw[:1] == bytes([MAGIC_GUID]) and len(raw) >= 1 + GUID_BYTES:
             if prefixed.guids is None:
                 prefixed.guids = np.zeros((len(rows), GUID_BYTES), np.uint8)
             prefixed.guids[i] = np.frombuffer(raw[1:1 + GUID_BYTES], np.uint8)
             prefixed.guid_rows[i] = True
-            prefixed.ids[i] = -1
+            rest = raw[1 + GUID_BYTES:]
         else:
-            prefixed.status[i] = Status.ST_MAGIC
+            prefixed.status[i] = Status.ST_FRAME if raw[:1] in (b"\x00", b"\x01") \
+                else Status.ST_MAGIC
+            if prefixed.status[i] == Status.ST_FRAME:
+                prefixed.reasons[i] = "a schema id header shorter than its framing"
+            continue
+        if rest:
+            prefixed.header_rest[i] = rest
     return prefixed
+
+
+def refuse_header_rest(frames: Frames, live: np.ndarray, kind: str) -> None:
+    """Rows whose schema id header has bytes after the id fail (``ST_FRAME``)
+    unless the payload is Protobuf (whose header carries message indexes)."""
+    for i in sorted(frames.header_rest):
+        if live[i]:
+            frames.status[i] = Status.ST_FRAME
+            frames.reasons[i] = (f"{len(frames.header_rest[i])} byte(s) after the schema id "
+                                 f"in its header, which only Protobuf has (message indexes), "
+                                 f"not {kind}")
+            live[i] = False

@@ -224,6 +224,8 @@ class Registry:
         if len(kinds) > 1:
             raise SchemaError(f"one column holds {' and '.join(sorted(kinds))} payloads: decode them apart")
         kind = kinds.pop() if kinds else "AVRO"
+        if kind != "PROTOBUF":
+            framing.refuse_header_rest(frames, live, kind)
         if kind == "JSON" or (reader_schema is None and not present and subject is not None
                               and self.schema(self.latest(subject).id).schema_type == "JSON"):
             return self._decode_json(rows, frames, live, present, reader_schema, subject, on_error,
@@ -301,13 +303,17 @@ class Registry:
         n = len(rows)
         status = frames.status.copy()
         start = frames.start.copy()
+        reasons: dict = {}
         path = np.zeros((n, 16), np.int32)
         plen = np.zeros(n, np.int32)
-        message_indexes(rows.data, start, frames.end, live.astype(np.uint8), path, plen, status)
+        header = frames.header_rows if frames.header_rows is not None else np.zeros(n, bool)
+        message_indexes(rows.data, start, frames.end, (live & ~header).astype(np.uint8), path,
+                        plen, status)
+        if (live & header).any():
+            _header_indexes(frames, live & header, path, plen, status, reasons)
         live = live & (status == 0)
         names = np.full(n, -1, np.int32)
         found: list[str] = []
-        reasons: dict = {}
         first = live & (plen == 1) & (path[:, 0] == 0)
         for sid in present:
             of_id = live & (frames.ids == sid)
@@ -413,10 +419,35 @@ class Registry:
             if st in (Status.ST_RESOLVE, Status.ST_INDEXES) else None
         if st == Status.ST_RESOLVE and isinstance(sid, int):
             reason = self._ambiguity(sid) or reason
-        reason = reason or framing.REASONS.get(st, f"status {st}")
+        reason = frames.reasons.get(i) or reason or framing.REASONS.get(st, f"status {st}")
         cls = UnknownSchemaError if st == Status.ST_UNKNOWN_ID else PayloadError
         position = int(errpos[i]) if st < Status.ST_MAGIC else None
         return cls(reason, offset=offset, row=i, schema_id=sid, position=position)
+
+
+def _header_indexes(frames, rows, path, plen, status, reasons) -> None:
+    """Protobuf rows whose schema id came in a header: their message indexes
+    are the header's bytes after the id (SchemaId.guidToBytes), all of them;
+    none, or bytes left over, fail the row (``ST_INDEXES``)."""
+    from kbatch._core._protobuf import message_indexes
+    idx = np.flatnonzero(rows)
+    rests = [frames.header_rest.get(int(i), b"") for i in idx]
+    data = np.frombuffer(b"".join(rests), np.uint8) if any(rests) else np.zeros(0, np.uint8)
+    n = len(rows)
+    start, end = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    at = 0
+    for i, rest in zip(idx.tolist(), rests):
+        start[i], end[i] = at, at + len(rest)
+        at += len(rest)
+    message_indexes(data, start, end, rows.astype(np.uint8), path, plen, status)
+    for i, rest in zip(idx.tolist(), rests):
+        if not rest:
+            status[i] = Status.ST_INDEXES
+            reasons[("row", i)] = ("no message indexes after the schema id in its header "
+                                   "(Protobuf's header framing carries them)")
+        elif status[i] == 0 and start[i] != end[i]:
+            status[i] = Status.ST_INDEXES
+            reasons[("row", i)] = "bytes after the message indexes in the schema id header"
 
 
 def _times_in_range(array, status, errpos, datum_at):

@@ -708,3 +708,43 @@ def test_header_framing_empty_datum_and_bytes_after_the_id():
                              on_error="null", with_errors=True)
     assert arr.to_pylist() == [None, None]
     assert "shorter" in errors[0].as_py() and "magic byte" in errors[1].as_py()
+
+
+@pytest.mark.parametrize("ftype,default,want", [
+    (["float", "string"], "1.5", "1.5"),          # a JSON string: the string branch
+    (["int", "double"], 2.0, 2.0),                # a JSON double is no int default
+    ("double", "NaN", "nan"), ("double", "-Infinity", float("-inf")),
+    ("float", 3, 3.0),
+    ("double", "1_000", None), ("double", " 7 ", None), ("double", "inf", None),
+    ("int", 2.0, None), ("long", 1e2, None),
+    ({"type": "string", "logicalType": "uuid"}, "not-a-uuid", None),
+    ({"type": "string", "logicalType": "uuid"}, "12345678-1234-5678-1234-567812345678",
+     "12345678-1234-5678-1234-567812345678"),
+])
+def test_reader_defaults_as_java_validates_them(ftype, default, want):
+    """A reader field's default fills rows whose writer lacks the field: a
+    number default is a JSON number (floats: or "NaN"/"Infinity"/"-Infinity",
+    JacksonUtils' texts; ints: integral), a uuid default is a uuid. Values
+    Java's Schema.isValidDefault refuses are a SchemaError naming the field,
+    never a row error pointing into the datum; the accepted ones are the
+    value fastavro fills."""
+    import math
+    writer = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    reader = {"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": "int"}, {"name": "f", "type": ftype, "default": default}]}
+    reg = make_registry(("s-value", 1, 1, writer))
+    payload = frame(1, avro_bytes(writer, {"a": 1}))
+    if want is None:
+        with pytest.raises(KbatchError, match="field R.f: default"):
+            reg.decode([payload], reader_schema=json.dumps(reader))
+        return
+    got = reg.decode([payload], reader_schema=json.dumps(reader)).to_pylist()[0]["f"]
+    if isinstance(got, uuid.UUID):
+        got = str(got)
+    if want == "nan":
+        assert math.isnan(got)
+    else:
+        assert got == want
+        if not isinstance(ftype, dict) and default not in ("NaN", "Infinity", "-Infinity"):
+            # (fastavro fills the text itself where Java reads the number)
+            assert avro_read(avro_bytes(writer, {"a": 1}), writer, reader)["f"] == want

@@ -2,18 +2,23 @@
 an Avro binary datum of the field's type, so the compiled decoder fills a
 missing field by decoding it like any value.
 
-    null: null | boolean: true/false | int, long: integer | float, double:
-    number | bytes, fixed: a string whose code points 0-255 are the bytes |
-    string: string | enum: a symbol | array: list | map, record: object |
+    null: null | boolean: true/false | int, long: integer (not 2.0) | float,
+    double: number, or "NaN", "Infinity", "-Infinity" | bytes, fixed: a string whose code points 0-255 are the bytes |
+    string: string (a uuid: 8-4-4-4-12 hexadecimal digits) | enum: a symbol | array: list | map, record: object |
     union: a value of the first branch it fits (Avro 1.12 allows any branch)
 """
 
 from __future__ import annotations
 
+import re
 import struct
 
 from kbatch.errors import SchemaError
 from kbatch.payloads.avro_schema import AvroType
+
+
+NON_FINITE = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
 def zigzag(n: int) -> bytes:
@@ -37,7 +42,9 @@ def encode_default(t: AvroType, value, where: str) -> bytes:
 
 
 def _int(value, bits: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    """A JSON integer (not 2.0: Java's Schema.isValidDefault asks for an
+    integral number) in the range of ``bits``."""
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError("not an integer")
     v = int(value)
     if not -(1 << (bits - 1)) <= v < 1 << (bits - 1):
@@ -68,9 +75,14 @@ def _encode(t: AvroType, v, depth: int) -> bytes:
     if k == "long":
         return zigzag(_int(v, 64))
     if k in ("float", "double"):
-        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+        # a JSON number, or one of the texts Java's Avro writes for the
+        # numbers JSON lacks (JacksonUtils: "NaN", "Infinity", "-Infinity")
+        if isinstance(v, str) and v in NON_FINITE:
+            f = NON_FINITE[v]
+        elif isinstance(v, bool) or not isinstance(v, (int, float)):
             raise TypeError("not a number")
-        f = float(v)        # "NaN", "Infinity" as strings too
+        else:
+            f = float(v)
         return struct.pack("<f" if k == "float" else "<d", f)
     if k == "bytes":
         raw = _latin1(v)
@@ -78,6 +90,8 @@ def _encode(t: AvroType, v, depth: int) -> bytes:
     if k == "string":
         if not isinstance(v, str):
             raise TypeError("not a string")
+        if t.logical == "uuid" and not UUID_TEXT.fullmatch(v):
+            raise ValueError("not a uuid (8-4-4-4-12 hexadecimal digits)")
         raw = v.encode("utf-8")
         return zigzag(len(raw)) + raw
     if k == "fixed":

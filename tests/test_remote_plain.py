@@ -426,3 +426,30 @@ def test_timestamp_seeks_equal_local(s3, generated):
     segs = [s for s in remote.segments if s.base_offset <= 4321]
     assert s3.proxy.gets <= 3 * len(segs)
     assert s3.proxy.get_bytes < sum(s.source.size for s in segs) / 4
+
+
+def test_a_segment_key_that_is_also_a_prefix_is_still_read(s3, tmp_path):
+    """S3 lets a key be an object and a prefix at once (a copy tool's
+    ``.../00000000000000000008.log/manifest.json``): the segment object is
+    still a segment, so a partition and a data directory read every record
+    as the local copy does, never a quiet gap where that segment was."""
+    local = tmp_path / "data"
+    with kbatch.LogWriter(local / "t-0", segment_bytes=400, batch_records=2) as w:
+        w.append({"value": [b"v%02d" % i for i in range(30)]})
+    segs = sorted(p.name for p in (local / "t-0").glob("*.log"))
+    assert len(segs) >= 3
+    s3.put_dir(str(local), "twin")
+    s3.fs.pipe_file(f"{BUCKET}/twin/t-0/{segs[1]}/copy-manifest.json", b"{}")
+    s3.fs.pipe_file(f"{BUCKET}/twin/t-0/", b"")            # a console's folder marker
+    s3.fs.invalidate_cache()
+    want = kbatch.open_log(local / "t-0").read()
+    assert want.offset.tolist() == list(range(30))
+    remote = kbatch.open_log(f"s3://{BUCKET}/twin/t-0", storage_options=s3.options())
+    assert [s.location.name for s in remote.segments] == segs
+    same(remote.read(), want)
+    table = kbatch.read_table(f"s3://{BUCKET}/twin", storage_options=s3.options())
+    assert table.column("offset").to_pylist() == list(range(30))
+    assert kbatch.verify(f"s3://{BUCKET}/twin/t-0", storage_options=s3.options()).ok
+    seg = kbatch.read_segment(f"s3://{BUCKET}/twin/t-0/{segs[1]}", storage_options=s3.options())
+    assert seg.offset.tolist() == want.select_offsets(int(segs[1][:20]),
+                                                      int(segs[2][:20])).offset.tolist()

@@ -142,7 +142,9 @@ class Resolved:
             raise PathError(f"{self.name}: is a {self.kind.value}, not a segment")
         loc = self.location
         try:
-            siblings = {e.name: e for e in loc.parent.list()}
+            siblings = {}
+            for e in loc.parent.list():         # an object before a prefix of its name
+                siblings.setdefault(e.name, e)
         except PathError:
             siblings = {}
         if self.storage.layout == "tiered":

@@ -274,7 +274,10 @@ class ObjectTree:
             entry = self._entry(info)
             if entry.path == base or not entry.name:
                 continue       # some stores list the prefix itself
-            out[entry.name] = entry
+            # a key may be an object and a prefix at once (".../x.log" and
+            # ".../x.log/manifest.json"): both are listed, the object first,
+            # so neither the segment nor the folder is lost
+            out[(entry.name, not entry.is_file)] = entry
         return [out[k] for k in sorted(out)]
 
     def source(self, path: str, size: int | None = None, version=None) -> RemoteBytes:

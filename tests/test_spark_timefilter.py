@@ -3,6 +3,7 @@ bounds never changes the rows (Spark applies the exact filter), records and
 whole rolled segments (useIndex) outside are not decoded or shipped."""
 
 import datetime
+import pathlib
 
 import numpy as np
 import pytest
@@ -87,6 +88,30 @@ def test_use_index_skips_rolled_segments_older_than_the_bound(tmp_path):
     opts.ts_lo = cut - DAY_MS
     assert len(plan(opts)) == len(plan(Options.parse(walk))) > len(pruned)
     assert len(full) == 2000
+
+
+def test_a_stale_time_index_does_not_skip_a_segment(tmp_path):
+    """A rolled segment's .timeindex whose entries are ten days older than
+    its records (a stale or damaged copy, in order, each entry 12 bytes:
+    timestamp int64, relative offset int32), or cut to its first entry: the
+    batch headers, not the index, decide, and the segment is planned."""
+    import struct
+
+    part = _log(tmp_path)
+    cut = T0 + 7 * DAY_MS
+    segs = kbatch.open_log(part).segments
+    target = next(s for s in segs[:-1]
+                  if (kbatch.read_segment(s.path).timestamp >= cut).any())
+    ti = pathlib.Path(target.path).with_suffix(".timeindex")
+    raw = ti.read_bytes()
+    stale = b"".join(struct.pack(">qi", struct.unpack_from(">q", raw, i)[0] - 10 * DAY_MS,
+                                 struct.unpack_from(">i", raw, i + 8)[0])
+                     for i in range(0, len(raw), 12))
+    for damaged in (stale, stale[:12]):
+        ti.write_bytes(damaged)
+        opts = Options.parse({"path": str(part), "useIndex": "true"})
+        opts.ts_lo = cut
+        assert str(target.path) in {s.path for s in plan(opts)}
 
 
 def test_pushdown_on_and_off_give_the_same_rows(spark, tmp_path):  # noqa: F811

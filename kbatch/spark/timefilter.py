@@ -67,12 +67,20 @@ def prune(chunk: Records, lo: int | None, hi: int | None) -> Records:
 
 
 def segment_older_than(segment, lo: int) -> bool:
-    """A rolled segment whose every record is stamped before ``lo``, by its
-    time index's last entry: Kafka appends the segment's largest timestamp
-    when it rolls it and trusts that entry for time retention, as
-    ``useIndex`` trusts the indexes. An empty or unreadable index: False."""
+    """A rolled segment whose every record is stamped before ``lo``. Its
+    time index's last entry (the largest timestamp Kafka appends when it
+    rolls the segment) says which segments may be; that is confirmed from
+    the segment's own batch headers (the cached walk): every batch magic 2
+    with a max timestamp below ``lo``, and the walk reaching the end of the
+    file (damage past it is the read's to report). An index is a hint: a
+    stale or damaged copy must not drop records. No usable index: False."""
     try:
         ti = segment.time_index
     except Exception:   # noqa: BLE001 - no usable index: read the segment
         return False
-    return len(ti) > 0 and ti.max_timestamp() < lo
+    if not len(ti) or ti.max_timestamp() >= lo:
+        return False
+    bounds = segment.batch_bounds()
+    if not len(bounds) or int(bounds["position"][-1] + bounds["size"][-1]) != segment.size:
+        return False
+    return bool((bounds["magic"] == 2).all()) and int(bounds["max_timestamp"].max()) < lo

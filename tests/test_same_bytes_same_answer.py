@@ -123,3 +123,63 @@ def test_a_checkpoint_over_its_limit_is_the_same_error_everywhere(tmp_path):
         f.truncate(MAX_CHECKPOINT_BYTES + 1)        # sparse: no disk taken
     with pytest.raises(kbatch.CorruptRecordError, match="checkpoint file over"):
         read_checkpoint(big)
+
+
+def _damaged_below_and_above(tmp_path, name: str, flip) -> tuple:
+    """One .log of 400 records (batches of 10, offsets 0..399, written by
+    kafka-python's builder) with a byte of one batch flipped, once beside
+    its .index and .timeindex (an entry every batch) and once alone."""
+    import struct
+
+    batches = [build_batch([(1_700_000_000_000 + i, b"k%d" % i, b"v%03d" % i, [])
+                            for i in range(b, b + 10)], base_offset=b)
+               for b in range(0, 400, 10)]
+    log = bytearray(b"".join(batches))
+    flip(log, batches)
+    index, times, at = b"", b"", 0
+    for k, batch in enumerate(batches):
+        if k:                     # (the first batch's entry is implied: position 0)
+            index += struct.pack(">ii", 10 * k + 9, at)
+            times += struct.pack(">qi", 1_700_000_000_000 + 10 * k + 9, 10 * k + 9)
+        at += len(batch)
+    with_index, alone = tmp_path / name / "a" / "t-0", tmp_path / name / "b" / "t-0"
+    for d in (with_index, alone):
+        d.mkdir(parents=True)
+        (d / f"{0:020d}.log").write_bytes(bytes(log))
+    (with_index / f"{0:020d}.index").write_bytes(index)
+    (with_index / f"{0:020d}.timeindex").write_bytes(times)
+    return with_index, alone
+
+
+def test_damage_outside_a_range_does_not_depend_on_the_index_files(tmp_path):
+    """A batch with a wrong CRC below a range's start (or above its end):
+    the range reads the same records with or without the index files,
+    with use_index on or off, local or from a store, whole, in chunks or
+    as batch rows, as Kafka's fetch
+    passes batches below its offset by their headers: the offsets written
+    in the range, nothing skipped."""
+    def crc_of_first(log, batches):
+        log[17] ^= 1                                   # batch 0: offsets 0..9
+
+    def crc_of_last(log, batches):
+        log[-1] ^= 1                                   # batch 39: offsets 390..399
+    for name, flip, kw, want in (
+            ("below", crc_of_first, {"start_offset": 200}, list(range(200, 400))),
+            ("below-ts", crc_of_first, {"start_timestamp": 1_700_000_000_200},
+             list(range(200, 400))),
+            ("above", crc_of_last, {"end_offset": 100}, list(range(100)))):
+        with_index, alone = _damaged_below_and_above(tmp_path, name, flip)
+        for part in (with_index, alone):
+            url = _upload(part.parent, f"dmg-{name}-{part.parent.name}") + "/t-0"
+            for where in (str(part), url):
+                for use_index in (True, False):
+                    log = kbatch.open_log(where, use_index=use_index)
+                    got = log.read(**kw)
+                    assert got.offset.tolist() == want, (name, where, use_index)
+                    assert not got.skipped
+                    skip = log.read(on_corrupt="skip", **kw)
+                    assert skip.offset.tolist() == want and not skip.skipped
+                    chunks = list(log.iter(chunk_records=50, **kw))
+                    assert [o for c in chunks for o in c.offset.tolist()] == want
+                    rows = log.read(level="batches", **kw).column("records").to_pylist()
+                    assert sum(rows) == len(want)

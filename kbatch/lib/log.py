@@ -121,7 +121,8 @@ def _plan_chunks(plan: ReadPlan, lo: int, hi: int, opts: DecodeOptions, **kw):
     """``source.chunks`` of ``plan``. Damage met after an index seek: in
     the first chunk, the segment is read again from the walk's positions;
     later (chunks were given out), a seek inside a batch of the walk
-    raises (``kbatch.lib.plan.check_seek``), real damage is reported."""
+    raises (``kbatch.lib.plan.check_seek``), damage past the walk's stop
+    ends the chunks, other damage is reported."""
     source = plan.segment.source
     chunks = source.chunks(opts, start=plan.start, stop=plan.stop, **kw)
     if not plan.index_seek:
@@ -145,8 +146,14 @@ def _plan_chunks(plan: ReadPlan, lo: int, hi: int, opts: DecodeOptions, **kw):
             if _damaged(chunk, plan):
                 planner.check_seek(plan)
             yield chunk
-    except CorruptRecordError:
+    except CorruptRecordError as exc:
         planner.check_seek(plan)
+        # damage where the walk's range has already ended (the index left the
+        # stop at the segment's end): past the range, as for a walked read
+        stop = planner.rewalked(plan, lo, hi).stop
+        at = exc.batch_position if exc.batch_position is not None else exc.position
+        if stop is not None and at is not None and at >= stop:
+            return
         raise
 
 

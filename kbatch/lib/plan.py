@@ -144,9 +144,10 @@ def rewalked(plan: ReadPlan, lo: int, hi: int) -> ReadPlan:
     """``plan`` with the walk's positions for ``[lo, hi)`` in place of the
     index's (the same segment, the same ends)."""
     seg = plan.segment
-    start = start_position(seg, lo, False) if plan.start else 0
-    stop = None if plan.stop is None else stop_position(seg, hi, False)
-    return ReadPlan(seg, start, stop, plan.limit, False)
+    # (a start or stop the index left at the segment's ends is the walk's to
+    # decide too: no usable entry is not the walk's answer)
+    return ReadPlan(seg, start_position(seg, lo, False), stop_position(seg, hi, False),
+                    plan.limit, False)
 
 
 def check_seek(plan: ReadPlan) -> None:
@@ -188,8 +189,14 @@ def plan(segments, lo: int, hi: int, use_index: bool, *,
         start = start_position(seg, lo, use_index, read_follows) if k == 0 else 0
         whole_tail = (nxt is not None and nxt <= hi) or hi >= UNBOUNDED
         stop = None if k < len(chosen) - 1 or whole_tail else stop_position(seg, hi, use_index)
+        # the index (or its lack of a usable entry) chose the start of the
+        # first segment or the stop of the last one: a walk may choose other
+        # batches (it passes damaged batches below the range by their
+        # headers, as Kafka's fetch does), so damage met is decided by the walk
+        seek_start = k == 0 and lo > seg.base_offset
+        seek_stop = k == len(chosen) - 1 and not whole_tail
         plans.append(ReadPlan(seg, start, stop, nxt if overlapping else None,
-                              use_index and (start > 0 or stop is not None)))
+                              use_index and (seek_start or seek_stop)))
     return plans
 
 

@@ -9,6 +9,7 @@ not take go to pyarrow's reader: the answer must be the same either way."""
 from __future__ import annotations
 
 import datetime
+import decimal
 import json
 import re
 import struct
@@ -50,7 +51,7 @@ class _Pairs(list):
 def model(text: bytes):
     """The row a correct decoder gives (a dict), or FAIL."""
     try:
-        pairs = json.loads(text, object_pairs_hook=_Pairs)
+        pairs = json.loads(text, object_pairs_hook=_Pairs, parse_float=decimal.Decimal)
     except (ValueError, UnicodeDecodeError):
         return FAIL
     if not isinstance(pairs, _Pairs):
@@ -66,10 +67,14 @@ def model(text: bytes):
             row[name] = None
             continue
         if kind == "int":
+            # JSON Schema (draft 6 on): an integer is a number whose value
+            # is whole, 1.0 and 1e2 too (the literal's exact value)
+            if type(x) is decimal.Decimal and x.is_finite() and x == int(x):
+                x = int(x)
             if type(x) is not int or not -2 ** 63 <= x < 2 ** 63:
                 return FAIL
         elif kind == "float":
-            if type(x) not in (int, float):
+            if type(x) not in (int, float, decimal.Decimal):
                 return FAIL
             try:
                 x = float(x)

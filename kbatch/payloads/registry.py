@@ -276,9 +276,10 @@ class Registry:
             schema = json.loads(text)
         except ValueError as exc:
             raise SchemaError(f"a JSON Schema that is not JSON: {exc}") from None
-        typ = None if json_decode.says_nothing(schema) else json_decode.arrow_type(schema, pa,
-                                                                                   refs=refs)
-        array, reasons = json_decode.decode(rows.data, frames.start, frames.end, live, typ, pa)
+        typ = (None if json_decode.says_nothing(schema, refs)
+               else json_decode.arrow_type(schema, pa, refs=refs))
+        array, reasons = json_decode.decode(rows.data, frames.start, frames.end, live, typ, pa,
+                                            json_decode.accepts_null(schema, refs))
         failed = dict(reasons)                 # {row: why}: framing, then the JSON
         for i in np.flatnonzero(frames.status).tolist():
             failed[i] = str(self._error(i, frames.status, np.zeros(len(rows), np.int64), frames,

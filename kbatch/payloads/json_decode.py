@@ -19,7 +19,7 @@ value lacks is null), so versions of a subject decode into one type.
                           "name#/definitions/X": in the schema a reference
                           of the registry's record names (``refs``)
     anything else         string: the JSON text of the value (``{}``, an
-                          enum of mixed types, allOf...), ``_text``: no
+                          enum of mixed types, allOf...), ``json_python``: no
                           whitespace, members in the writer's order,
                           numbers as written; a JSON null is a null
 
@@ -41,9 +41,9 @@ which takes the common form of each and hands every other row back. All
 other values are parsed by pyarrow's JSON reader at once (a raw newline can
 only be whitespace in JSON, so each value becomes one line); when that
 fails, each value is parsed alone and the ones that do not parse or do not
-fit the type are converted in Python (``_python_read``: the forms the
+fit the type are converted in Python (``json_python.python_read``: the forms the
 reader does not take, such as an integer written 1.0) or become failed
-rows. A type holding JSON text is read by ``_python_read`` alone.
+rows. A type holding JSON text is read by ``python_read`` alone.
 """
 
 from __future__ import annotations
@@ -54,234 +54,9 @@ import re
 import numpy as np
 
 from kbatch.errors import PayloadError, SchemaError
-
-MAX_REF_DEPTH = 32
-
-
-def says_nothing(schema, refs=None) -> bool:
-    """A top-level JSON Schema that gives no fields: the type is inferred.
-    Its $refs are followed (``refs`` as for ``arrow_type``), and
-    ``"properties": {}`` says no more than no ``properties``; an object
-    whose ``additionalProperties`` is false allows no members and reads as
-    an empty struct, as nested."""
-    schema = _followed(schema, refs)
-    if schema is True or schema == {}:
-        return True
-    return (isinstance(schema, dict) and schema.get("type", "object") == "object"
-            and not schema.get("properties") and "$ref" not in schema
-            and schema.get("additionalProperties", True) is not False
-            and not any(k in schema for k in ("allOf", "anyOf", "oneOf", "items", "enum", "const")))
-
-
-def accepts_null(schema, refs=None, root=None, depth: int = 0) -> bool:
-    """Whether a top-level ``schema`` names null among its values (its
-    ``type`` lists null, an enum or const holds it, an anyOf/oneOf pairs it
-    with one schema, an allOf's members all do; $refs followed): the JSON
-    text ``null`` is then a null row, and otherwise a failed one."""
-    root = schema if root is None else root
-    if not isinstance(schema, dict) or depth > MAX_REF_DEPTH:
-        return False
-    if "$ref" in schema:
-        try:
-            target, root, refs = _resolve(schema["$ref"], root, refs)
-        except SchemaError:
-            return False
-        return accepts_null(target, refs, root, depth + 1)
-    t = schema.get("type")
-    if t is not None:
-        return t == "null" or (isinstance(t, list) and "null" in t)
-    if "enum" in schema:
-        return isinstance(schema["enum"], list) and None in schema["enum"]
-    if "const" in schema:
-        return schema["const"] is None
-    if _nullable_pair(schema) is not None:
-        return True
-    alls = schema.get("allOf")
-    return (isinstance(alls, list) and bool(alls)
-            and all(accepts_null(a, refs, root, depth + 1) for a in alls))
-
-
-def _followed(schema, refs):
-    """``schema`` with its $refs followed and a nullable pair (an anyOf or
-    oneOf of null and one schema) or a type of ``[T, "null"]`` read as its
-    non-null schema; ``schema`` itself where a $ref names nothing (then
-    ``arrow_type`` says why)."""
-    root = schema
-    for _ in range(MAX_REF_DEPTH):
-        if not isinstance(schema, dict):
-            return schema
-        if "$ref" in schema:
-            try:
-                schema, root, refs = _resolve(schema["$ref"], root, refs)
-            except SchemaError:
-                return schema
-            continue
-        pair = _nullable_pair(schema)
-        if pair is not None:
-            schema = pair
-            continue
-        t = schema.get("type")
-        if isinstance(t, list) and "null" in t and len(t) == 2:
-            return dict(schema, type=[k for k in t if k != "null"][0])
-        return schema
-    return schema
-
-
-def _nullable_pair(schema):
-    """The non-null member of an ``anyOf`` or ``oneOf`` of null and one
-    schema (Confluent's generator writes nullable fields so), or None."""
-    if "type" in schema or "properties" in schema:
-        return None
-    for word in ("anyOf", "oneOf"):
-        alts = schema.get(word)
-        if isinstance(alts, list) and len(alts) == 2:
-            real = [a for a in alts if not (isinstance(a, dict) and a.get("type") == "null")]
-            if len(real) == 1:
-                return real[0]
-    return None
-
-
-def _resolve(ref, root, refs):
-    """(the schema, its root, its refs) that a ``$ref`` names: a definition
-    of ``root`` (``#/definitions/X``, ``#/$defs/X``), or a schema the
-    registry's references name, whole or a definition in it."""
-    doc, _, fragment = ref.partition("#") if isinstance(ref, str) else ("", "", "")
-    target_root, target_refs = root, refs
-    if doc:                                   # another schema the registry holds
-        found = (refs(doc) if callable(refs) else (refs or {}).get(doc)) if refs else None
-        if found is None:
-            raise SchemaError(f"JSON Schema $ref {ref!r}: no schema reference named {doc!r} "
-                              "(a schema's references name the documents its $refs read)")
-        target_root, target_refs = found
-    if not fragment:
-        if doc:
-            return target_root, target_root, target_refs
-    else:
-        for prefix in ("/definitions/", "/$defs/"):
-            if fragment.startswith(prefix) and isinstance(target_root, dict):
-                target = (target_root.get(prefix[1:-1]) or {}).get(fragment[len(prefix):])
-                if target is not None:
-                    return target, target_root, target_refs
-    raise SchemaError(f"JSON Schema $ref {ref!r}: only #/definitions or #/$defs refs, "
-                      "in this schema or in one its references name, are read")
-
-
-_JSON_TEXT = {}
-
-
-def json_text_type(pa):
-    """The type ``arrow_type`` gives a value held as its JSON text (a schema
-    that names no one type: ``{}``, an enum or const of mixed types,
-    ``allOf``...): an extension of string, so that ``decode`` knows to write
-    the text; the arrays ``decode`` gives hold it as a plain string."""
-    if "type" not in _JSON_TEXT:
-        class JsonText(pa.ExtensionType):
-            def __init__(self):
-                super().__init__(pa.string(), "kbatch.json_text")
-
-            def __arrow_ext_serialize__(self):
-                return b""
-
-            @classmethod
-            def __arrow_ext_deserialize__(cls, storage_type, serialized):
-                return cls()
-
-        _JSON_TEXT["type"] = JsonText()
-    return _JSON_TEXT["type"]
-
-
-def public_type(t, pa):
-    """``t`` with its JSON text fields as plain strings: the type of the
-    arrays ``decode`` gives for ``t``."""
-    if _is_text(t):
-        return pa.string()
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, public_type(f.type, pa)) for f in t])
-    if pa.types.is_list(t):
-        return pa.list_(public_type(t.value_type, pa))
-    return t
-
-
-def _is_text(t) -> bool:
-    return getattr(t, "extension_name", None) == "kbatch.json_text"
-
-
-def _has_text(t, pa) -> bool:
-    """Whether ``t`` holds a JSON text field (at any depth)."""
-    return t is not None and public_type(t, pa) != t
-
-
-def _kind_of_values(values) -> str | None:
-    """The JSON Schema type of an enum's (or const's) values when they all
-    have one (null aside; integers and numbers together are numbers), else
-    None."""
-    kinds = {"boolean" if isinstance(v, bool) else "integer" if isinstance(v, int)
-             else "number" if isinstance(v, float) else "string" if isinstance(v, str)
-             else "other" for v in values if v is not None}
-    if kinds == {"integer", "number"}:
-        return "number"
-    if not kinds:
-        return "null"
-    return kinds.pop() if len(kinds) == 1 and "other" not in kinds else None
-
-
-def arrow_type(schema, pa, root=None, depth: int = 0, refs=None, nested: bool = False):
-    """The Arrow type of a JSON Schema. ``refs``: the schemas its registry
-    references name (``{name: (schema, their refs)}``, or a function of a
-    name giving that pair or None), for a ``$ref`` to ``name`` or
-    ``name#/definitions/X``; local refs (``#/definitions/X``,
-    ``#/$defs/X``) resolve in ``root``. A schema that names no one type is
-    ``json_text_type`` (``decode`` gives its values' JSON text)."""
-    root = schema if root is None else root
-    if depth > MAX_REF_DEPTH:
-        raise SchemaError("a JSON Schema whose $refs nest too deeply (recursive?)")
-    if not isinstance(schema, dict):
-        return json_text_type(pa)
-    if "$ref" in schema:
-        target, target_root, target_refs = _resolve(schema["$ref"], root, refs)
-        return arrow_type(target, pa, target_root, depth + 1, target_refs, nested)
-    pair = _nullable_pair(schema)
-    if pair is not None:                      # [null, T]: a nullable T
-        return arrow_type(pair, pa, root, depth + 1, refs, nested)
-    for word in ("anyOf", "oneOf"):
-        alts = schema.get(word)
-        if isinstance(alts, list) and "type" not in schema and "properties" not in schema:
-            real = [a for a in alts if not (isinstance(a, dict) and a.get("type") == "null")]
-            raise SchemaError(f"a JSON Schema {word} of {len(real)} types has no one Arrow type "
-                              "(kbatch reads one type per field): decode with a reader_schema "
-                              "that names one")
-    t = schema.get("type")
-    if isinstance(t, list):
-        kinds = [k for k in t if k != "null"]
-        if len(kinds) > 1:
-            raise SchemaError(f"a JSON Schema type {t} has no one Arrow type (kbatch reads one "
-                              "type per field): decode with a reader_schema that names one")
-        t = kinds[0] if kinds else "null"
-    if t is None and "properties" in schema:
-        t = "object"
-    if t is None and isinstance(schema.get("enum"), list):
-        t = _kind_of_values(schema["enum"])
-    elif t is None and "const" in schema:
-        t = _kind_of_values([schema["const"]])
-    if t == "object":
-        props = schema.get("properties") or {}
-        if not props and nested and schema.get("additionalProperties", True) is not False:
-            # its members would all be dropped: a row that looks whole but is not
-            raise SchemaError("a JSON Schema object that declares no properties (its members "
-                              "only allowed by additionalProperties) has no Arrow columns: "
-                              "its contents would be dropped; decode with a reader_schema that "
-                              "declares them, or without a schema (inferred)")
-        return pa.struct([pa.field(k, arrow_type(v, pa, root, depth, refs, True))
-                          for k, v in props.items()])
-    if t == "array":
-        return pa.list_(arrow_type(schema.get("items", {}), pa, root, depth, refs, True))
-    if t == "string":
-        fmt = schema.get("format")
-        return pa.timestamp("us", "UTC") if fmt == "date-time" else pa.date32() if fmt == "date" else pa.string()
-    scalar = {"integer": pa.int64(), "number": pa.float64(), "boolean": pa.bool_(),
-              "null": pa.null()}.get(t)
-    return json_text_type(pa) if scalar is None else scalar
-
+from kbatch.payloads.json_python import after_bom, cast_read, python_read, readable_type
+from kbatch.payloads.json_schema import (has_text, accepts_null, arrow_type, public_type,
+                                         says_nothing)
 
 def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarray, typ, pa,
            nullable: bool = False):
@@ -289,13 +64,13 @@ def decode(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndarra
     failed) for rows ``live``; other rows null. A value whose JSON text is
     ``null`` is a null row where ``nullable`` (the schema names null:
     ``accepts_null``), a failed row otherwise. A UTF-8 byte order mark
-    before a value is skipped (``_after_bom``).
+    before a value is skipped (``after_bom``).
 
     A flat object type (scalar fields only: ``_flat_kinds``) goes through
     the compiled decoder (``kbatch._core._json``); the rows it leaves
     (another form than it takes) and every other type through
     ``_general``."""
-    start = _after_bom(data, start, end, live)
+    start = after_bom(data, start, end, live)
     kinds = _flat_kinds(typ, pa)
     if kinds is not None and live.any():
         done = _flat(data, start, end, live, typ, kinds, pa, nullable)
@@ -367,10 +142,10 @@ def _general(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndar
              nullable: bool = False):
     """``decode`` by pyarrow's JSON reader: the values read at once, or
     value by value to find those that fail; a value the reader refuses is
-    converted by ``_python_read`` (which takes the forms the reader does not:
+    converted by ``python_read`` (which takes the forms the reader does not:
     an integer written ``1.0``), or fails. Values that are not UTF-8 fail
     first (the reader would pass their bytes into its strings); a type
-    holding JSON text is read by ``_python_read`` alone."""
+    holding JSON text is read by ``python_read`` alone."""
     import pyarrow.json as pj
 
     from kbatch._core._json import invalid_utf8
@@ -396,8 +171,8 @@ def _general(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndar
         target = typ
     else:
         target = pa.struct([pa.field("v", typ)])
-    if _has_text(target, pa):
-        good, why = _python_read([bytes(data[start[i]:end[i]]) for i in rows.tolist()], target,
+    if has_text(target, pa):
+        good, why = python_read([bytes(data[start[i]:end[i]]) for i in rows.tolist()], target,
                                  wrap, pa)
         for k, i in enumerate(rows.tolist()):
             reasons[i] = why[k]
@@ -434,7 +209,7 @@ def _general(data: np.ndarray, start: np.ndarray, end: np.ndarray, live: np.ndar
             refused_rows, refused = ok_rows + refused_rows, ok_texts + refused
             ok_rows, good = [], pa.array([], target)
         if refused:                  # the forms the reader does not take, or failed rows
-            rescued, why = _python_read(refused, target, wrap, pa)
+            rescued, why = python_read(refused, target, wrap, pa)
             for i, reason in zip(refused_rows, why):
                 reasons[i] = reason
             ok_rows += [i for i, reason in zip(refused_rows, why) if reason is None]
@@ -508,11 +283,11 @@ def _inferred(data, start, end, rows, reasons, n, pj, pa):
                               "cannot give them one type): decode them with a JSON Schema")
     if good is None:
         good = pa.array([], pa.struct([]))
-    if len(rows) and _readable(good.type, pa) != good.type:
+    if len(rows) and readable_type(good.type, pa) != good.type:
         # the inference reads ISO-looking strings as timestamps (an offset
         # applied then dropped, a bare date as midnight): read them again as
         # the strings they are (a row equals json.loads of its value)
-        target = _readable(good.type, pa)
+        target = readable_type(good.type, pa)
         again = _read_in_place(data, start[rows], end[rows], rows, reasons, target, pj, pa)
         if again is None:
             again = _read([bytes(data[start[i]:end[i]]) for i in rows.tolist()], target, False,
@@ -604,7 +379,7 @@ def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):
                 body[rel_s[k]:rel_e[k]] = 32
                 body[rel_s[k]:rel_s[k] + 2] = (123, 125)        # "{}" keeps the row's line
     body[rel_s[1:] - 1] = 10                                # one line per value
-    readable = _readable(target, pa) if target is not None else None
+    readable = readable_type(target, pa) if target is not None else None
     try:
         table = pj.read_json(pa.py_buffer(text), parse_options=_parse_options(readable, pj, pa),
                              read_options=pj.ReadOptions(block_size=max(len(text), 1 << 20)))
@@ -617,7 +392,7 @@ def _read_in_place(data, starts, ends, rows, reasons, target, pj, pa):
     arr = table.to_struct_array()
     arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
     try:
-        return _cast(arr, target, pa)
+        return cast_read(arr, target, pa)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None                   # a value the type refuses (a date that is not one):
                                       # read them apart, to name it
@@ -638,7 +413,7 @@ def _read(texts: list, target, wrap: bool, pj, pa):
         return pa.array([], target)
     body = b"\n".join((b'{"v":' + t.replace(b"\n", b" ").replace(b"\r", b" ") + b"}") if wrap
                       else t.replace(b"\n", b" ").replace(b"\r", b" ") for t in texts) + b"\n"
-    readable = _readable(target, pa) if target is not None else None
+    readable = readable_type(target, pa) if target is not None else None
     try:
         table = pj.read_json(pa.py_buffer(body), parse_options=_parse_options(readable, pj, pa),
                              read_options=pj.ReadOptions(block_size=max(len(body), 1 << 20)))
@@ -646,7 +421,7 @@ def _read(texts: list, target, wrap: bool, pj, pa):
             return None
         arr = table.to_struct_array()
         arr = arr.combine_chunks() if hasattr(arr, "combine_chunks") else arr
-        return _cast(arr, target, pa)
+        return cast_read(arr, target, pa)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return None
 
@@ -656,240 +431,6 @@ def _parse_options(readable, pj, pa):
         return pj.ParseOptions(newlines_in_values=False)
     return pj.ParseOptions(explicit_schema=pa.schema(list(readable)), unexpected_field_behavior="ignore",
                            newlines_in_values=False)
-
-
-def _readable(t, pa):
-    """``t`` as pyarrow's JSON reader can fill it: dates and date-times read
-    as strings, cast after (the reader takes a date-time without a UTC
-    offset as UTC; the cast refuses it, as RFC 3339 does: the row fails)."""
-    if pa.types.is_date32(t) or pa.types.is_timestamp(t):
-        return pa.string()
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _readable(f.type, pa)) for f in t])
-    if pa.types.is_list(t):
-        return pa.list_(_readable(t.value_type, pa))
-    return t
-
-
-# RFC 3339 (section 5.6) date-time: seconds and a Z or +-HH:MM offset are
-# required (pyarrow's cast also takes 10:00Z, 10Z and +0200); a space for
-# the T as section 5.6's note allows, upper-case T and Z only, as the
-# compiled decoder
-_RFC3339_DATE_TIME = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?"
-                      r"(Z|[+-][0-9]{2}:[0-9]{2})$")
-
-
-def _cast(arr, target, pa):
-    """``arr`` (read as ``_readable(target)``) cast to ``target``; raises
-    ArrowInvalid for a date or date-time the type refuses, as the cast
-    does, and for a date-time that is not RFC 3339's (``_check_times``)."""
-    if target is None or _readable(target, pa) == target:
-        return arr
-    _check_times(arr, target, pa)
-    return arr.cast(target)
-
-
-def _check_times(arr, t, pa) -> None:
-    """Raises ArrowInvalid when a string of ``arr`` read for a date-time of
-    ``t`` (at any depth) is not an RFC 3339 date-time."""
-    import pyarrow.compute as pc
-    if pa.types.is_timestamp(t):
-        if arr.null_count < len(arr):
-            ok = pc.match_substring_regex(arr, _RFC3339_DATE_TIME)
-            if not pc.all(ok).as_py():
-                raise pa.ArrowInvalid("a date-time that is not RFC 3339's (seconds and a Z "
-                                      "or +-HH:MM offset)")
-    elif pa.types.is_struct(t):
-        for child, field in zip(arr.flatten(), t):
-            _check_times(child, field.type, pa)
-    elif pa.types.is_list(t):
-        _check_times(arr.flatten(), t.value_type, pa)
-
-
-_BOM = (0xEF, 0xBB, 0xBF)
-
-
-def _after_bom(data, start, end, live) -> np.ndarray:
-    """``start`` past a UTF-8 byte order mark that begins a live value.
-    RFC 8259 (8.1) lets a parser ignore one (a writer must not add it);
-    Python's json.loads of bytes does, and pyarrow's reader does at the
-    start of its buffer only, so every value is read without it."""
-    rows = np.flatnonzero(live & (end - start >= 3))
-    if not len(rows):
-        return start
-    at = np.asarray(data)
-    s = start[rows]
-    bom = (at[s] == _BOM[0]) & (at[s + 1] == _BOM[1]) & (at[s + 2] == _BOM[2])
-    if not bom.any():
-        return start
-    start = start.copy()
-    start[rows[bom]] += 3
-    return start
-
-
-class _Number(str):
-    """A JSON number as json.loads met it: its literal text."""
-
-
-class _Pairs(list):
-    """A JSON object as json.loads met it: its (key, value) pairs, in order
-    (a repeated key kept)."""
-
-
-class _Misfit(ValueError):
-    """A value that is not JSON or not of the reader's type: the reason."""
-
-
-def _no_constant(name):
-    raise ValueError(f"{name} is not JSON")
-
-
-def _loads(text: bytes):
-    """The JSON value of ``text`` (UTF-8) with objects as ``_Pairs`` and
-    numbers as ``_Number``; ``_Misfit`` when it is not JSON (NaN and
-    Infinity, which json.loads takes, included)."""
-    try:
-        return json.loads(text.decode("utf-8"), object_pairs_hook=_Pairs, parse_int=_Number,
-                          parse_float=_Number, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise _Misfit(f"not JSON: {exc}") from None
-    except RecursionError:
-        raise _Misfit("not read: a JSON value nested too deeply") from None
-
-
-def _python_read(texts: list, target, wrap: bool, pa):
-    """(an array of ``public_type(target)`` of the ``texts`` that are
-    values of ``target``, in order; a reason per text, None for those):
-    each value parsed by json.loads and converted by ``_value``, where
-    pyarrow's JSON reader cannot go (JSON text fields, an integer written
-    ``1.0``). Dates and date-times are cast as the reader's are."""
-    public = public_type(target, pa)
-    readable = _readable(public, pa)
-    values, reasons = [], []
-    for text in texts:
-        try:
-            value = _loads(text)
-            if wrap:
-                value = {"v": _value(value, target.field(0).type, pa, "")}
-            elif not isinstance(value, _Pairs):
-                raise _Misfit("a JSON value that is not an object")
-            else:
-                value = _value(value, target, pa, "")
-        except _Misfit as exc:
-            reasons.append(str(exc))
-            continue
-        except RecursionError:
-            reasons.append("not read: a JSON value nested too deeply")
-            continue
-        values.append(value)
-        reasons.append(None)
-    try:
-        return _cast(pa.array(values, readable), public, pa), reasons
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        pass
-    kept, k = [], 0                   # a date or date-time the type refuses: each alone
-    for j, why in enumerate(reasons):
-        if why is not None:
-            continue
-        try:
-            kept.append(_cast(pa.array([values[k]], readable), public, pa))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            reasons[j] = ("a JSON value whose types do not fit the reader's schema "
-                          "(a date or date-time that is not one)")
-        k += 1
-    return (pa.concat_arrays(kept) if kept else pa.array([], public)), reasons
-
-
-def _misfit(where: str, x, what: str) -> _Misfit:
-    return _Misfit(f"a JSON value whose types do not fit the reader's schema ({where or 'the value'}: "
-                   f"{_text(x)[:40]} is not {what})")
-
-
-def _value(x, t, pa, where: str):
-    """The Python value that JSON value ``x`` (as ``_loads`` gives it) is
-    in Arrow type ``t`` (dates and date-times as their strings); raises
-    ``_Misfit`` when it is not one. Null is null; a JSON text field holds
-    ``_text(x)``; an integer is any number whose value is a whole number
-    within int64 (JSON Schema from draft 6: ``1.0`` and ``1e2`` are
-    integers); an object with a repeated key fails, as pyarrow's reader
-    fails it."""
-    if x is None:
-        return None
-    if _is_text(t):
-        return _text(x)
-    if pa.types.is_struct(t):
-        if not isinstance(x, _Pairs):
-            raise _misfit(where, x, "an object")
-        members = dict(x)
-        if len(members) != len(x):
-            raise _misfit(where, x, "an object without a repeated key")
-        return {f.name: _value(members.get(f.name), f.type, pa,
-                                   f"{where}.{f.name}" if where else f.name) for f in t}
-    if pa.types.is_list(t):
-        if not isinstance(x, list) or isinstance(x, _Pairs):
-            raise _misfit(where, x, "an array")
-        return [_value(v, t.value_type, pa, f"{where}[{k}]") for k, v in enumerate(x)]
-    if isinstance(x, _Number):
-        if t == pa.int64():
-            return _integer(x, where)
-        if t == pa.float64():
-            value = float(x)
-            if value - value != 0:
-                raise _misfit(where, x, "a number within the double range")
-            return value
-    elif isinstance(x, bool):
-        if t == pa.bool_():
-            return x
-    elif isinstance(x, str):
-        if pa.types.is_string(t) or pa.types.is_date32(t) or pa.types.is_timestamp(t):
-            try:
-                x.encode("utf-8")
-            except UnicodeEncodeError:
-                raise _misfit(where, x, "Unicode text (a lone surrogate escape)") from None
-            return x
-    raise _misfit(where, x, "a string" if pa.types.is_string(t) else
-                  "a date string" if pa.types.is_date32(t) else
-                  "a date-time string" if pa.types.is_timestamp(t) else
-                  {"int64": "an integer", "double": "a number", "bool": "a boolean",
-                   "null": "null"}.get(str(t), str(t)))
-
-
-def _integer(literal: str, where: str) -> int:
-    """A JSON number literal as an int64, when its value is a whole number
-    in range (read exactly, as a decimal: ``1.0000000000000001`` is not)."""
-    from decimal import Decimal
-    value = Decimal(literal)
-    if not -(1 << 63) <= value < (1 << 63):
-        raise _misfit(where, _Number(literal), "an integer within int64")
-    _sign, digits, exponent = value.as_tuple()
-    if exponent < 0 and any(digits[exponent:]):
-        raise _misfit(where, _Number(literal), "an integer")
-    return int(value)
-
-
-def _text(x) -> str:
-    """The JSON text of a value as ``_loads`` gives it: no whitespace,
-    members in the writer's order (a repeated key kept), numbers as the
-    writer wrote them, strings as json.dumps writes them (UTF-8, not
-    \\u escapes, unless a lone surrogate needs one)."""
-    if isinstance(x, _Pairs):
-        return "{" + ",".join(_string(k) + ":" + _text(v) for k, v in x) + "}"
-    if isinstance(x, list):
-        return "[" + ",".join(_text(v) for v in x) + "]"
-    if isinstance(x, _Number):
-        return str.__str__(x)
-    if isinstance(x, str):
-        return _string(x)
-    return json.dumps(x)
-
-
-def _string(s: str) -> str:
-    text = json.dumps(s, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:          # a lone surrogate: its \\u escape
-        text = json.dumps(s)
-    return text
 
 
 class JsonValues:

@@ -179,7 +179,45 @@ def test_damage_outside_a_range_does_not_depend_on_the_index_files(tmp_path):
                     assert not got.skipped
                     skip = log.read(on_corrupt="skip", **kw)
                     assert skip.offset.tolist() == want and not skip.skipped
-                    chunks = list(log.iter(chunk_records=50, **kw))
-                    assert [o for c in chunks for o in c.offset.tolist()] == want
+                    for size in (50, 95, 1000):    # chunks ending before, at and past the damage
+                        chunks = list(log.iter(chunk_records=size, **kw))
+                        assert [o for c in chunks for o in c.offset.tolist()] == want
                     rows = log.read(level="batches", **kw).column("records").to_pylist()
                     assert sum(rows) == len(want)
+
+
+@pytest.mark.spark
+def test_spark_passes_damage_outside_a_range_as_the_python_read_does(tmp_path):
+    """The same damaged segments through Spark (local[2]): records, the
+    header count path and level=batches sums equal the Python read's, with
+    and without the index files."""
+    import shutil
+
+    if shutil.which("java") is None:
+        pytest.skip("Java is not installed")
+    import kbatch.spark as ks
+
+    from .conftest import shared_spark
+    spark = shared_spark()
+    ks.register(spark)
+
+    def crc_of_first(log, batches):
+        log[17] ^= 1
+
+    def crc_of_last(log, batches):
+        log[-1] ^= 1
+    for name, flip, options, want in (
+            ("below", crc_of_first, {"startingOffsets": '{"t": {"0": 200}}'},
+             list(range(200, 400))),
+            ("above", crc_of_last, {"endingOffsets": '{"t": {"0": 100}}'}, list(range(100)))):
+        for part in _damaged_below_and_above(tmp_path, name, flip):
+            reader = spark.read.format("kbatch")
+            for k, v in options.items():
+                reader = reader.option(k, v)
+            rows = reader.load(str(part)).select("offset").collect()
+            assert sorted(r["offset"] for r in rows) == want, (name, part)
+            assert ks.count(spark, str(part), **options) == len(want)
+            counted = spark.read.format("kbatch").option("columns", "partition")
+            for k, v in options.items():
+                counted = counted.option(k, v)
+            assert counted.load(str(part)).count() == len(want)

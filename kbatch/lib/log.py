@@ -141,20 +141,34 @@ def _plan_chunks(plan: ReadPlan, lo: int, hi: int, opts: DecodeOptions, **kw):
     if first is None:
         return
     yield first
+    resume = after_chunk(first, plan.start)
     try:
         for chunk in chunks:
             if _damaged(chunk, plan):
                 planner.check_seek(plan)
             yield chunk
+            resume = after_chunk(chunk, resume)
     except CorruptRecordError as exc:
         planner.check_seek(plan)
         # damage where the walk's range has already ended (the index left the
-        # stop at the segment's end): past the range, as for a walked read
+        # stop at the segment's end): past the range, as for a walked read;
+        # what the chunk being decoded held is read again up to that stop
         stop = planner.rewalked(plan, lo, hi).stop
         at = exc.batch_position if exc.batch_position is not None else exc.position
         if stop is not None and at is not None and at >= stop:
+            if resume < stop:
+                yield from source.chunks(opts, start=resume, stop=stop, **kw)
             return
         raise
+
+
+def after_chunk(chunk: Records, position: int) -> int:
+    """Where the bytes after ``chunk``'s last batch start (``position`` when
+    it holds none)."""
+    bt = chunk.batches
+    if not len(bt):
+        return position
+    return max(position, int(bt.position[-1]) + int(bt.size[-1]))
 
 
 def _steered(plans: list[ReadPlan]) -> bool:

@@ -29,8 +29,10 @@ import pyarrow as pa
 
 from kbatch.lib.batchrows import (BATCH_COLUMNS, count_batches, decoded_counts, kept_part,
                                   merge_parts, part_arrays)
+from kbatch.errors import CorruptRecordError
+from kbatch.lib import plan as planner
 from kbatch.lib.decoder import header_rows
-from kbatch.lib.log import check_segment_end
+from kbatch.lib.log import after_chunk, check_segment_end
 from kbatch.lib.records import BatchTable, Records
 from kbatch.lib.segment import DecodeOptions
 from kbatch.spark import payloads
@@ -88,8 +90,11 @@ def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
     if not set(schema.names) <= HEADER_COLUMNS or o.on_corrupt != "fail":
         return None
     source = piece.segment.source
-    with source.window(piece.start, piece.stop) as view:
-        counted = _count_from_headers(view, source.name, piece, o)
+    try:
+        with source.window(piece.start, piece.stop) as view:
+            counted = _count_from_headers(view, source.name, piece, o)
+    except CorruptRecordError:
+        return None       # the decode decides (damage outside the range is passed)
     if counted is None:
         return None
     return _constant_batches(counted, piece, schema, o.chunk_records)
@@ -97,9 +102,54 @@ def header_count_batches(piece, o: KafkaOptions, schema: pa.Schema):
 
 def _checked_chunks(source, piece, opts: DecodeOptions, **kw):
     """The slice's chunks, its segment's end checked (a segment that is not
-    its partition's last must end at a batch boundary), damage logged."""
+    its partition's last must end at a batch boundary), damage logged.
+    Damage that lies wholly below the partition's range or past its end
+    (the index, or its lack of an entry, placed the slice's ends; a walk
+    over the batch headers would not have read there, nor Kafka's fetch)
+    is passed: the slice goes on where the walk starts, or is read again
+    from its last whole chunk up to where the walk stops."""
     path = source.name
-    for chunk in source.chunks(opts, start=piece.start, stop=piece.stop, **kw):
+    start, stop = piece.start, piece.stop
+    while True:
+        resume = start
+        try:
+            for chunk in _chunks_from(source, piece, start, stop, opts, path, **kw):
+                yield chunk
+                resume = after_chunk(chunk, resume)
+            return
+        except CorruptRecordError as exc:
+            moved = _outside_the_range(piece, exc, start, stop, resume)
+            if moved is None:
+                raise
+            if moved[1] is not None and moved[0] >= moved[1]:
+                return
+            start, stop = moved
+
+
+def _outside_the_range(piece, exc: CorruptRecordError, start: int, stop: int | None,
+                       resume: int) -> tuple[int, int | None] | None:
+    """The bytes a slice that met ``exc`` reads next: from the walk's first
+    batch of the range when the damaged batch lies below it, or from
+    ``resume`` (after what was given out) up to the walk's stop when it
+    lies at or past that stop; None (the damage is the range's: raise)
+    otherwise. Walks the segment's batch headers (only when damage was met)."""
+    at = exc.batch_position if exc.batch_position is not None else exc.position
+    if at is None:
+        return None
+    seg = piece.segment
+    end = seg.size if stop is None else stop
+    walk_start = planner.start_position(seg, piece.lo, False)
+    if start <= at < walk_start:
+        return (walk_start, stop) if walk_start < end else (end, end)
+    walk_stop = planner.stop_position(seg, piece.hi, False)
+    if walk_stop is not None and at >= walk_stop:
+        return resume, min(end, walk_stop)
+    return None
+
+
+def _chunks_from(source, piece, start: int, stop: int | None, opts: DecodeOptions, path: str,
+                 **kw):
+    for chunk in source.chunks(opts, start=start, stop=stop, **kw):
         if chunk.end is not None:
             chunk, _ = check_segment_end(chunk, path, getattr(piece, "inner", False),
                                          getattr(piece, "next_base", None), opts, None)

@@ -125,10 +125,11 @@ def test_a_checkpoint_over_its_limit_is_the_same_error_everywhere(tmp_path):
         read_checkpoint(big)
 
 
-def _damaged_below_and_above(tmp_path, name: str, flip) -> tuple:
+def _damaged_below_and_above(tmp_path, name: str, flip, indexed=range(1, 40)) -> tuple:
     """One .log of 400 records (batches of 10, offsets 0..399, written by
     kafka-python's builder) with a byte of one batch flipped, once beside
-    its .index and .timeindex (an entry every batch) and once alone."""
+    its .index and .timeindex (an entry for each batch of ``indexed``) and
+    once alone."""
     import struct
 
     batches = [build_batch([(1_700_000_000_000 + i, b"k%d" % i, b"v%03d" % i, [])
@@ -138,7 +139,7 @@ def _damaged_below_and_above(tmp_path, name: str, flip) -> tuple:
     flip(log, batches)
     index, times, at = b"", b"", 0
     for k, batch in enumerate(batches):
-        if k:                     # (the first batch's entry is implied: position 0)
+        if k in indexed:          # (the first batch's entry is implied: position 0)
             index += struct.pack(">ii", 10 * k + 9, at)
             times += struct.pack(">qi", 1_700_000_000_000 + 10 * k + 9, 10 * k + 9)
         at += len(batch)
@@ -163,12 +164,17 @@ def test_damage_outside_a_range_does_not_depend_on_the_index_files(tmp_path):
 
     def crc_of_last(log, batches):
         log[-1] ^= 1                                   # batch 39: offsets 390..399
-    for name, flip, kw, want in (
-            ("below", crc_of_first, {"start_offset": 200}, list(range(200, 400))),
+
+    def crc_of_15(log, batches):                       # batch 15: offsets 150..159
+        log[sum(len(b) for b in batches[:15]) + 17] ^= 1
+    for name, flip, kw, want, indexed in (
+            ("below", crc_of_first, {"start_offset": 200}, list(range(200, 400)), range(1, 40)),
             ("below-ts", crc_of_first, {"start_timestamp": 1_700_000_000_200},
-             list(range(200, 400))),
-            ("above", crc_of_last, {"end_offset": 100}, list(range(100)))):
-        with_index, alone = _damaged_below_and_above(tmp_path, name, flip)
+             list(range(200, 400)), range(1, 40)),
+            # one entry, far below the range: the damage is met in a later chunk
+            ("below-sparse", crc_of_15, {"start_offset": 200}, list(range(200, 400)), (5,)),
+            ("above", crc_of_last, {"end_offset": 100}, list(range(100)), range(1, 40))):
+        with_index, alone = _damaged_below_and_above(tmp_path, name, flip, indexed)
         for part in (with_index, alone):
             url = _upload(part.parent, f"dmg-{name}-{part.parent.name}") + "/t-0"
             for where in (str(part), url):
@@ -206,11 +212,17 @@ def test_spark_passes_damage_outside_a_range_as_the_python_read_does(tmp_path):
 
     def crc_of_last(log, batches):
         log[-1] ^= 1
-    for name, flip, options, want in (
+
+    def crc_of_15(log, batches):
+        log[sum(len(b) for b in batches[:15]) + 17] ^= 1
+    for name, flip, options, want, indexed in (
             ("below", crc_of_first, {"startingOffsets": '{"t": {"0": 200}}'},
-             list(range(200, 400))),
-            ("above", crc_of_last, {"endingOffsets": '{"t": {"0": 100}}'}, list(range(100)))):
-        for part in _damaged_below_and_above(tmp_path, name, flip):
+             list(range(200, 400)), range(1, 40)),
+            ("below-sparse", crc_of_15, {"startingOffsets": '{"t": {"0": 200}}'},
+             list(range(200, 400)), (5,)),
+            ("above", crc_of_last, {"endingOffsets": '{"t": {"0": 100}}'}, list(range(100)),
+             range(1, 40))):
+        for part in _damaged_below_and_above(tmp_path, name, flip, indexed):
             reader = spark.read.format("kbatch")
             for k, v in options.items():
                 reader = reader.option(k, v)

@@ -150,14 +150,18 @@ def _plan_chunks(plan: ReadPlan, lo: int, hi: int, opts: DecodeOptions, **kw):
             resume = after_chunk(chunk, resume)
     except CorruptRecordError as exc:
         planner.check_seek(plan)
-        # damage where the walk's range has already ended (the index left the
-        # stop at the segment's end): past the range, as for a walked read;
-        # what the chunk being decoded held is read again up to that stop
-        stop = planner.rewalked(plan, lo, hi).stop
+        # damage below where the walk starts, or past where it stops (the
+        # index, or its lack of an entry, placed the plan's ends): outside the
+        # range, as for a walked read; on from the walk's start, or what the
+        # chunk being decoded held read again up to the walk's stop
+        walked = planner.rewalked(plan, lo, hi)
         at = exc.batch_position if exc.batch_position is not None else exc.position
-        if stop is not None and at is not None and at >= stop:
-            if resume < stop:
-                yield from source.chunks(opts, start=resume, stop=stop, **kw)
+        if at is not None and at < walked.start:
+            yield from source.chunks(opts, start=max(resume, walked.start), stop=plan.stop, **kw)
+            return
+        if walked.stop is not None and at is not None and at >= walked.stop:
+            if resume < walked.stop:
+                yield from source.chunks(opts, start=resume, stop=walked.stop, **kw)
             return
         raise
 

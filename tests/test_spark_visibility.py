@@ -139,3 +139,42 @@ def test_a_stream_starts_at_the_log_start_and_follows_the_high_watermark(spark, 
     # the broker checkpointed a higher watermark: the next run reads up to it
     (data / "replication-offset-checkpoint").write_text("0\n1\nt 0 37\n")
     assert run() == {0: list(range(30, 37))}
+
+
+def test_timestamps_are_searched_from_the_log_start(spark, tmp_path):
+    """Kafka's offsets-for-times with a log start (FileRecords.searchForTimestamp
+    from the log start offset): the first record at or after it stamped late
+    enough, not the log-wide answer moved up to the log start. Timestamps out
+    of order (CreateTime) around the log start: 5000 1000 1000 1000 6000 7000,
+    log start 2, high watermark 6, a start at 4000: offset 4. The same from
+    Spark (batch ranges, a load), a data directory read, a partition read and
+    the batch level."""
+    import kbatch
+    from kbatch.spark.options import parse_options
+    from kbatch.spark.stream import batch_ranges
+
+    stamps = [5000, 1000, 1000, 1000, 6000, 7000]
+    d = tmp_path / "data"
+    write_partition(d / "t-0", [[build_batch([(t, b"k", b"v%d" % i, [])], base_offset=i)
+                                 for i, t in enumerate(stamps)]])
+    (d / "log-start-offset-checkpoint").write_text("0\n1\nt 0 2\n")
+    (d / "replication-offset-checkpoint").write_text("0\n1\nt 0 6\n")
+    want = [4, 5]
+    o = parse_options({"path": str(d), "visibility": "consumer", "startingTimestamp": "4000"})
+    assert batch_ranges(o, {("t", 0): kbatch.open_log(d / "t-0")}) == {("t", 0): (4, 6)}
+    got = reader(spark, visibility="consumer", startingTimestamp="4000").load(str(d))
+    assert offsets(got) == {0: want}
+    logs = kbatch.open_log_dir(d)
+    assert logs.read(visibility="consumer", start_timestamp=4000)[("t", 0)].offset.tolist() \
+        == want
+    for path in (d, d / "t-0"):
+        assert kbatch.read_table(path, visibility="consumer", start_timestamp=4000) \
+            .column("offset").to_pylist() == want
+        rows = kbatch.read_table(path, visibility="consumer", start_timestamp=4000,
+                                 level="batches")
+        assert rows.column("baseOffset").to_pylist() == want
+    # without a log start the log-wide answer: offset 0 (stamped 5000)
+    assert kbatch.open_log(d / "t-0").read(start_timestamp=4000).offset.tolist() == \
+        list(range(6))
+    assert kbatch.open_log(d / "t-0").read(start_timestamp=4000, log_start=2) \
+        .offset.tolist() == want

@@ -306,29 +306,38 @@ class PartitionLog:
         return planner.plan(self.segments, lo, hi, self.use_index, overlapping=self.overlapping,
                             read_follows=read_follows)
 
-    def offset_for_timestamp(self, timestamp, **options) -> int | None:
+    def offset_for_timestamp(self, timestamp, *, log_start: int | None = None,
+                             **options) -> int | None:
         """The earliest offset whose record timestamp is >= ``timestamp``
         (Kafka's offsets-for-times), None when no record is that recent.
         ``timestamp``: anything ``kbatch.lib.timestamps.to_millis`` reads;
-        ``options``: those of the read (CRC check, limits, ``on_corrupt``)
-        apply to the batches decoded here too (``kbatch.lib.plan``)."""
+        ``log_start``: the log start offset (records below it are not in
+        the log: the answer is the first record at or after it stamped late
+        enough, as a broker answers); ``options``: those of the read (CRC
+        check, limits, ``on_corrupt``) apply to the batches decoded here too
+        (``kbatch.lib.plan``)."""
         timestamp = to_millis(timestamp, "timestamp")
         opts = decode_options("offset_for_timestamp", options)
-        return planner.offset_for_timestamp(self.segments, timestamp, opts, self.use_index)
+        return planner.offset_for_timestamp(self.segments, timestamp, opts, self.use_index,
+                                            log_start)
 
     def _offset_range(self, start_offset, end_offset, start_timestamp, end_timestamp,
-                      opts: DecodeOptions, timestamp_mode: str = "offsets"):
+                      opts: DecodeOptions, timestamp_mode: str = "offsets",
+                      log_start: int | None = None):
         """``(lo, hi, window)``: the offsets to read and, for
         ``timestamp_mode="exact"``, the ``[start, end)`` milliseconds each
-        record's own timestamp must lie in (None otherwise)."""
+        record's own timestamp must lie in (None otherwise). ``log_start``:
+        nothing below it is read, and the timestamps are searched from it."""
         _check_timestamp_mode(timestamp_mode)
         start_ts = to_millis(start_timestamp, "start_timestamp")
         end_ts = to_millis(end_timestamp, "end_timestamp")
         lo = 0 if start_offset is None else _offset_arg(start_offset, "start_offset")
         hi = UNBOUNDED if end_offset is None else _offset_arg(end_offset, "end_offset")
+        if log_start is not None:
+            lo = max(lo, _offset_arg(log_start, "log_start"))
         if start_ts is not None:
             # exact or not, nothing before the first record stamped >= start
-            found = self.offset_for_timestamp(start_ts, **_as_kwargs(opts))
+            found = self.offset_for_timestamp(start_ts, log_start=log_start, **_as_kwargs(opts))
             lo = UNBOUNDED if found is None else max(lo, found)
         window = None
         if timestamp_mode == "exact":
@@ -336,7 +345,7 @@ class PartitionLog:
                 window = (INT64_MIN if start_ts is None else start_ts,
                           UNBOUNDED if end_ts is None else end_ts)
         elif end_ts is not None:
-            found = self.offset_for_timestamp(end_ts, **_as_kwargs(opts))
+            found = self.offset_for_timestamp(end_ts, log_start=log_start, **_as_kwargs(opts))
             if found is not None:
                 hi = min(hi, found)
         return lo, hi, window
@@ -431,7 +440,8 @@ class PartitionLog:
                           ranged)
 
     def _read_setup(self, isolation, options, opts, start_offset, end_offset,
-                    start_timestamp, end_timestamp, timestamp_mode) -> tuple:
+                    start_timestamp, end_timestamp, timestamp_mode,
+                    log_start: int | None = None) -> tuple:
         """``(state, drops, lo, hi, window)`` of a read or iter: the
         transactions and dropped batches (read_committed; else None) and
         the range (see ``_offset_range``). ``options``: without isolation."""
@@ -440,7 +450,7 @@ class PartitionLog:
             state = self.transaction_state(**options)
             drops = self.dropped_batches(state, options)
         lo, hi, window = self._offset_range(start_offset, end_offset, start_timestamp,
-                                            end_timestamp, opts, timestamp_mode)
+                                            end_timestamp, opts, timestamp_mode, log_start)
         return state, drops, lo, hi, window
 
     def chunks(self, lo: int, hi: int, opts: DecodeOptions, *, state: TxnState | None = None,
@@ -544,15 +554,20 @@ class PartitionLog:
         per key (its record with the highest offset), keys whose latest
         record is a tombstone and records without a key left out
         (``kbatch.lib.latest``), after ``isolation`` and the range.
+        ``log_start`` (an offset): the log start offset, as a consumer sees
+        the log: nothing below it is read, and the timestamp bounds are
+        searched from it (Kafka's offsets-for-times: the first record at or
+        after it stamped late enough).
         The segments (the byte ranges the range needs) are decoded as one
         run into one set of columns (``kbatch.lib.chain``): nothing is
         joined; ``max_read_bytes`` bounds the whole read. Keeps in memory
         the result and one decompressed batch (from object storage, also
         the bytes of one or two planned ranges while they are decoded).
         """
-        check_options("PartitionLog.read", options, ("isolation", "view"))
+        check_options("PartitionLog.read", options, ("isolation", "view", "log_start"))
         _check_timestamp_mode(timestamp_mode)
         view = check_view(options.pop("view", "all"))
+        log_start = options.pop("log_start", None)
         if view == "latest":
             check_columns(options.get("columns"))
         opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
@@ -560,13 +575,14 @@ class PartitionLog:
             _batch_level_mode(timestamp_mode)
             _no_view_in_batches(view)
             return batch_table(self.batch_parts(start_offset, end_offset, start_timestamp,
-                                                end_timestamp, opts, options))
+                                                end_timestamp, opts, options, log_start))
         records = self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
-                                 timestamp_mode, opts, options)
+                                 timestamp_mode, opts, options, log_start)
         return apply_view(records, view, self.name)
 
     def batch_parts(self, start_offset, end_offset, start_timestamp, end_timestamp,
-                    opts: DecodeOptions, options: dict) -> list[BatchPart]:
+                    opts: DecodeOptions, options: dict,
+                    log_start: int | None = None) -> list[BatchPart]:
         """The rows of ``read(level="batches")`` (``kbatch.lib.batchrows``):
         the planned byte ranges walked with ``iter``'s rules (seeks, segment
         ends, ``on_corrupt``), data records not decoded, except those of
@@ -578,8 +594,8 @@ class PartitionLog:
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, _, lo, hi, _ = self._read_setup(isolation, plain, opts, start_offset,
                                                end_offset, start_timestamp, end_timestamp,
-                                               "offsets")
-        ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp)
+                                               "offsets", log_start)
+        ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp, log_start)
         # skip/stop must find malformed records behind a valid CRC: decoded
         decode = opts.on_corrupt != "raise"
         walk = replace(opts, columns=("offset",)) if decode else opts
@@ -608,7 +624,8 @@ class PartitionLog:
         return _below_limits(records, [pl.limit for pl in plans])
 
     def _read_run(self, start_offset, end_offset, start_timestamp, end_timestamp,
-                  timestamp_mode, opts: DecodeOptions, options: dict) -> Records:
+                  timestamp_mode, opts: DecodeOptions, options: dict,
+                  log_start: int | None = None) -> Records:
         """``read()``: the planned ranges of the segments decoded as one run
         (``kbatch.lib.chain``), nothing joined; trimmed and filtered as
         ``iter()``'s chunks are."""
@@ -616,7 +633,7 @@ class PartitionLog:
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, drops, lo, hi, window = self._read_setup(
             isolation, plain, opts, start_offset, end_offset, start_timestamp,
-            end_timestamp, timestamp_mode)
+            end_timestamp, timestamp_mode, log_start)
         plans = self.plan(lo, hi) if lo < hi else []
         if not plans:
             empty = Records.empty()
@@ -634,7 +651,7 @@ class PartitionLog:
             plans = planner.plan(self.segments, lo, hi, False, overlapping=self.overlapping)
             records = self._decode_plans(plans, opts, drops)
         # a whole read keeps every record the files hold (whatever its offset)
-        if (_ranged(start_offset, end_offset, start_timestamp, end_timestamp)
+        if (_ranged(start_offset, end_offset, start_timestamp, end_timestamp, log_start)
                 and not _inside(records.batches, lo, hi)):
             records = records.select_offsets(lo, hi)
         records = _in_window(records, window)
@@ -781,10 +798,13 @@ class LogDir:
                                      {**options, "isolation": isolation}, visibility,
                                      log_start)
         if _ranged(start_offset, end_offset, start_timestamp, end_timestamp):
-            def read_part(p):
+            starts = self._log_starts(visibility, log_start)
+
+            def read_part(p):       # (timestamps searched from the log start, as Kafka's)
                 return p.read(start_offset, end_offset, start_timestamp=start_timestamp,
                               end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
-                              isolation=isolation, **options)
+                              isolation=isolation, log_start=starts.get((p.topic, p.partition)),
+                              **options)
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 result = {(p.topic, p.partition): rec
                           for p, rec in zip(parts, pool.map(read_part, parts))}
@@ -812,23 +832,35 @@ class LogDir:
                 pool.shutdown()
         return self._viewed(joined, view, workers)
 
+    def _visible_ranges(self, visibility: str, log_start=None) -> dict:
+        """``{(topic, partition): (log start, high watermark)}`` of
+        visibility "consumer" (``log_start``: a simulated retention change's
+        starts in place of the checkpoint's); {} for "all"."""
+        from kbatch.lib.visibility import visible_ranges
+        ranges = visible_ranges(self.location) if visibility == "consumer" else {}
+        for key, start in (log_start or {}).items():
+            ranges[key] = (start, ranges.get(key, (None, None))[1])
+        return ranges
+
+    def _log_starts(self, visibility: str, log_start=None) -> dict:
+        return {key: lo for key, (lo, _) in self._visible_ranges(visibility, log_start).items()
+                if lo is not None}
+
     def _batch_level(self, parts, workers, start_offset, end_offset, start_timestamp,
                      end_timestamp, opts, options, visibility, log_start=None):
         """``read(level="batches")``: each partition's rows on ``workers``
-        threads (visibility "consumer": each range cut to the checkpoints')."""
-        from kbatch.lib.visibility import visible_ranges
-        ranges = visible_ranges(self.location) if visibility == "consumer" else {}
-        for key, start in (log_start or {}).items():      # a simulated retention change
-            ranges[key] = (start, ranges.get(key, (None, None))[1])
+        threads (visibility "consumer": each range cut to the checkpoints',
+        timestamps searched from the log start)."""
+        ranges = self._visible_ranges(visibility, log_start)
         parts = sorted(parts, key=lambda p: (str(p.topic), -1 if p.partition is None
                                              else p.partition))
 
         def one(p):
             lo, hi = ranges.get((p.topic, p.partition), (None, None))
-            start = start_offset if lo is None else max(lo, start_offset or 0)
             end = end_offset if hi is None else hi if end_offset is None \
                 else min(hi, end_offset)
-            return p.batch_parts(start, end, start_timestamp, end_timestamp, opts, options)
+            return p.batch_parts(start_offset, end, start_timestamp, end_timestamp, opts,
+                                 options, lo)
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(parts)))) as pool:
             return batch_table([x for found in pool.map(one, parts) for x in found])
 
@@ -971,9 +1003,8 @@ def _visible_window(log: PartitionLog, data_dir, options: dict) -> None:
         else (None, None)
     if log_start is not None and key in log_start:
         lo = log_start[key]
-    if lo is not None:
-        asked = options.get("start_offset")
-        options["start_offset"] = lo if asked is None else max(asked, lo)
+    if lo is not None:          # the read starts there; so do its timestamp searches
+        options["log_start"] = lo
     if hi is not None:
         asked = options.get("end_offset")
         options["end_offset"] = hi if asked is None else min(asked, hi)

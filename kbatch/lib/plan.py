@@ -276,26 +276,35 @@ def _hinted_rows(seg, timestamp: int):
     yield from seg.source.header_rows(0)
 
 
-def offset_for_timestamp(segments, timestamp: int, opts, use_index: bool) -> int | None:
+def offset_for_timestamp(segments, timestamp: int, opts, use_index: bool,
+                         from_offset: int | None = None) -> int | None:
     """The earliest offset whose record timestamp is >= ``timestamp``
     (Kafka's offsets-for-times), None when no record is that recent.
     ``opts``: the read's ``DecodeOptions`` (CRC check, limits,
-    ``on_corrupt``) for the batches decoded here.
+    ``on_corrupt``) for the batches decoded here. ``from_offset``: the log
+    start offset; records below it are not looked at (Kafka's
+    FileRecords.searchForTimestamp from the log start: a record at or
+    after it, stamped late enough).
 
     The batch headers' max timestamps (the cached walk; with ``use_index``
     only those after the checked ``.timeindex`` hint) say which batches can
     hold one; those are decoded in order until one does. Keeps in memory
     one piece of header rows and one batch."""
     from kbatch.lib.segment import decode_chunks
-    for seg in segments:
+    floor = INT64_MIN if from_offset is None else from_offset
+    for k, seg in enumerate(segments):
+        if k + 1 < len(segments) and segments[k + 1].base_offset <= floor:
+            continue            # wholly below the log start
         pieces = _hinted_rows(seg, timestamp) if use_index else iter([seg.batch_bounds()])
         for rows in pieces:
-            for i in np.flatnonzero(rows["max_timestamp"] >= timestamp).tolist():
+            for i in np.flatnonzero((rows["max_timestamp"] >= timestamp)
+                                    & (rows["last_offset"] >= floor)).tolist():
                 position, size = int(rows["position"][i]), int(rows["size"][i])
                 with seg.source.window(position, position + size) as view:
                     records = Records.concat(list(decode_chunks(
                         view, seg.name, opts, start=position, stop=position + size)))
-                hits = np.flatnonzero(records.timestamp >= timestamp)
+                hits = np.flatnonzero((records.timestamp >= timestamp)
+                                      & (records.offset >= floor))
                 if len(hits):
                     if hasattr(pieces, "close"):
                         pieces.close()

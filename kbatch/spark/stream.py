@@ -113,16 +113,16 @@ class Visible:
         return self.bounds(plog.topic, plog.partition, plog.location.parent)
 
     @staticmethod
-    def search(find: Callable[[int], int | None], lo: int | None, hi: int | None):
-        """Kafka's offsets-for-times inside ``[lo, hi)``: the first offset
-        at or after ``lo`` whose timestamp is recent enough, None when
-        that is not below ``hi`` (a broker answers no offset there)."""
+    def search(find: Callable[..., int | None], lo: int | None, hi: int | None):
+        """Kafka's offsets-for-times inside ``[lo, hi)`` (``find``: a
+        partition log's ``offset_for_timestamp``): the first record at or
+        after the log start ``lo`` stamped late enough
+        (FileRecords.searchForTimestamp from the log start offset), None
+        when that is not below the high watermark ``hi`` (a broker answers
+        no offset there)."""
         def search(timestamp: int) -> int | None:
-            found = find(timestamp)
-            if found is None or lo is None:
-                return found if found is None or hi is None or found < hi else None
-            found = max(found, lo)
-            return found if hi is None or found < hi else None
+            found = find(timestamp) if lo is None else find(timestamp, log_start=lo)
+            return found if found is None or hi is None or found < hi else None
         return search
 
 

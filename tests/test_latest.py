@@ -463,6 +463,13 @@ def test_the_views_take_kernel_copies_and_checks():
         got = kbatch.BinaryColumn(offs, data, validity, nulls)
         assert got.to_pylist() == [values[i] for i in idx.tolist()]
     assert col.to_binary().to_pylist() == values
+    # a null slot's view means nothing (Arrow): junk there is not read
+    junk = col.views.copy()
+    null_row = values.index(None)
+    junk[16 * null_row:16 * null_row + 16] = np.frombuffer(struct.pack("<iiii", 99, 0, 7, 1 << 30),
+                                                          np.uint8)
+    assert ViewColumn(junk, col.validity, col.null_count, col.buffers).to_binary().to_pylist() \
+        == values
     calls.clear()
     long_row = next(i for i, v in enumerate(values) if v is not None and len(v) > 12)
     for field, bad in ((8, 2), (12, 1 << 30), (0, -1)):   # buffer, offset, length

@@ -21,7 +21,8 @@ Two passes over the rows, each cut into runs of equal rows (a multiple of
     1. size    every row index is checked against n and every value's
                offsets against the data buffer (0 <= start <= end <= len;
                a view: length >= 0, its buffer one of those given, its
-               bytes inside it); each run sums its bytes (and nulls)
+               bytes inside it; a null slot's view is not read: Arrow
+               gives it no meaning); each run sums its bytes (and nulls)
     2. copy    each run writes from its own output position (the sum of the
                runs before it): value bytes, end offsets, validity bits.
                A value of up to 128 bytes is copied in whole 16-byte blocks
@@ -155,13 +156,15 @@ cdef void *_size(void *arg) noexcept nogil:
             r.status = BAD_ROW
             r.bad = k
             return NULL
+        if r.validity != NULL and not _bit(r.validity, k):
+            nulls += 1
+            if r.offsets == NULL:
+                continue            # a null slot's view means nothing (Arrow): not read
         if not _value(r, k, &src, &length, &room):
             r.status = BAD_OFFSETS
             r.bad = k
             return NULL
         total += length
-        if r.validity != NULL and not _bit(r.validity, k):
-            nulls += 1
     r.nbytes = total
     r.nulls = nulls
     return NULL
@@ -186,7 +189,10 @@ cdef void *_copy(void *arg) noexcept nogil:
                                  else <const uint8_t *>r.offsets
                                  + r.rows[i + 2 * AHEAD] * (8 if r.wide_in else 4))
         k = r.rows[i]
-        _value(r, k, &src, &length, &room)
+        if r.offsets == NULL and r.validity != NULL and not _bit(r.validity, k):
+            length = 0              # a null slot of a views column: no bytes
+        else:
+            _value(r, k, &src, &length, &room)
         if 0 < length <= SHORT and SHORT <= room and SHORT <= out_end - pos:
             # a short value: whole 16-byte blocks, inlined; the bytes copied past
             # its end lie inside both buffers, and the next rows overwrite them

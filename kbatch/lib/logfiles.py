@@ -289,7 +289,9 @@ def list_segments(location: Location, storage, entries: list[Entry] | None = Non
     entries = location.list() if entries is None else entries
     if storage.layout == "tiered":
         return _tiered_segments(location, entries, storage)
-    by_name = {e.name: e for e in entries}
+    by_name: dict = {}
+    for e in entries:               # an object before a prefix of its name (ObjectTree.list)
+        by_name.setdefault(e.name, e)
     found = [Segment(location.child(e.name), e, by_name) for e in entries
              if e.is_file and segment_base(e.name) is not None]
     return sorted(found, key=lambda s: s.base_offset)

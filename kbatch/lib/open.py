@@ -44,7 +44,6 @@ the nearest names that exist ("did you mean orders-0?").
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass, field
 
 from kbatch.lib.logfiles import Segment, TieredSegment, list_segments

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kbatch.lib.files import NotRegularFileError, data_end, open_regular, pread_exact
-from kbatch.lib.index import CHUNK_BYTES, live_entries
+from kbatch.lib.index import live_entries
 from kbatch.lib.objects import (RangeSource, RemoteError, Retrier, endpoint_of, filesystem_of,
                                 is_url, protocol_of)
 from kbatch.lib.sources import FileRange, MappedFile, RemoteBytes

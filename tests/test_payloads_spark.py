@@ -15,7 +15,7 @@ import pytest
 
 import kbatch
 from kbatch.spark.options import OptionError, parse_options
-from tests.registry_ref import avro_bytes, frame
+from tests.registry_ref import avro_bytes, export, frame
 
 ORDER = {"type": "record", "name": "Order", "fields": [
     {"name": "id", "type": "long"}, {"name": "item", "type": "string"},
@@ -68,8 +68,8 @@ def test_spark_compatible_types(tmp_path):
     out.validate(full=True)
     rows = out.to_pylist()
     assert rows[1]["color"] == "BLUE" and rows[1]["ref"] == str(uuid.UUID(int=2))
-    assert [r["either"] for r in rows[:3]] == [{"member0": None, "member1": None},
-                                               {"member0": 1, "member1": None},
+    # as Spark's from_avro (AvroDeserializer): the null branch taken is a null
+    assert [r["either"] for r in rows[:3]] == [None, {"member0": 1, "member1": None},
                                                {"member0": None, "member1": "2"}]
     types = field_types({"value_format": "registry", "schema_registry": str(data), "subscribe": "orders"})
     assert types["value"] == out.type
@@ -192,3 +192,61 @@ def spark_compatible_rows(reg, partition):
     from kbatch.spark.payloads import spark_compatible
     records = kbatch.open_log(partition).read()
     return spark_compatible(reg.decode(records.value)).to_pylist()
+
+
+def test_numeric_unions_widen_as_from_avro():
+    """AvroDeserializer: a union of int and long (null aside) is a long, of
+    float and double a double; a null is a null."""
+    from kbatch.spark.payloads import spark_compatible
+    schema = {"type": "record", "name": "N", "fields": [
+        {"name": "il", "type": ["null", "int", "long"]},
+        {"name": "fd", "type": ["float", "double"]},
+        {"name": "three", "type": ["int", "long", "string"]}]}
+    values = [{"il": None, "fd": ("float", 1.5), "three": ("int", 1)},
+              {"il": ("int", 7), "fd": ("double", 2.25), "three": ("long", 2)},
+              {"il": ("long", 1 << 40), "fd": ("float", -0.5), "three": "s"}]
+    reg = kbatch.registry(export(("n-value", 1, 3, schema)))
+    out = spark_compatible(reg.decode([frame(3, avro_bytes(schema, v)) for v in values]))
+    assert out.type.field("il").type == pa.int64() and out.type.field("fd").type == pa.float64()
+    assert [r["il"] for r in out.to_pylist()] == [None, 7, 1 << 40]
+    assert [r["fd"] for r in out.to_pylist()] == [1.5, 2.25, -0.5]
+    assert [r["three"] for r in out.to_pylist()] == [
+        {"member0": 1, "member1": None, "member2": None},
+        {"member0": None, "member1": 2, "member2": None},
+        {"member0": None, "member1": None, "member2": "s"}]
+
+
+def test_protobuf_message_of_a_query_is_planned_and_checked(tmp_path):
+    """A Protobuf value framed for the schema's second message: the driver
+    plans the type of valueMessage (default: the first message), and an
+    executor whose values decode to another message fails, naming the
+    option, rather than cast them by field name into nulls."""
+    pytest.importorskip("google.protobuf")
+    from kbatch.spark.options import parse_options
+    from kbatch.spark.payloads import decode_batch, field_types
+    from tests.protobuf_ref import Protos, frame_pb
+    proto = 'syntax = "proto3"; package m; message A { string a = 1; } ' \
+            'message B { int64 b = 1; string c = 2; }'
+    data = tmp_path / "data"
+    kbatch.write_log(data / "_schemas-0", [
+        {"key": json.dumps({"keytype": "SCHEMA", "subject": "pb-value", "version": 1,
+                            "magic": 1}).encode(),
+         "value": json.dumps({"subject": "pb-value", "version": 1, "id": 5,
+                              "schemaType": "PROTOBUF", "schema": proto}).encode()}])
+    b = Protos({"m.proto": proto}).cls("m.B")
+    kbatch.write_log(data / "pb-0", [{"value": frame_pb(5, b(b=i, c=f"x{i}").SerializeToString(),
+                                                        [1])} for i in range(3)])
+    records = kbatch.open_log(data / "pb-0").read()
+    batch = pa.RecordBatch.from_arrays([records.value.to_arrow()], names=["value"])
+    for given, want in (({}, None), ({"valueMessage": "m.B"}, [0, 1, 2])):
+        o = parse_options({"path": str(data), "valueFormat": "registry", "subscribe": "pb",
+                           "schemaRegistry": str(data), **given})
+        planned = field_types(o)["value"]
+        schema = pa.schema([pa.field("value", planned), pa.field("value_error", pa.string())])
+        if want is None:
+            assert planned == pa.struct([pa.field("a", pa.string())])
+            with pytest.raises(kbatch.KbatchError, match="valueMessage"):
+                decode_batch(batch, records, o, schema)
+        else:
+            got = decode_batch(batch, records, o, schema).column("value").to_pylist()
+            assert [r["b"] for r in got] == want and [r["c"] for r in got] == ["x0", "x1", "x2"]

@@ -356,6 +356,11 @@ OPTIONS: tuple[Opt, ...] = (
         "the one subscribed topic)"),
     Opt("keySubject", "key_subject", str, None,
         "the subject whose latest version reads the keys (default: <topic>-key)"),
+    Opt("valueMessage", "value_message", str, None,
+        "Protobuf: the full name of the message the values are (default: the first "
+        "message of the reader's schema; values of another message fail)"),
+    Opt("keyMessage", "key_message", str, None,
+        "Protobuf: the full name of the message the keys are"),
     Opt("payloadErrors", "payload_errors", _choice("fail", "null"), "fail",
         "a value that does not decode: fail the query, or a null and a <column>_error column"),
     # object storage (s3://, gs://, ... paths; storage.<key> options go to fsspec)
@@ -436,6 +441,8 @@ class KafkaOptions:
     schema_registry: str | None = None
     value_subject: str | None = None
     key_subject: str | None = None
+    value_message: str | None = None
+    key_message: str | None = None
     payload_errors: str = "fail"
     given: frozenset = frozenset()     # Spark names of the options set
     # where the bytes are (the door, kbatch.lib.open): storage.<key> options, layout,
@@ -709,7 +716,8 @@ def _check_combination(o: KafkaOptions, kind: str) -> None:
                           "the headers column needs includeHeaders=true")
     if o.level == "batches":
         for name in ("columns", "includeHeaders", "view", "valueFormat", "keyFormat",
-                     "schemaRegistry", "valueSubject", "keySubject", "payloadErrors"):
+                     "schemaRegistry", "valueSubject", "keySubject", "payloadErrors",
+                     "valueMessage", "keyMessage"):
             if name in o.given:
                 raise OptionError(name, "...", "applies to level=records; level=batches "
                                   "has its own columns (one row per batch)")

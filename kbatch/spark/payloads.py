@@ -12,7 +12,9 @@ in ``Records.to_arrow(decode=...)``). Arrow types Spark has no type for are mapp
 
     dictionary (Avro enum)          string
     uuid                            string ("8-4-4-4-12")
-    dense_union (Avro union)        struct<member0, member1, ...> (the null branch left out)
+    dense_union (Avro union)        struct<member0, member1, ...> (the null branch no member:
+                                    a null value is a null struct); int and long alone: long;
+                                    float and double alone: double
     month_day_nano (Avro duration)  struct<months: int, days: int, nanoseconds: long>
     time32[ms] (time-millis)        time64[us] (Spark's TIME)
     decimal256 (precision > 38)     string
@@ -36,7 +38,8 @@ FORMATS = ("value", "key")
 _REGISTRIES: dict = {}          # per process: (source, storage) -> Registry
 _OPTION_NAMES = {"valueformat": "value_format", "keyformat": "key_format",
                  "schemaregistry": "schema_registry", "valuesubject": "value_subject",
-                 "keysubject": "key_subject", "payloaderrors": "payload_errors", "subscribe": "subscribe"}
+                 "keysubject": "key_subject", "payloaderrors": "payload_errors", "subscribe": "subscribe",
+                 "valuemessage": "value_message", "keymessage": "key_message"}
 
 
 def raw_options(options) -> dict:
@@ -99,14 +102,47 @@ def subject_of(o, which: str) -> str:
     return f"{topics[0].strip()}-{which}"
 
 
+def message_of(o, which: str) -> str | None:
+    """``valueMessage`` / ``keyMessage``: the Protobuf message to decode."""
+    get = o.get if isinstance(o, dict) else lambda a, d=None: getattr(o, a, d)
+    return get(f"{which}_message") or None
+
+
 def field_types(o, storage=None) -> dict[str, pa.DataType]:
     """The Spark-ready Arrow type of each decoded column (driver)."""
     reg = registry_of(o, storage)
     out = {}
     for which in decoded(o):
-        empty = reg.decode(pa.array([], pa.binary()), subject=subject_of(o, which))
+        empty = reg.decode(pa.array([], pa.binary()), subject=subject_of(o, which),
+                           message=message_of(o, which))
         out[which] = spark_compatible(empty).type
     return out
+
+
+def _as_planned(arr: pa.Array, planned: pa.DataType, which: str) -> pa.Array:
+    """``arr`` in the type the driver gave the query; a decode of another
+    shape (a Protobuf message other than the one planned, a schema that
+    changed since) fails rather than be cast field by name, which would
+    fill the fields it lacks with nulls."""
+    if arr.type == planned:
+        return arr
+    if _shape(arr.type) != _shape(planned):
+        raise KbatchError(
+            f"the {which}s decode to {arr.type}, but the query was planned for {planned} "
+            f"(Protobuf: the values name another message than the schema's first: set "
+            f"{which}Message to its full name; else the registry changed since planning)")
+    return arr.cast(planned)
+
+
+def _shape(t: pa.DataType):
+    """The field names of ``t`` at every depth (what a cast matches by)."""
+    if pa.types.is_struct(t):
+        return tuple((f.name, _shape(f.type)) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return ("list", _shape(t.value_type))
+    if pa.types.is_map(t):
+        return ("map", _shape(t.key_type), _shape(t.item_type))
+    return "scalar"
 
 
 def decode_batch(batch: pa.RecordBatch, records, o, schema: pa.Schema) -> pa.RecordBatch:
@@ -119,8 +155,9 @@ def decode_batch(batch: pa.RecordBatch, records, o, schema: pa.Schema) -> pa.Rec
             continue
         arr, errors = reg.decode(cols[which], subject=subject_of(o, which), offsets=records.offset,
                                  on_error=on_error, with_errors=True,
-                                 header_ids=schema_id_headers(records, which))
-        cols[which] = spark_compatible(arr).cast(schema.field(which).type)
+                                 header_ids=schema_id_headers(records, which),
+                                 message=message_of(o, which))
+        cols[which] = _as_planned(spark_compatible(arr), schema.field(which).type, which)
         cols[f"{which}_error"] = errors
     return pa.RecordBatch.from_arrays([cols[f.name] for f in schema], schema=schema)
 
@@ -202,22 +239,39 @@ def _uuid_strings(storage: pa.Array) -> pa.Array:
                                  null_count=storage.null_count)
 
 
+_WIDER = ({pa.int32(), pa.int64()}, pa.int64()), ({pa.float32(), pa.float64()}, pa.float64())
+
+
 def _union_struct(arr: pa.Array) -> pa.Array:
-    """A dense union as Spark's from_avro gives it: struct<member0, ...>,
-    the branch taken set and the others null (a null branch left out)."""
+    """A dense union as Spark's from_avro gives it (AvroDeserializer): a
+    value that takes the null branch is null; int and long branches alone
+    are one long, float and double one double; other unions a
+    struct<member0, ...> with the branch taken set and the others null
+    (the null branch is no member)."""
     t = arr.type
     types = np.asarray(arr.type_codes)
     offsets = np.asarray(arr.offsets)
-    kids, names, member = [], [], 0
+    is_null = np.zeros(len(arr), bool)
+    branches = []
     for k in range(t.num_fields):
         child = arr.field(k)
+        taken = types == t.type_codes[k]
         if pa.types.is_null(child.type):
+            is_null |= taken
             continue
-        mask = types == t.type_codes[k]
-        idx = pa.array(np.where(mask, offsets, 0), pa.int64(), mask=~mask)
-        kids.append(spark_compatible(child.take(idx)))
-        names.append(f"member{member}")
-        member += 1
-    if not kids:
+        idx = pa.array(np.where(taken, offsets, 0), pa.int64(), mask=~taken)
+        branches.append((taken, spark_compatible(child.take(idx))))
+    if not branches:
         return pa.nulls(len(arr))
-    return pa.StructArray.from_arrays(kids, names=names)
+    mask = pa.array(is_null) if is_null.any() else None
+    kinds = {b.type for _, b in branches}
+    for pair, wider in _WIDER:
+        if len(branches) == 2 and kinds == pair:
+            values = np.zeros(len(arr), wider.to_pandas_dtype())
+            for taken, b in branches:
+                got = b.cast(wider).fill_null(0).to_numpy(zero_copy_only=False)
+                values[taken] = got[taken]
+            return pa.array(values, wider, mask=is_null if is_null.any() else None)
+    return pa.StructArray.from_arrays([b for _, b in branches],
+                                      names=[f"member{i}" for i in range(len(branches))],
+                                      mask=mask)

@@ -260,3 +260,47 @@ def test_remote_log_metadata_and_share_state(tmp_path):
     assert s[0]["state_batches"][0]["last_offset"] == 12
     assert (s[0]["create_timestamp"], s[0]["write_timestamp"]) == (20, 21)
     assert s[0]["schema_commit"] is None
+
+
+def test_metadata_transactions_apply_as_the_loader_applies_them(tmp_path, caplog):
+    """KIP-868 metadata transactions (MetadataBatchLoader): an aborted one's
+    records and one still open at the log's end are not in the state
+    tables (only in ``records``, marked); a committed one's are. A record no
+    schema reads is in ``unread`` with a warning. A Begin inside a
+    transaction, or an End without one, is damage."""
+    t1, t2 = "AAAAAAAAAAAAAAAAAAAAAQ", "AAAAAAAAAAAAAAAAAAAAAg"
+    part = {"partition_id": 0, "topic_id": t1, "replicas": [1, 2], "isr": [1, 2],
+            "removing_replicas": [], "adding_replicas": [], "leader": 1, "leader_epoch": 0,
+            "partition_epoch": 0}
+    change = {"partition_id": 0, "topic_id": t1, "leader": 2, "isr": [2]}
+    isr_only = {"partition_id": 0, "topic_id": t1, "leader": -2, "isr": [1, 2]}
+    recs = [_framed("TopicRecord", 0, {"name": "kept", "topic_id": t1}),
+            _framed("PartitionRecord", 0, part),
+            _framed("BeginTransactionRecord", 0, {"name": "aborted"}),
+            _framed("PartitionChangeRecord", 0, change),
+            _framed("TopicRecord", 0, {"name": "never-created", "topic_id": t2}),
+            _framed("AbortTransactionRecord", 0, {"reason": "failover"}),
+            _framed("PartitionChangeRecord", 0, isr_only),
+            _framed("BeginTransactionRecord", 0, {"name": "committed"}),
+            _framed("TopicRecord", 0, {"name": "created", "topic_id": t2}),
+            _framed("EndTransactionRecord", 0, {}),
+            # a PartitionChangeRecord of a version no schema knows (99)
+            _framed("TopicRecord", 0, {"name": "x", "topic_id": t2})[:2] + b"\x63\x00",
+            _framed("BeginTransactionRecord", 0, {"name": "open at the end"}),
+            _framed("TopicRecord", 0, {"name": "still-open", "topic_id": "AAAAAAAAAAAAAAAAAAAAAw"})]
+    kbatch.write_log(tmp_path / "__cluster_metadata-0", [(None, v, 1) for v in recs])
+    with caplog.at_level("WARNING", logger="kbatch"):
+        meta = cluster_metadata(tmp_path / "__cluster_metadata-0")
+    assert meta.topics.column("topic_name").to_pylist() == ["kept", "created"]
+    assert [(r["change"], r["leader"], r["isr"]) for r in
+            meta.partitions.select(["change", "leader", "isr"]).to_pylist()] == [
+        ("PartitionRecord", 1, [1, 2]), ("PartitionChangeRecord", 1, [1, 2])]
+    assert meta.records.column("uncommitted").to_pylist() == \
+        [False] * 3 + [True, True] + [False] * 6 + [False, True]
+    assert meta.unread.column("record_offset").to_pylist() == [10]
+    assert "1 __cluster_metadata record(s) no schema reads" in caplog.text
+    for bad in ([recs[2], recs[2]], [recs[9]], [recs[5]]):
+        d = tmp_path / f"bad{len(bad)}{bad[0][:4].hex()}" / "__cluster_metadata-0"
+        kbatch.write_log(d, [(None, v, 1) for v in bad])
+        with pytest.raises(CorruptRecordError, match="TransactionRecord"):
+            cluster_metadata(d)

@@ -17,13 +17,30 @@ starts from nothing, as Kafka loads it; a log starts from nothing too, so
 the first changes of a partition created before the log's start keep null
 for what they did not change. Topic names come from every TopicRecord seen
 (topic ids are never reused).
+
+Metadata transactions (KIP-868: BeginTransactionRecord ...
+EndTransactionRecord or AbortTransactionRecord) apply as Kafka's
+MetadataBatchLoader applies them: an aborted transaction's records, and
+those of a transaction still open at the end of a file, are not in the
+tables but ``records`` (which lists every record as written, with
+``uncommitted``); a Begin inside a transaction, or an End or
+Abort outside one, is a ``CorruptRecordError`` (the loader fails there).
+
+A record no schema reads (a newer version, damage) cannot be replayed: it
+is in ``records`` with ``known`` false and its ``error``, in ``unread``, and
+a warning names how many; the state tables after it may miss what it
+changed.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
+from kbatch.errors import CorruptRecordError
 from kbatch.internal.tables import iter_decoded, record_meta_fields, records_table, typed_table
+
+log = logging.getLogger("kbatch")
 
 RESOURCE_TYPES = {2: "TOPIC", 4: "BROKER", 8: "BROKER_LOGGER", 16: "CLIENT_METRICS",
                   32: "GROUP"}
@@ -37,11 +54,53 @@ class ClusterMetadata:
     configs: object
     brokers: object
     features: object
+    unread: object = None       # the records no schema read: the state tables lack them
 
     def __repr__(self) -> str:
         return ("ClusterMetadata(" + ", ".join(
             f"{k}={len(getattr(self, k))} rows" for k in
-            ("records", "topics", "partitions", "configs", "brokers", "features")) + ")")
+            ("records", "topics", "partitions", "configs", "brokers", "features", "unread")
+            if getattr(self, k) is not None) + ")")
+
+
+def applied(decoded) -> tuple[list, set]:
+    """``(records Kafka's loader applies, ids of those it does not)``: per
+    file, a transaction's records once its EndTransactionRecord comes, none
+    of an aborted one or of one still open at the file's end (``id`` of the
+    pair identifies a left-out record)."""
+    out, dropped, pending = [], set(), []
+    state, current = None, object()
+
+    def close():
+        dropped.update(id(x) for x in pending)
+        pending.clear()
+    for pair in decoded:
+        meta, d = pair
+        if meta["file"] != current:
+            close()
+            state, current = None, meta["file"]
+        t = d["type"] if d["known"] else None
+        where = f"{meta['file']}: record at offset {meta['record_offset']}"
+        if t == "BeginTransactionRecord":
+            if state == "open":
+                raise CorruptRecordError(f"{where}: a BeginTransactionRecord inside a "
+                                         "transaction")
+            state = "open"
+        elif t in ("EndTransactionRecord", "AbortTransactionRecord"):
+            if state != "open":
+                raise CorruptRecordError(f"{where}: an {t} without a BeginTransactionRecord")
+            if t == "EndTransactionRecord":
+                out.extend(pending)
+                pending.clear()
+            else:
+                close()
+            state = None
+        elif state == "open":
+            pending.append(pair)
+        else:
+            out.append(pair)
+    close()
+    return out, dropped
 
 
 def _meta(meta: dict) -> dict:
@@ -123,7 +182,13 @@ def cluster_metadata(source, *, snapshots: bool = True, **options) -> ClusterMet
     ``.checkpoint`` file) or a broker/controller data directory. Memory
     held: every decoded record of the source."""
     import pyarrow as pa
-    decoded = list(iter_decoded(source, "metadata", snapshots=snapshots, **options))
+    every = list(iter_decoded(source, "metadata", snapshots=snapshots, **options))
+    decoded, left_out = applied(every)
+    unread = [(meta, d) for meta, d in every if not d["known"]]
+    if unread:
+        log.warning("kbatch: %d __cluster_metadata record(s) no schema reads (a newer version, "
+                    "or damage): the state tables lack what they changed (ClusterMetadata.unread)",
+                    len(unread))
     topics, parts = _replay(decoded)
     topics_schema = pa.schema([pa.field("topic_id", pa.string()),
                                pa.field("topic_name", pa.string()),
@@ -132,11 +197,15 @@ def cluster_metadata(source, *, snapshots: bool = True, **options) -> ClusterMet
     configs = configs.append_column("resource", pa.array(
         [RESOURCE_TYPES.get(x, str(x)) for x in configs.column("resource_type").to_pylist()],
         pa.string()))
+    records = records_table(every, "metadata")
+    records = records.append_column("uncommitted", pa.array(
+        [id(pair) in left_out for pair in every], pa.bool_()))
     return ClusterMetadata(
-        records=records_table(decoded, "metadata"),
+        records=records,
         topics=pa.Table.from_pylist(topics, schema=topics_schema),
         partitions=pa.Table.from_pylist(parts, schema=_partitions_schema()),
         configs=configs,
         brokers=typed_table(decoded, "metadata", "RegisterBrokerRecord"),
         features=typed_table(decoded, "metadata", "FeatureLevelRecord"),
+        unread=records_table(unread, "metadata"),
     )

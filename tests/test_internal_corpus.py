@@ -133,3 +133,32 @@ def test_checkpoint_files(corpus):
     d = next(corpus.rglob("replication-offset-checkpoint")).parent
     t = checkpoints(d)
     assert len(t) and set(t.column("kind").to_pylist()) <= set(kinds)
+
+
+def test_a_snapshot_cut_short_is_damage(corpus, tmp_path):
+    """A KRaft .checkpoint is written whole (SnapshotHeader first,
+    SnapshotFooter last) and renamed when complete: a copy cut inside a
+    batch, or at a batch boundary before the footer, raises naming the file
+    in every table over it; every whole snapshot of the corpus reads."""
+    import pytest
+
+    from kbatch.errors import CorruptRecordError
+    from kbatch.internal import cluster_metadata
+    from tests.lifecycle_ref import walk
+    snaps = sorted(corpus.rglob("__cluster_metadata-0/*.checkpoint"))
+    assert snaps
+    for s in snaps:
+        cluster_metadata(s)
+    src = snaps[0]
+    whole = src.read_bytes()
+    heads = walk(whole)[0]
+    assert len(heads) >= 3
+    last = heads[-1]
+    part = tmp_path / "__cluster_metadata-0"
+    part.mkdir()
+    for cut in (len(whole) // 2, last["position"]):        # inside a batch; before the footer's
+        f = part / src.name
+        f.write_bytes(whole[:cut])
+        for target in (f, part):
+            with pytest.raises(CorruptRecordError, match=src.name):
+                cluster_metadata(target)

@@ -5,7 +5,8 @@ the door (``kbatch.lib.open``).
 
 A data directory contributes every partition of the wanted topic; a partition
 directory or a segment file (``.log``, or a KRaft ``.checkpoint`` snapshot)
-contributes itself, whatever its name. Each partition is read whole (the
+contributes itself, whatever its name; a snapshot cut short (no footer, a
+torn end) raises. Each partition is read whole (the
 internal topics are small next to the data); memory held: one partition's
 records at a time.
 """
@@ -15,12 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from kbatch.errors import CorruptRecordError
 from kbatch.lib.entry import read_segment
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.records import Records
 from kbatch.lib.storage import Storage
+from kbatch.wire import ControlType
 
 
 @dataclass
@@ -41,8 +44,10 @@ def iter_parts(source, topic: str, *, snapshots: bool = False, **options) -> Ite
     storage, options = Storage.split(options)
     found = resolve(source, storage)
     if found.kind is PathKind.SEGMENT:
-        yield Part(found.topic, found.partition, found.name,
-                   read_segment(found.location, storage=found.storage, **options))
+        records = read_segment(found.location, storage=found.storage, **options)
+        if found.name.endswith(".checkpoint"):
+            whole_snapshot(records, str(found.location))
+        yield Part(found.topic, found.partition, found.name, records)
         return
     parts = [p for p in found.partitions() if found.kind is PathKind.PARTITION or p.topic == topic]
     for part in parts:
@@ -53,5 +58,25 @@ def iter_parts(source, topic: str, *, snapshots: bool = False, **options) -> Ite
             for entry in part.location.list():
                 if entry.name.endswith(".checkpoint") and entry.is_file:
                     snap = part.location.child(entry.name)
-                    yield Part(part.topic, part.partition, str(snap),
-                               read_segment(snap, storage=found.storage, **options))
+                    records = read_segment(snap, storage=found.storage, **options)
+                    whole_snapshot(records, str(snap))
+                    yield Part(part.topic, part.partition, str(snap), records)
+
+
+def whole_snapshot(records: Records, path: str) -> None:
+    """A KRaft snapshot is written whole and renamed when complete (a
+    SnapshotHeader control record first, a SnapshotFooter last): one that
+    ends early or without its footer is a copy cut short, not the cluster's
+    state at its offset. ``CorruptRecordError`` naming the file then."""
+    end = records.end
+    types = records.control.type.tolist()
+    why = None
+    if end is not None and end.reason is not None:
+        why = f"it ends {end.reason}"
+    elif not types or types[-1] != ControlType.SNAPSHOT_FOOTER:
+        why = "its last record is not a SnapshotFooter"
+    elif types[0] != ControlType.SNAPSHOT_HEADER:
+        why = "its first record is not a SnapshotHeader"
+    if why:
+        raise CorruptRecordError(f"KRaft snapshot cut short or damaged: {why}", path=path,
+                                 position=None if end is None else end.valid_bytes)

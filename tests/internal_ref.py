@@ -255,15 +255,19 @@ def ref_subscription(raw: bytes) -> dict:
     v = r.fix(">h")
     topics = [r.s16() for _ in range(r.fix(">i"))]
     out = {"version": v, "topics": topics, "user_data": r.b32(), "owned_partitions": None,
-           "generation_id": None, "rack_id": None}
+           "generation_id": None, "rack_id": None, "read_version": 0}
     # later versions only append fields; a writer may stop early (KafkaJS
-    # writes version 1 without owned partitions): fields not there are None
+    # writes version 1 without owned partitions): fields not there are None,
+    # and read_version is the last version whose fields were there
     if v >= 1 and r.p < len(r.b):
         out["owned_partitions"] = _topic_partitions(r)
+        out["read_version"] = 1
     if v >= 2 and r.p < len(r.b):
         out["generation_id"] = r.fix(">i")
+        out["read_version"] = 2
     if v >= 3 and r.p < len(r.b):
         out["rack_id"] = r.s16()
+        out["read_version"] = 3
     if v <= 3:
         r.done()
     return out
@@ -272,7 +276,9 @@ def ref_subscription(raw: bytes) -> dict:
 def ref_assignment(raw: bytes) -> dict:
     r = R(raw)
     v = r.fix(">h")
-    return {"version": v, "assigned_partitions": _topic_partitions(r), "user_data": r.b32()}
+    # (versions 0 to 3 have the same fields)
+    return {"version": v, "assigned_partitions": _topic_partitions(r), "user_data": r.b32(),
+            "read_version": min(v, 3)}
 
 
 def ref_group_metadata(key: bytes, value: bytes | None) -> dict:

@@ -304,3 +304,39 @@ def test_metadata_transactions_apply_as_the_loader_applies_them(tmp_path, caplog
         kbatch.write_log(d, [(None, v, 1) for v in bad])
         with pytest.raises(CorruptRecordError, match="TransactionRecord"):
             cluster_metadata(d)
+
+
+def test_consumer_protocol_bytes_that_do_not_parse_are_named(tmp_path):
+    """A member's assignment cut short is not an empty assignment: the
+    row's error names the member (Kafka's ConsumerProtocol refuses it); an
+    empty one (a member between rebalances) is no error; a subscription that
+    stops after an older version's fields says which version was read."""
+    from kbatch.internal import group_metadata
+
+    def s16(x):
+        return struct.pack(">h", len(x)) + x.encode()
+
+    def b32(x):
+        return struct.pack(">i", len(x)) + x
+    asg = struct.pack(">hi", 0, 1) + s16("t") + struct.pack(">iii", 1, 0, -1)
+    sub_v3_cut = struct.pack(">hi", 3, 1) + s16("t") + struct.pack(">i", -1) + \
+        struct.pack(">i", 0)           # v3 that stops after version 1's owned partitions
+
+    def value(a, sub):
+        v = struct.pack(">h", 3) + s16("consumer") + struct.pack(">i", 5) + s16("range") + \
+            s16("m1") + struct.pack(">q", 0) + struct.pack(">i", 1) + s16("m1") + \
+            struct.pack(">h", -1) + s16("c") + s16("/h") + struct.pack(">ii", 300000, 10000)
+        return v + b32(sub) + b32(a)
+    key = struct.pack(">h", 2) + s16("g1")
+    kbatch.write_log(tmp_path / "__consumer_offsets-0",
+                     [(key, value(asg, sub_v3_cut), 1), (key, value(asg[:-3], sub_v3_cut), 2),
+                      (key, value(b"", sub_v3_cut), 3)])
+    rows = group_metadata(tmp_path).to_pylist()
+    assert [r["error"] for r in rows] == [
+        None, "member m1: an assignment (version 0) that no version's fields read", None]
+    assert rows[0]["members"][0]["assignment"]["assigned_partitions"] == \
+        [{"topic": "t", "partitions": [0]}]
+    assert rows[1]["members"][0]["assignment"] is None
+    assert rows[2]["members"][0]["assignment"] is None
+    sub = rows[0]["members"][0]["subscription"]
+    assert (sub["version"], sub["read_version"], sub["generation_id"]) == (3, 1, None)

@@ -214,28 +214,34 @@ def _public(table):
 
 # --- group metadata --------------------------------------------------------
 
-def _protocol(name: str, raw: bytes | None):
-    """A consumer-protocol subscription/assignment: int16 version + struct.
+def _protocol(name: str, raw: bytes | None) -> tuple[dict | None, str | None]:
+    """A consumer-protocol subscription/assignment: int16 version + struct,
+    and why it did not parse (None when it did, or when there are no bytes:
+    a member between rebalances has an empty assignment).
 
     Versions only ever append fields, so a newer version than the table
     knows is read as the newest known (trailing bytes allowed), and a value
     that stops after an older version's fields (KafkaJS writes version 1
     subscriptions without owned partitions) is read as that older version:
-    the fields it lacks are null. None when nothing fits.
+    the fields it lacks are null, and ``read_version`` says which version's
+    fields were read (Kafka's own deserializer refuses such a value).
     """
-    if raw is None or len(raw) < 2:
-        return None
+    if raw is None or len(raw) == 0:
+        return None, None
+    what = "an assignment" if name.endswith("Assignment") else "a subscription"
+    if len(raw) < 2:
+        return None, f"{what} of {len(raw)} byte(s)"
     version = int.from_bytes(raw[:2], "big", signed=True)
     if version < 0:
-        return None
+        return None, f"{what} of version {version}"
     top = min(version, wire.MESSAGES[name]["valid"][1])
     for v in range(top, -1, -1):
         try:
             fields = wire.decode(name, v, raw, 2, whole=v == version or v < top)
-            return dict(fields, version=version)
+            return dict(fields, version=version, read_version=v), None
         except CorruptRecordError:
             continue
-    return None
+    return None, f"{what} (version {version}) that no version's fields read"
 
 
 def _member_type():
@@ -243,9 +249,10 @@ def _member_type():
     part = pa.struct([("topic", pa.string()), ("partitions", pa.list_(pa.int32()))])
     sub = pa.struct([("version", pa.int16()), ("topics", pa.list_(pa.string())),
                      ("user_data", pa.binary()), ("owned_partitions", pa.list_(part)),
-                     ("generation_id", pa.int32()), ("rack_id", pa.string())])
+                     ("generation_id", pa.int32()), ("rack_id", pa.string()),
+                     ("read_version", pa.int16())])
     asg = pa.struct([("version", pa.int16()), ("assigned_partitions", pa.list_(part)),
-                     ("user_data", pa.binary())])
+                     ("user_data", pa.binary()), ("read_version", pa.int16())])
     return pa.struct([("member_id", pa.string()), ("group_instance_id", pa.string()),
                       ("client_id", pa.string()), ("client_host", pa.string()),
                       ("rebalance_timeout", pa.int32()), ("session_timeout", pa.int32()),
@@ -284,14 +291,21 @@ def group_metadata(source, **options):
             d = decode_coordinator("offsets", k, values[i])
             v = d["value"] or {}
             consumer = v.get("protocol_type") == "consumer"
-            members = None
+            members, problems = None, []
             if d["value"] is not None:
-                members = [dict(m, subscription=_protocol("ConsumerProtocolSubscription",
-                                                          m["subscription"]) if consumer else None,
-                                assignment=_protocol("ConsumerProtocolAssignment",
-                                                     m["assignment"]) if consumer else None,
-                                subscription_raw=m["subscription"],
-                                assignment_raw=m["assignment"]) for m in v["members"]]
+                members = []
+                for m in v["members"]:
+                    sub = asg = None
+                    if consumer:
+                        sub, why = _protocol("ConsumerProtocolSubscription", m["subscription"])
+                        if why:
+                            problems.append(f"member {m['member_id']}: {why}")
+                        asg, why = _protocol("ConsumerProtocolAssignment", m["assignment"])
+                        if why:
+                            problems.append(f"member {m['member_id']}: {why}")
+                    members.append(dict(m, subscription=sub, assignment=asg,
+                                        subscription_raw=m["subscription"],
+                                        assignment_raw=m["assignment"]))
             ts = int(rec.timestamp[i])
             rows.append({"group": (d["key"] or {}).get("group"),
                          "protocol_type": v.get("protocol_type"), "generation": v.get("generation"),
@@ -301,7 +315,8 @@ def group_metadata(source, **options):
                          "record_offset": int(rec.offset[i]),
                          "record_timestamp": ts if ts != -1 else None,
                          "value_version": d["value_version"], "offsets_partition": part.partition,
-                         "error": d["error"] or (None if d["known"] else "unknown version")})
+                         "error": d["error"] or (None if d["known"] else "unknown version")
+                         or ("; ".join(problems) if problems else None)})
     return pa.Table.from_pylist(rows, schema=group_metadata_schema())
 
 

@@ -340,3 +340,22 @@ def test_consumer_protocol_bytes_that_do_not_parse_are_named(tmp_path):
     assert rows[2]["members"][0]["assignment"] is None
     sub = rows[0]["members"][0]["subscription"]
     assert (sub["version"], sub["read_version"], sub["generation_id"]) == (3, 1, None)
+
+
+def test_metadata_headers_out_of_range_are_errors_not_crashes(tmp_path):
+    """A metadata record header whose api key or version varint passes
+    32767 (Kafka's unsignedIntToShort refuses it): a row with its error and
+    raw bytes, and the tables build."""
+    from tests.internal_ref import uvarint
+    from kbatch.internal import records
+    good = _framed("TopicRecord", 0, {"name": "t", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ"})
+    for bad, what in ((uvarint(1) + uvarint(3) + uvarint(40000) + b"\0", "version 40000"),
+                      (uvarint(1) + uvarint(3_000_000_000) + uvarint(0) + b"\0",
+                       "api key 3000000000"),
+                      (uvarint(300) + uvarint(3) + uvarint(0) + b"\0", "frame version 300")):
+        d = tmp_path / what.replace(" ", "_") / "__cluster_metadata-0"
+        kbatch.write_log(d, [(None, good, 1), (None, bad, 2)])
+        rows = records(d, "metadata").to_pylist()
+        assert rows[0]["known"] and not rows[1]["known"]
+        assert what in rows[1]["error"] and rows[1]["raw_value"] == bad
+        assert cluster_metadata(d).topics.column("topic_name").to_pylist() == ["t"]

@@ -70,9 +70,15 @@ def decode_framed(family: str, value: bytes | None, *, strict: bool = False) -> 
         if value is None:
             raise CorruptRecordError("null value")
         r = wire.Reader(value, "frame")
-        out["frame_version"] = r.uvarint("frame version")
-        out["type_id"] = r.uvarint("api key")
-        out["version"] = r.uvarint("version")
+        frame, api_key, version = (r.uvarint("frame version"), r.uvarint("api key"),
+                                   r.uvarint("version"))
+        # AbstractApiMessageSerde.unsignedIntToShort: a key or version past
+        # 32767 is a parse error, as is a frame version past a byte
+        for what, n, most in (("frame version", frame, 0xFF), ("api key", api_key, 0x7FFF),
+                              ("version", version, 0x7FFF)):
+            if n > most:
+                raise CorruptRecordError(f"{what} {n} is out of range (at most {most})")
+        out["frame_version"], out["type_id"], out["version"] = frame, api_key, version
         name = types.get(out["type_id"])
         if name is None:
             return out

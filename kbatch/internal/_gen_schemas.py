@@ -64,6 +64,10 @@ HISTORICAL = (
     # PartitionRecord v1 was ELR (KIP-966) from af747fbfed7 until a94bc8d6d52
     # renumbered it (v1 Directories, v2 ELR); Kafka's own test data has it.
     ("metadata/src/main/resources/common/metadata/PartitionRecord.json", "af747fbfed7", (1, 1)),
+    # PartitionChangeRecord v1 of the same commits: ELR at tags 6/7 (now v2;
+    # v1 became Directories at tag 8)
+    ("metadata/src/main/resources/common/metadata/PartitionChangeRecord.json", "af747fbfed7",
+     (1, 1)),
     # Kafka 4.0's share groups (KIP-932 early access), changed for 4.1:
     # MetadataHash added after Epoch
     (_SHARE + "ShareGroupMetadataValue.json", KAFKA_4_0, (0, 0)),
@@ -250,7 +254,7 @@ def render(messages: dict, variants: dict, commit: str) -> str:
         "",
         "VARIANTS[name] = [message from an older commit (its 'commit'), valid only for",
         "                  the versions it lists]: layouts Kafka once wrote under a",
-        "                  version number it later reused (trunk's ELR PartitionRecord v1,",
+        "                  version number it later reused (trunk's ELR Partition(Change)Record v1,",
         "                  Kafka 4.0's share-group records; see HISTORICAL in the script).",
         "                  The decoder keeps the layout that reads a record to its end.",
         '"""',

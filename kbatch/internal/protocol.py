@@ -220,11 +220,12 @@ def decode(name: str, version: int, buf, pos: int = 0, end: int | None = None,
     PartitionRecord v1 while it was ELR, Kafka 4.0's share-group records),
     the record is read with every layout of that version and the one that
     reads it exactly to its end is kept: a historical one names its commit
-    under ``_schema_commit``. If several fit, the newest (the current
-    layout, else the first variant listed) is kept and
-    ``_schema_ambiguous`` lists the commits of the others that fit too
-    ("current" for the current layout); if none fits, the current layout's
-    error is raised.
+    under ``_schema_commit``. If several fit, one that knows every tagged
+    field of the record comes first (a tag only the other layout names, as
+    PartitionChangeRecord v1's ELR tags, decides), then the newest (the
+    current layout, else the first variant listed); ``_schema_ambiguous``
+    lists the commits of the others that fit too ("current" for the
+    current layout); if none fits, the current layout's error is raised.
 
     ``whole``: the message must use every byte (trailing bytes are an error).
     """
@@ -245,6 +246,7 @@ def decode(name: str, version: int, buf, pos: int = 0, end: int | None = None,
         fits.append((layout.get("commit", "current"), out))
     if not fits:
         raise error
+    fits.sort(key=lambda fit: "_unknown_tags" in fit[1])      # stable: then the newest
     commit, out = fits[0]
     if commit != "current":
         out["_schema_commit"] = commit

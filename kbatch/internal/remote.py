@@ -13,7 +13,11 @@ State codes are Kafka's RemoteLogSegmentState / RemotePartitionDeleteState ids.
 
 from __future__ import annotations
 
+import logging
+
 from kbatch.internal.tables import iter_decoded, record_meta_fields, typed_table
+
+log = logging.getLogger("kbatch")
 
 SEGMENT_STATES = {0: "COPY_SEGMENT_STARTED", 1: "COPY_SEGMENT_FINISHED",
                   2: "DELETE_SEGMENT_STARTED", 3: "DELETE_SEGMENT_FINISHED"}
@@ -35,6 +39,10 @@ def remote_segments_schema():
 
 def _segment_rows(decoded):
     starts: dict = {}
+    unread = sum(1 for _, d in decoded if not d["known"])
+    if unread:
+        log.warning("kbatch: %d __remote_log_metadata record(s) no schema reads (a newer "
+                    "version, or damage) are not in the table (records() lists them)", unread)
     for meta, d in decoded:
         if not d["known"]:
             continue

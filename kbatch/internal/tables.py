@@ -12,6 +12,7 @@ record type, the decoded key and value as JSON text or as typed columns.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Iterator
 
 import numpy as np
@@ -21,6 +22,8 @@ from kbatch.internal.arrow import message_fields
 from kbatch.internal.decode import decode_record, jsonable
 from kbatch.internal.registry import FAMILIES, FRAMED
 from kbatch.internal.sources import iter_parts
+
+log = logging.getLogger("kbatch")
 
 
 def record_meta_fields():
@@ -122,9 +125,10 @@ def typed_table(decoded, family: str, type: str):
     if value_name in VARIANTS:
         fields += [pa.field("schema_commit", pa.string()),
                    pa.field("schema_ambiguous", pa.list_(pa.string()))]
-    rows = []
+    rows, unread = [], 0
     for meta, d in decoded:
         if d["type"] != type or not d["known"]:
+            unread += d["type"] == type
             continue
         row = {k: meta[k] for k in ("topic", "partition", "file", "record_offset",
                                     "record_timestamp")}
@@ -139,6 +143,9 @@ def typed_table(decoded, family: str, type: str):
             row["schema_commit"] = d["value"].get("_schema_commit")
             row["schema_ambiguous"] = d["value"].get("_schema_ambiguous")
         rows.append(row)
+    if unread:
+        log.warning("kbatch: %d %s record(s) no schema reads (a newer version, or damage) are "
+                    "not in the table (records() lists them with their error)", unread, type)
     return pa.Table.from_pylist(rows, schema=pa.schema(fields))
 
 

@@ -458,6 +458,7 @@ class SegmentWriter:
         self.position = 0
         self.indexes = IndexBuilder(self.base_offset, self.index_interval_bytes)
         self._sequences: dict[int, int] = {}
+        self._epochs: dict[int, int] = {}        # producer id -> its latest epoch
 
     @property
     def offset_index(self) -> list[tuple[int, int]]:
@@ -516,7 +517,9 @@ class SegmentWriter:
         epoch = (0 if producer_id >= 0 else -1) if producer_epoch is None else producer_epoch
         epoch = _int("producer_epoch", epoch, -1, INT16_MAX)
         if log_append_time is not None:
-            _int("log_append_time", log_append_time, -1, INT64_MAX)
+            _int("log_append_time", log_append_time, 0, INT64_MAX)
+        if producer_id >= 0:
+            self._check_epoch(producer_id, epoch)
         codec = self.codec if codec is None else _codec(codec)
         cols = to_columns(records)
         if keep_offsets and cols.offset is not None and len(cols):
@@ -533,6 +536,18 @@ class SegmentWriter:
         return self._batches(cols, offsets, producer_id, epoch, transactional, codec,
                              timestamp_type, log_append_time)
 
+    def _check_epoch(self, producer_id: int, epoch: int) -> None:
+        """A producer's batches and markers never go back to an older epoch,
+        and a new epoch starts its sequence again at 0 (ProducerAppendInfo:
+        checkProducerEpoch, checkSequence), as a broker takes them."""
+        latest = self._epochs.get(producer_id)
+        if latest is not None and epoch < latest:
+            raise ValueError(f"producer {producer_id}: epoch {epoch} is older than its epoch "
+                             f"{latest} (a broker refuses it)")
+        if latest != epoch:
+            self._epochs[producer_id] = epoch
+            self._sequences[producer_id] = 0
+
     def _batches(self, cols, offsets, producer_id, epoch, transactional, codec,
                  timestamp_type, log_append_time):
         prepared = _prepare(cols)
@@ -545,12 +560,8 @@ class SegmentWriter:
             if timestamp_type == "log_append":
                 attributes |= ATTR_LOG_APPEND_TIME
                 max_ts = int(time.time() * 1000) if log_append_time is None else log_append_time
-            if codec:
-                packed = compress(codec, area)
-                if len(packed) < len(area):
-                    area = packed
-                else:  # as producers do: store uncompressed when it does not pay
-                    attributes &= ~ATTR_CODEC_MASK
+            if codec:        # the codec asked for, even where it does not pay (as
+                area = compress(codec, area)      # Kafka's MemoryRecordsBuilder writes it)
             sequence = -1
             if producer_id >= 0:
                 sequence = self._sequences.get(producer_id, 0)
@@ -595,8 +606,10 @@ class SegmentWriter:
         """Write a COMMIT (1) or ABORT (0) marker; returns its offset."""
         ts = int(time.time() * 1000) if timestamp is None else timestamp
         offset = self.next_offset
+        producer_epoch = _int("producer_epoch", producer_epoch, 0, INT16_MAX)
+        self._check_epoch(_int("producer_id", producer_id, 0, INT64_MAX), producer_epoch)
         batch = control_batch(control_type, base_offset=offset, producer_id=producer_id,
-                              producer_epoch=_int("producer_epoch", producer_epoch, 0, INT16_MAX),
+                              producer_epoch=producer_epoch,
                               coordinator_epoch=coordinator_epoch, timestamp=ts,
                               partition_leader_epoch=self.partition_leader_epoch)
         self._write(batch, offset, offset, ts, offset)
@@ -817,6 +830,7 @@ class LogWriter:
         self._txn_entries: list[bytes] = []
         self._segment: SegmentWriter | None = None
         self._sequences: dict[int, int] = {}
+        self._epochs: dict[int, int] = {}
         self._start_segment(base_offset)
         topic_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         (self.directory / "partition.metadata").write_text(
@@ -836,6 +850,7 @@ class LogWriter:
         self._segment = SegmentWriter(Path(str(self._stem(base_offset)) + ".log"),
                                       base_offset=base_offset, **self._opts)
         self._segment._sequences = self._sequences
+        self._segment._epochs = self._epochs
         self._txn_entries = []
 
     def _finish_segment(self, active: bool) -> None:
@@ -894,6 +909,11 @@ class LogWriter:
         segments between batches; returns ``(first_offset, last_offset)``."""
         first = None
         pid = options.get("producer_id", -1)
+        if pid is not None and pid >= 0 and not options.get("transactional") \
+                and pid in self._open_txns:
+            raise ValueError(f"producer {pid} has an open transaction: a non-transactional "
+                             "batch of it is refused, as a broker refuses it "
+                             "(InvalidTxnStateException)")
         for batch, last, max_ts, shallow in self._segment.encode(records, **options):
             base = int.from_bytes(batch[:8], "big", signed=True)
             self._maybe_roll(len(batch), base, last)
@@ -925,9 +945,11 @@ class LogWriter:
         """Write the producer's COMMIT or ABORT marker; returns its offset."""
         ts = int(time.time() * 1000) if timestamp is None else timestamp
         offset = self.next_offset
+        producer_epoch = _int("producer_epoch", producer_epoch, 0, INT16_MAX)
+        self._segment._check_epoch(_int("producer_id", producer_id, 0, INT64_MAX), producer_epoch)
         batch = control_batch(COMMIT if commit else ABORT, base_offset=offset,
                               producer_id=producer_id,
-                              producer_epoch=_int("producer_epoch", producer_epoch, 0, INT16_MAX),
+                              producer_epoch=producer_epoch,
                               coordinator_epoch=coordinator_epoch, timestamp=ts,
                               partition_leader_epoch=self._segment.partition_leader_epoch)
         self._maybe_roll(len(batch), offset, offset)

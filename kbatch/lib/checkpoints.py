@@ -1,4 +1,4 @@
-"""A broker's checkpoint text files.
+r"""A broker's checkpoint text files.
 
     replication-offset-checkpoint       high watermark per partition
     recovery-point-offset-checkpoint    offset up to which the log was flushed
@@ -9,16 +9,28 @@
     line 1: version (0) | line 2: entry count | then one entry per line:
     "<topic> <partition> <offset>" (offset files) or "<epoch> <start offset>"
 
-Parsed strictly: a wrong version, count, or line raises
-``CorruptRecordError`` naming the file and line. Files are read whole (they
-hold one line per partition); at most ``MAX_CHECKPOINT_BYTES``. A data
+Parsed as Kafka's ``CheckpointFile`` parses them: lines end at ``\n``,
+``\r`` or ``\r\n`` (``BufferedReader.readLine``); an entry's fields are
+split at runs of ASCII whitespace (``\s+``; a line starting with one has an
+empty first field); each number is read as ``Integer.parseInt`` (version,
+count, partition, leader epoch: int32) or ``Long.parseLong`` (offsets:
+int64) reads it: an optional ``+`` or ``-``, then decimal digits (Java's
+``Character.digit``: any Unicode decimal digit of the BMP) and nothing else
+(no spaces, no ``_``), within the type's range. A file Kafka refuses (a
+wrong version, count, line or number) raises ``CorruptRecordError`` naming
+the file and line. Files are read whole (they hold one line per
+partition); at most ``MAX_CHECKPOINT_BYTES``. A data
 directory may be local or in object storage (``storage``: see
 ``kbatch.lib.storage``): the door (``kbatch.lib.open``) says where.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 from kbatch.errors import CorruptRecordError
+from kbatch.wire import INT64_MAX, INT64_MIN
 from kbatch.lib.files import NotRegularFileError
 from kbatch.lib.open import tree_of
 from kbatch.lib.paths import parse_partition_dir
@@ -46,10 +58,53 @@ def _lines(data: bytes, where: str) -> list[str]:
     except UnicodeDecodeError as exc:
         raise CorruptRecordError("checkpoint file is not UTF-8 text", path=where,
                                  position=exc.start) from None
-    lines = text.split("\n")
+    lines = _LINE_END.split(text)           # BufferedReader.readLine's line ends
     if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+_JAVA_SPACES = re.compile(r"[ \t\n\x0b\f\r]+")     # java.util.regex "\\s+": ASCII only
+INT32 = (-(1 << 31), (1 << 31) - 1)
+INT64 = (INT64_MIN, INT64_MAX)
+
+
+def _fields(line: str) -> list[str]:
+    """``Pattern.compile("\\s+").split(line)`` as Java splits: trailing
+    empty strings removed, a leading one (the line starts with whitespace)
+    kept; an empty line is one empty field."""
+    if not line:
+        return [""]
+    parts = _JAVA_SPACES.split(line)
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
+def java_parse(text: str, bounds: tuple[int, int]) -> int:
+    """``Integer.parseInt(text)`` (``bounds`` ``INT32``) or
+    ``Long.parseLong(text)`` (``INT64``). An optional ``+`` or ``-``, then
+    at least one decimal digit (``Character.digit(c, 10)``: a Unicode
+    decimal digit in the BMP, so also an Arabic-Indic or a fullwidth digit)
+    and nothing else. Where Java throws ``NumberFormatException``: a
+    ``ValueError`` saying "not a number" or "out of range"."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    low, high = bounds
+    value, over = 0, False
+    for ch in body:
+        digit = unicodedata.decimal(ch, None) if ord(ch) <= 0xFFFF else None
+        if digit is None:
+            raise ValueError("not a number")
+        if not over:
+            value = value * 10 + digit
+            over = value > high + 1         # past even the most negative value's size
+    if not body:
+        raise ValueError("not a number")
+    value = -value if text[0] == "-" else value
+    if over or not low <= value <= high:
+        raise ValueError("out of range")
+    return value
 
 
 def _read(loc: Location) -> bytes | None:
@@ -86,30 +141,35 @@ def parse_checkpoint(kind: str, data: bytes, path: str) -> tuple[str, list[tuple
     def bad(i: int, why: str) -> CorruptRecordError:
         return CorruptRecordError(f"line {i + 1}: {why}", path=path)
 
-    def number(text: str, i: int) -> int:
+    def number(text: str, i: int, what: str, bounds: tuple[int, int] = INT32) -> int:
         try:
-            return int(text)
-        except ValueError:
-            raise bad(i, f"{text!r} is not a number") from None
+            return java_parse(text, bounds)
+        except ValueError as exc:
+            why = ("is not a number" if str(exc) == "not a number" else
+                   f"is out of range for an int{32 if bounds == INT32 else 64} "
+                   f"({bounds[0]}..{bounds[1]})")
+            raise bad(i, f"{what} {text!r} {why}") from None
 
-    if number(lines[0].strip(), 0) != 0:
-        raise bad(0, f"version {lines[0].strip()} (only 0 is known)")
+    if number(lines[0], 0, "version") != 0:
+        raise bad(0, f"version {lines[0]} (only 0 is known)")
     if len(lines) < 2:
         raise bad(1, "no entry count")
-    count = number(lines[1].strip(), 1)
+    count = number(lines[1], 1, "entry count")
     if count != len(lines) - 2:
         raise bad(1, f"count {count} but {len(lines) - 2} entry lines")
     entries = []
     for i, line in enumerate(lines[2:], start=2):
-        parts = line.split()
+        parts = _fields(line)
         if kind == "leader_epoch":
             if len(parts) != 2:
                 raise bad(i, f"{line!r}: want '<epoch> <offset>'")
-            entries.append((number(parts[0], i), number(parts[1], i)))
+            entries.append((number(parts[0], i, "leader epoch"),
+                            number(parts[1], i, "start offset", INT64)))
         else:
             if len(parts) != 3:
                 raise bad(i, f"{line!r}: want '<topic> <partition> <offset>'")
-            entries.append((parts[0], number(parts[1], i), number(parts[2], i)))
+            entries.append((parts[0], number(parts[1], i, "partition"),
+                            number(parts[2], i, "offset", INT64)))
     return kind, entries
 
 

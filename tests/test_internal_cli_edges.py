@@ -21,14 +21,17 @@ import json
 import shutil
 import struct
 import subprocess
+import uuid
 
 import crc32c
+import fsspec
 import pytest
 
 import kbatch
 from kbatch.errors import CorruptRecordError
 from kbatch.internal import checkpoints, read_checkpoint, visible_ranges
 from kbatch.tools.cli import main
+from kbatch.tools.internal_cli import print_internal_summary
 
 BIG = 2 ** 62                      # year ~146 million: no datetime holds it
 T0 = 1_700_000_000_123             # 2023-11-14 22:13:20.123 UTC
@@ -273,3 +276,158 @@ def test_epoch_checkpoint_with_an_int32_overflowing_epoch_is_refused(tmp_path, c
         checkpoints(tmp_path)
     rc, out, err = cli(capfd, "dump", "--format", "json", str(path))
     assert rc == 1 and out == "" and str(path) in err
+
+
+# --- 2. times past year 9999 ---------------------------------------------------
+
+def _lag_dir(root):
+    kbatch.write_log(root / "__consumer_offsets-0",
+                     [(*offset_commit("g", "t", 0, 1, BIG), T0),
+                      (*offset_commit("g", "t", 1, 0, T0), T0)])
+    kbatch.write_log(root / "t-0", [(None, b"x", T0), (None, b"y", T0)])
+    kbatch.write_log(root / "t-1", [(None, b"x", T0)])
+    return root
+
+
+def test_lag_prints_times_past_year_9999(tmp_path, capfd):
+    root = _lag_dir(tmp_path)
+    rc, out, err = cli(capfd, "lag", "--format", "json", str(root))
+    assert rc == 0 and err == ""
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(r["partition"], r["commit_timestamp"], r["committed_offset"], r["log_end_offset"],
+             r["lag"]) for r in rows] == [(0, BIG, 1, 2, 1), (1, T0, 0, 1, 1)]
+    rc, out, err = cli(capfd, "lag", str(root))
+    assert rc == 0 and err == ""
+    lines = out.splitlines()
+    assert f"{BIG} ms" in lines[1] and lines[1].split()[:3] == ["g", "t", "0"]
+    assert "2023-11-14 22:13:20.123" in lines[2]
+    rc, out, err = cli(capfd, "lag", "--history", "--format", "json", str(root))
+    assert rc == 0 and [json.loads(x)["commit_timestamp"] for x in out.splitlines()] == [BIG, T0]
+
+
+@pytest.mark.parametrize("when", [BIG, -BIG, 2 ** 63 - 1])
+def test_txn_prints_coordinator_times_past_datetime(tmp_path, capfd, when):
+    kbatch.write_log(tmp_path / "__transaction_state-0",
+                     [(*txn_record("tx-1", 77, 1, when, when), T0)])
+    kbatch.write_log(tmp_path / "t-0", [(None, b"x", T0)])
+    rc, out, err = cli(capfd, "txn", "--format", "json", str(tmp_path))
+    assert rc == 0 and err == ""
+    [ids] = [json.loads(x) for x in out.splitlines() if "transactional_id" in x]
+    assert (ids["producer_id"], ids["transactional_id"], ids["last_update_timestamp"]) == \
+        (77, "tx-1", when)
+    rc, out, err = cli(capfd, "txn", str(tmp_path))
+    assert rc == 0 and err == ""
+    assert f"  producer         77 epoch     0: tx-1  Ongoing at {when} ms" in out.splitlines()
+
+
+def test_txn_prints_ordinary_coordinator_times_as_utc(tmp_path, capfd):
+    kbatch.write_log(tmp_path / "__transaction_state-0",
+                     [(*txn_record("tx-1", 77, 1, T0, T0), T0)])
+    rc, out, _ = cli(capfd, "txn", "--format", "json", str(tmp_path))
+    assert [json.loads(x)["last_update_timestamp"] for x in out.splitlines()
+            if "transactional_id" in x] == [T0]
+    rc, out, _ = cli(capfd, "txn", str(tmp_path))
+    assert "tx-1  Ongoing at 2023-11-14 22:13:20.123" in out
+
+
+def test_internal_summary_takes_times_past_year_9999(tmp_path, capfd):
+    root = _lag_dir(tmp_path)
+    kbatch.write_log(root / "__transaction_state-0", [(*txn_record("tx-1", 77, 1, BIG, BIG), T0)])
+    capfd.readouterr()
+    print_internal_summary(root)
+    out = capfd.readouterr().out
+    assert "consumer groups" in out and "tx-1 (producer 77, Ongoing)" in out
+
+
+# --- 3 and 4. URLs print what local paths print ---------------------------------
+
+@pytest.fixture
+def site(tmp_path):
+    """A data directory on disk and the same files under a memory:// URL."""
+    root = tmp_path / "data"
+    kbatch.write_log(root / "__consumer_offsets-0",
+                     [(*offset_commit("g", "t", 0, 42, T0), T0),
+                      (*offset_commit("g", "t", 1, 7, BIG), T0 + 1)])
+    kbatch.write_log(root / "__transaction_state-0",
+                     [(*txn_record("tx-1", 77, 1, T0, T0), T0),
+                      (*txn_record("tx-2", 78, 4, BIG, T0), T0)])
+    kbatch.write_log(root / "t-0", [(None, b"x", T0)])
+    (root / "__consumer_offsets-0" / "00000000000000000002.snapshot").write_bytes(
+        producer_snapshot([(1000, 2, 41, 1, 3, T0, 5, -1), (1001, 0, 0, 0, 0, BIG, -1, -1)]))
+    (root / "replication-offset-checkpoint").write_text(
+        "0\n2\n__consumer_offsets 0 2\nt 0 1\n")
+    (root / "t-0" / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n3 1\n")
+    url = f"memory://kbatch-edges-{uuid.uuid4().hex}"
+    fs = fsspec.filesystem("memory")
+    for path in root.rglob("*"):
+        if path.is_file():
+            fs.pipe_file(url[len("memory://"):] + "/" + path.relative_to(root).as_posix(),
+                         path.read_bytes())
+    yield str(root), url
+    fs.rm(url[len("memory://"):], recursive=True)
+
+
+DUMPS = [
+    ["--decode", "offsets", "{root}/__consumer_offsets-0/00000000000000000000.log"],
+    ["--decode", "offsets", "{root}/__consumer_offsets-0"],
+    ["--decode", "transactions", "{root}/__transaction_state-0"],
+    ["{root}/__consumer_offsets-0/00000000000000000002.snapshot"],
+    ["{root}/replication-offset-checkpoint"],
+    ["{root}/t-0/leader-epoch-checkpoint"],
+    ["{root}/replication-offset-checkpoint", "{root}/t-0/00000000000000000000.log",
+     "{root}/t-0/leader-epoch-checkpoint"],
+]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("args", DUMPS, ids=lambda a: "+".join(x.rsplit("/", 1)[-1] for x in a))
+def test_dump_of_internal_files_by_url_equals_local(site, capfd, args, fmt):
+    root, url = site
+    local = cli(capfd, "dump", "--format", fmt, *[a.format(root=root) for a in args])
+    remote = cli(capfd, "dump", "--format", fmt, *[a.format(root=url) for a in args])
+    assert local[0] == 0 and local[2] == "" and local[1]
+    assert remote == (local[0], local[1].replace(root, url), local[2])
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_txn_of_a_url_names_the_transactional_ids_as_local(site, capfd, fmt):
+    root, url = site
+    local = cli(capfd, "txn", "--format", fmt, root)
+    assert local[0] == 0 and local[2] == "" and "tx-1" in local[1] and "tx-2" in local[1]
+    remote = cli(capfd, "txn", "--format", fmt, url)
+    assert remote == (local[0], local[1].replace(root, url), local[2])
+
+
+def test_a_missing_internal_url_is_a_usage_error_naming_it(site, capfd):
+    _, url = site
+    rc, out, err = cli(capfd, "dump", f"{url}/nope/replication-offset-checkpoint")
+    assert rc == 2 and out == "" and f"{url}/nope/replication-offset-checkpoint" in err
+
+
+def test_internal_files_in_s3_with_storage_options(site, capfd):
+    """s3:// with --storage-option (a local S3 server): the command's
+    storage flags reach the internal files as they reach segments."""
+    pytest.importorskip("moto")
+    pytest.importorskip("s3fs")
+    from .remote_s3 import BUCKET, S3
+    root, _ = site
+    server = S3()
+    try:
+        server.put_dir(root, "edges")
+        opts = server.options()
+        flags = ["--storage-option", "key=testing", "--storage-option", "secret=testing",
+                 "--storage-option", "client_kwargs=" + json.dumps(opts["client_kwargs"])]
+        url = f"s3://{BUCKET}/edges"
+        for args in (DUMPS[1], DUMPS[3], DUMPS[6]):
+            local = cli(capfd, "dump", "--format", "json", *[a.format(root=root) for a in args])
+            remote = cli(capfd, "dump", "--format", "json", *flags,
+                         *[a.format(root=url) for a in args])
+            assert remote == (local[0], local[1].replace(root, url), local[2])
+        local = cli(capfd, "txn", "--format", "json", root)
+        remote = cli(capfd, "txn", "--format", "json", *flags, url)
+        assert remote == (local[0], local[1].replace(root, url), local[2])
+        # the options are for URLs: with local files only, a usage error as elsewhere
+        rc, _, err = cli(capfd, "dump", *flags, f"{root}/replication-offset-checkpoint")
+        assert rc == 2 and "--storage-option is for URLs" in err
+    finally:
+        server.stop()

@@ -6,7 +6,11 @@
     kbatch txn DATA_DIR     also names the transactional id of each producer
 
 ``extend_dump``/``extend_txn`` wrap the existing subcommands; everything
-takes ``--format json`` (one JSON object per line).
+takes ``--format json`` (one JSON object per line). Paths and URLs go
+through the door (``kbatch.lib.open.resolve``) with the command's storage
+flags, as for the rest of the CLI. Timestamps are integer milliseconds in
+JSON and UTC times in text (``N ms`` past what a ``datetime`` holds, year
+9999: Kafka keeps them as longs).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import argparse
 import json
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from kbatch.errors import KbatchError
 from kbatch.lib.checkpoints import EPOCH_FILE, OFFSET_FILES
@@ -50,23 +54,54 @@ def _out(obj) -> None:
     print(json.dumps(obj, default=_json_default))
 
 
-def is_internal_file(path: Path) -> bool:
-    return path.suffix == ".snapshot" or path.name in OFFSET_FILES or path.name == EPOCH_FILE
+def _file_name(path) -> str:
+    """The last name of a path or URL (``memory://m/x.snapshot``: ``x.snapshot``)."""
+    return PurePath(str(path).rstrip("/")).name
 
 
-def dump_decode(args) -> int:
+def is_internal_file(path) -> bool:
+    """A producer snapshot or a checkpoint file, by name (a path or a URL)."""
+    name = _file_name(path)
+    return name.endswith(".snapshot") or name in OFFSET_FILES or name == EPOCH_FILE
+
+
+def _rows(table) -> list[dict]:
+    """``table.to_pylist()`` with timestamp columns as integer milliseconds
+    since the epoch: Kafka keeps times as longs, and one past year 9999 has
+    no Python ``datetime`` (what ``to_pylist`` would make of it)."""
+    import pyarrow as pa
+    scale = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1000), "ns": (1, 1_000_000)}
+    stamps = {}
+    for i, field in enumerate(table.schema):
+        if pa.types.is_timestamp(field.type):
+            stamps[field.name] = scale[field.type.unit]
+            table = table.set_column(i, pa.field(field.name, pa.int64()),
+                                     table.column(i).cast(pa.int64()))
+    rows = table.to_pylist()
+    for name, (mul, div) in stamps.items():
+        if (mul, div) != (1, 1):
+            for r in rows:
+                if r[name] is not None:
+                    r[name] = r[name] * mul // div
+    return rows
+
+
+def dump_decode(args, found=None) -> int:
     """``kbatch dump`` for internal data: records of an internal topic
-    decoded (``--decode FAMILY``), producer snapshots, checkpoint files."""
+    decoded (``--decode FAMILY``), producer snapshots, checkpoint files.
+    ``found``: what the door resolved for each of ``args.files``; without
+    it, each is resolved here with the command's storage (``_storage_of``)."""
     status = 0
-    for name in args.files:
-        path = Path(name)
+    for i, name in enumerate(args.files):
         try:
-            if path.suffix == ".snapshot":
-                _dump_snapshot(path, args)
-            elif path.name in OFFSET_FILES or path.name == EPOCH_FILE:
-                _dump_checkpoint(path, args)
+            where = found[i] if found is not None else resolve(name, _storage_of(args))
+            loc = where.location
+            if loc.name.endswith(".snapshot"):
+                _dump_snapshot(loc, args)
+            elif loc.name in OFFSET_FILES or loc.name == EPOCH_FILE:
+                _dump_checkpoint(loc, args)
             else:
-                _dump_records(path, args)
+                _dump_records(where, args)
         except BrokenPipeError:
             raise
         except (KbatchError, OSError) as exc:
@@ -76,7 +111,18 @@ def dump_decode(args) -> int:
     return status
 
 
-def _dump_snapshot(path: Path, args) -> None:
+def _storage_of(args, names=None):
+    """The command's ``Storage`` from its flags (``--storage-option``,
+    ``--layout``, ``--private-key``), built by the CLI's own function, which
+    ``add_subcommands`` hands to ``dump`` and ``txn`` as ``storage_of``; None
+    (the default storage) where nothing wired it."""
+    storage_of = getattr(args, "storage_of", None)
+    if storage_of is None:
+        return None
+    return storage_of(args, names) if names is not None else storage_of(args)
+
+
+def _dump_snapshot(path, args) -> None:
     from kbatch.internal.snapshot import read_producer_snapshot
     snap = read_producer_snapshot(path, validate_crc=not getattr(args, "no_crc", False))
     if args.format == "json":
@@ -94,7 +140,7 @@ def _dump_snapshot(path: Path, args) -> None:
               f"lastTimestamp: {_when(e['timestamp'])}")
 
 
-def _dump_checkpoint(path: Path, args) -> None:
+def _dump_checkpoint(path, args) -> None:
     from kbatch.lib.checkpoints import read_checkpoint
     kind, entries = read_checkpoint(path)
     if args.format == "json":
@@ -109,14 +155,16 @@ def _dump_checkpoint(path: Path, args) -> None:
               else f"{e[0]}-{e[1]}: {e[2]}")
 
 
-def _dump_records(path: Path, args) -> None:
+def _dump_records(found, args) -> None:
+    """The records of what the door resolved (a segment, a partition or a
+    data directory), decoded as an internal topic's."""
     from kbatch.internal.decode import jsonable
     from kbatch.internal.registry import FAMILIES, family_of_topic
-    from kbatch.lib.paths import parse_partition_dir
     from kbatch.internal.tables import iter_decoded
+    path = found.location
+    named = parse_partition_dir((path.parent if found.kind is PathKind.SEGMENT else path).name)
     family = args.decode
     if family not in FAMILIES:
-        named = parse_partition_dir((path if path.is_dir() else path.parent).name)
         family = family_of_topic(named[0] if named else None)
     if family is None:
         raise KbatchError(f"{path}: not an internal topic; say which with --decode")
@@ -124,8 +172,7 @@ def _dump_records(path: Path, args) -> None:
         print(f"Dumping {path} (decoded as {FAMILIES[family][0]})")
     seen = bad = 0
     warned = False
-    named = parse_partition_dir((path if path.is_dir() else path.parent).name)
-    for meta, d in iter_decoded(path, family, snapshots=False):
+    for meta, d in iter_decoded(found, family, snapshots=False):
         seen += 1
         bad += bool(d["error"] or not d["known"])
         if not warned and (seen >= WARN_AFTER and 2 * bad >= seen):
@@ -189,13 +236,18 @@ def extend_dump(parser: argparse.ArgumentParser, cmd_dump, check_path) -> None:
 
     def run(args) -> int:
         status = 0
+        storage = None
         for name in args.files:
-            path = Path(name)
-            mine = args.decode in FAMILY_CHOICES or is_internal_file(path)
-            if mine:      # what it names, as for every path (a missing one: exit 2)
-                check_path(name, check=not is_internal_file(path))
+            mine = args.decode in FAMILY_CHOICES or is_internal_file(name)
             one = argparse.Namespace(**{**vars(args), "files": [name], "all_files": args.files})
-            status = max(status, dump_decode(one) if mine else cmd_dump(one))
+            if not mine:
+                status = max(status, cmd_dump(one))
+                continue
+            if storage is None:     # one for all the files, as cmd_dump's
+                storage = _storage_of(args, args.files)
+            # what it names, as for every path (a missing one: exit 2)
+            found = check_path(name, check=not is_internal_file(name), storage=storage)
+            status = max(status, dump_decode(one, [found]))
         return status
 
     parser.set_defaults(func=run)
@@ -210,12 +262,12 @@ def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
 
     def run(args) -> int:
         status = cmd_txn(args)
-        path = Path(args.path)
-        if not path.is_dir():
+        found = resolve(args.path, _storage_of(args))    # as cmd_txn found it
+        if found.kind is PathKind.SEGMENT:
             return status
         from kbatch.internal.producer_ids import producer_ids
         from kbatch.internal.transactions import transaction_log
-        ids = producer_ids(transaction_log(path).to_pylist())
+        ids = producer_ids(_rows(transaction_log(found)))
         if not ids.states:
             return status
         if args.format == "json":
@@ -236,7 +288,7 @@ def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
             epoch = "-" if st.producer_epoch is None else st.producer_epoch
             state = st.state or "(known only as a previous producer id)"
             line = (f"  producer {pid:>10} epoch {epoch:>5}: {st.transactional_id}  {state}"
-                    f" at {_when(_ms(st.last_update_timestamp))}")
+                    f" at {_when(st.last_update_timestamp)}")
             if st.client_transaction_version is not None:
                 line += f", client transaction version {st.client_transaction_version}"
             if st.next_producer_id is not None:
@@ -299,10 +351,6 @@ def _visibility_table(path) -> None:
                   + (f"  <-- {'; '.join(note)}" if note else ""))
 
 
-def _ms(ts):
-    return None if ts is None else int(ts.timestamp() * 1000)
-
-
 def cmd_lag(args, resolve_path, storage_of) -> int:
     """``kbatch lag``: the latest lag per group/topic/partition (``--history``:
     every commit). Exit 1 when it lists nothing. Groups with commits for
@@ -314,11 +362,11 @@ def cmd_lag(args, resolve_path, storage_of) -> int:
     table = consumer_lag(found, groups=groups)
     if not args.history:
         table = latest_lag(table)
-    rows = table.to_pylist()
+    rows = _rows(table)
     elsewhere = commits_without_data(found, groups=groups)
     if args.format == "json":
         for r in rows:
-            _out({**r, "commit_timestamp": _ms(r["commit_timestamp"])})
+            _out(r)
         for group, topics in elsewhere.items():
             _out({"group": group, "topics_without_data_here": topics})
         return 0 if rows else 1
@@ -329,7 +377,7 @@ def cmd_lag(args, resolve_path, storage_of) -> int:
         end = "-" if r["log_end_offset"] is None else r["log_end_offset"]
         lag = "-" if r["lag"] is None else r["lag"]
         print(f"{r['group']:<24} {r['topic']:<24} {r['partition']:>4} "
-              f"{_when(_ms(r['commit_timestamp'])):<23} {r['committed_offset']:>12} "
+              f"{_when(r['commit_timestamp']):<23} {r['committed_offset']:>12} "
               f"{end:>12} {lag:>10}" + (f"  <-- {r['reason']}" if r["reason"] else ""))
     for group, topics in elsewhere.items():
         print(f"group {group} committed offsets of {', '.join(topics)}, whose data is not "
@@ -343,7 +391,12 @@ def cmd_lag(args, resolve_path, storage_of) -> int:
 
 def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     """Register ``kbatch lag`` (paths through the CLI's door: ``resolve_path``,
-    ``storage_of``; ``url_flags`` adds the storage options)."""
+    ``storage_of``; ``url_flags`` adds the storage options), and hand
+    ``storage_of`` to ``dump`` and ``txn`` (their internal parts read URLs
+    with the command's storage flags too)."""
+    for name in ("dump", "txn"):
+        if name in sub.choices:
+            sub.choices[name].set_defaults(storage_of=storage_of)
     p = sub.add_parser("lag", help="consumer lag over time from __consumer_offsets",
                        description="For each consumer group, topic and partition: the "
                                    "committed offset beside the log end offset at the commit's "
@@ -366,7 +419,7 @@ def print_internal_summary(data_dir) -> None:
     from kbatch.internal.metadata import cluster_metadata
     from kbatch.internal.transactions import transaction_log
     path = Path(data_dir)
-    lag = latest_lag(consumer_lag(path)).to_pylist()
+    lag = _rows(latest_lag(consumer_lag(path)))
     if lag:
         print("consumer groups (latest commit; kbatch lag for more):")
         for r in lag:
@@ -377,7 +430,7 @@ def print_internal_summary(data_dir) -> None:
                   f"{r['committed_offset']:>9} log end {end:>9} lag {lag:>7}"
                   + (f" ({r['reason']})" if r["reason"] else ""))
     last: dict = {}
-    for r in transaction_log(path).to_pylist():
+    for r in _rows(transaction_log(path)):
         if r["transactional_id"] is not None and not r["tombstone"]:
             last[r["transactional_id"]] = r
     if last:

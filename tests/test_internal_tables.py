@@ -90,7 +90,7 @@ def test_checkpoints_and_visible_ranges(tmp_path):
 
 @pytest.mark.parametrize("text,problem", [
     ("1\n0\n", "version"), ("0\n2\na 0 1\n", "count"), ("0\n1\na x 1\n", "not a number"),
-    ("0\n1\na 0\n", "want"), ("0\n", "no entry count"), ("\xff\n", "not a number")])
+    ("0\n1\na 0\n", "want"), ("\xff\n", "not a number")])
 def test_bad_checkpoint_files(tmp_path, text, problem):
     path = tmp_path / "replication-offset-checkpoint"
     path.write_text(text)
@@ -359,3 +359,34 @@ def test_metadata_headers_out_of_range_are_errors_not_crashes(tmp_path):
         assert rows[0]["known"] and not rows[1]["known"]
         assert what in rows[1]["error"] and rows[1]["raw_value"] == bad
         assert cluster_metadata(d).topics.column("topic_name").to_pylist() == ["t"]
+
+
+def test_a_metadata_log_may_begin_inside_a_transaction(tmp_path):
+    """KRaft keeps the segment holding its snapshot's offset, so a log whose
+    older segments were deleted may begin inside a transaction: records
+    before a first End are that transaction's (applied), before a first
+    Abort they are not; only where the replay starts clean (offset 0) is an
+    End without a Begin damage."""
+    t1, t2, t3 = "AAAAAAAAAAAAAAAAAAAAAQ", "AAAAAAAAAAAAAAAAAAAAAg", "AAAAAAAAAAAAAAAAAAAAAw"
+    for end, want in (("EndTransactionRecord", ["b", "c"]), ("AbortTransactionRecord", ["c"])):
+        recs = [_framed("BeginTransactionRecord", 0, {"name": "big create"}),
+                _framed("TopicRecord", 0, {"name": "a", "topic_id": t1}),
+                _framed("TopicRecord", 0, {"name": "b", "topic_id": t2}),
+                _framed(end, 0, {} if end.startswith("End") else {"reason": "r"}),
+                _framed("TopicRecord", 0, {"name": "c", "topic_id": t3})]
+        d = tmp_path / end / "__cluster_metadata-0"
+        kbatch.write_log(d, [(None, v, 1) for v in recs], batch_records=1, segment_bytes=150)
+        whole = ["a", "b", "c"] if end.startswith("End") else ["c"]
+        assert cluster_metadata(d).topics.column("topic_name").to_pylist() == whole
+        for f in sorted(d.glob("00000000000000000000.*")) + sorted(d.glob("00000000000000000001.*")):
+            f.unlink()                        # deleted after a snapshot at offset 2
+        assert cluster_metadata(d).topics.column("topic_name").to_pylist() == want
+        assert cluster_metadata(d / f"{3:020d}.log").topics.num_rows == 0
+
+
+def test_a_checkpoint_of_a_version_line_alone_has_no_entries(tmp_path):
+    """CheckpointReadBuffer.read returns no entries when the count line is
+    missing (a file cut after its version line)."""
+    path = tmp_path / "replication-offset-checkpoint"
+    path.write_text("0\n")
+    assert read_checkpoint(path) == ("high_watermark", [])

@@ -250,3 +250,21 @@ def test_protobuf_message_of_a_query_is_planned_and_checked(tmp_path):
         else:
             got = decode_batch(batch, records, o, schema).column("value").to_pylist()
             assert [r["b"] for r in got] == want and [r["c"] for r in got] == ["x0", "x1", "x2"]
+
+
+def test_a_json_schema_without_fields_is_refused_at_planning(tmp_path):
+    """A JSON Schema naming no fields decodes into a type inferred from the
+    values: the driver cannot plan a query's schema with it and says so
+    (before, every batch failed with a message about Protobuf)."""
+    from kbatch.spark.options import parse_options
+    from kbatch.spark.payloads import field_types
+    data = tmp_path / "data"
+    kbatch.write_log(data / "_schemas-0", [
+        {"key": json.dumps({"keytype": "SCHEMA", "subject": "j-value", "version": 1,
+                            "magic": 1}).encode(),
+         "value": json.dumps({"subject": "j-value", "version": 1, "id": 4, "schemaType": "JSON",
+                              "schema": json.dumps({"type": "object"})}).encode()}])
+    o = parse_options({"path": str(data), "valueFormat": "registry", "subscribe": "j",
+                       "schemaRegistry": str(data)})
+    with pytest.raises(kbatch.KbatchError, match="names no fields"):
+        field_types(o)

@@ -67,9 +67,14 @@ def applied(decoded) -> tuple[list, set]:
     """``(records Kafka's loader applies, ids of those it does not)``: per
     file, a transaction's records once its EndTransactionRecord comes, none
     of an aborted one or of one still open at the file's end (``id`` of the
-    pair identifies a left-out record)."""
+    pair identifies a left-out record). A log whose first record is not
+    offset 0 (its older segments deleted after a snapshot) may begin inside
+    a transaction: records before a first End are that transaction's and
+    apply, records before a first Abort do not. Where the replay starts
+    clean (offset 0, a snapshot), an End or Abort without a Begin is damage,
+    as in MetadataBatchLoader."""
     out, dropped, pending = [], set(), []
-    state, current = None, object()
+    state, current, clean = None, object(), True
 
     def close():
         dropped.update(id(x) for x in pending)
@@ -78,27 +83,38 @@ def applied(decoded) -> tuple[list, set]:
         meta, d = pair
         if meta["file"] != current:
             close()
-            state, current = None, meta["file"]
+            current = meta["file"]
+            # a snapshot starts clean; a log does where it starts at offset 0
+            clean = str(meta["file"]).endswith(".checkpoint") or meta["record_offset"] == 0
+            state = None if clean else "unknown"
         t = d["type"] if d["known"] else None
-        where = f"{meta['file']}: record at offset {meta['record_offset']}"
+        name = meta["file"] or f"{meta['topic']}-{meta['partition']}"
+        where = f"record at offset {meta['record_offset']}"
         if t == "BeginTransactionRecord":
             if state == "open":
                 raise CorruptRecordError(f"{where}: a BeginTransactionRecord inside a "
-                                         "transaction")
+                                         "transaction", path=name)
+            if state == "unknown":          # what came before was outside a transaction
+                out.extend(pending)
+                pending.clear()
             state = "open"
         elif t in ("EndTransactionRecord", "AbortTransactionRecord"):
-            if state != "open":
-                raise CorruptRecordError(f"{where}: an {t} without a BeginTransactionRecord")
+            if state is None:
+                raise CorruptRecordError(f"{where}: an {t} without a BeginTransactionRecord",
+                                         path=name)
             if t == "EndTransactionRecord":
                 out.extend(pending)
                 pending.clear()
             else:
                 close()
             state = None
-        elif state == "open":
+        elif state in ("open", "unknown"):
             pending.append(pair)
         else:
             out.append(pair)
+    if state == "unknown":                  # no marker at all: as read
+        out.extend(pending)
+        pending.clear()
     close()
     return out, dropped
 

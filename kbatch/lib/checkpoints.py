@@ -152,8 +152,8 @@ def parse_checkpoint(kind: str, data: bytes, path: str) -> tuple[str, list[tuple
 
     if number(lines[0], 0, "version") != 0:
         raise bad(0, f"version {lines[0]} (only 0 is known)")
-    if len(lines) < 2:
-        raise bad(1, "no entry count")
+    if len(lines) < 2:      # CheckpointReadBuffer.read: no count line, no entries
+        return kind, []
     count = number(lines[1], 1, "entry count")
     if count != len(lines) - 2:
         raise bad(1, f"count {count} but {len(lines) - 2} entry lines")

@@ -518,8 +518,6 @@ class SegmentWriter:
         epoch = _int("producer_epoch", epoch, -1, INT16_MAX)
         if log_append_time is not None:
             _int("log_append_time", log_append_time, 0, INT64_MAX)
-        if producer_id >= 0:
-            self._check_epoch(producer_id, epoch)
         codec = self.codec if codec is None else _codec(codec)
         cols = to_columns(records)
         if keep_offsets and cols.offset is not None and len(cols):
@@ -533,6 +531,8 @@ class SegmentWriter:
         for start, stop in _batch_bounds(cols, self.batch_records, self.batch_bytes, offsets):
             if int(cols.timestamp[start:stop].max()) - int(cols.timestamp[start]) > INT64_MAX:
                 raise ValueError("timestamps of one batch span more than the int64 range")
+        if producer_id >= 0 and len(cols):      # (checked last: nothing refused after it)
+            self._check_epoch(producer_id, epoch)
         return self._batches(cols, offsets, producer_id, epoch, transactional, codec,
                              timestamp_type, log_append_time)
 

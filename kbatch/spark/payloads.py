@@ -115,7 +115,14 @@ def field_types(o, storage=None) -> dict[str, pa.DataType]:
     for which in decoded(o):
         empty = reg.decode(pa.array([], pa.binary()), subject=subject_of(o, which),
                            message=message_of(o, which))
-        out[which] = spark_compatible(empty).type
+        t = spark_compatible(empty).type
+        if pa.types.is_struct(t) and t.num_fields == 0:
+            raise KbatchError(
+                f"the {which}s' schema ({subject_of(o, which)}) names no fields: a JSON Schema "
+                "without properties is decoded into a type inferred from the values, which a "
+                "Spark query's schema cannot be planned with; register one with properties, or "
+                f"read the {which}s as binary and decode them with kbatch.JsonValues")
+        out[which] = t
     return out
 
 

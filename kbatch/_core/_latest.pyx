@@ -60,6 +60,7 @@ cdef extern from "_keyhash.h":
     bint kb_eq(const uint8_t *a, const uint8_t *b, int64_t n) noexcept nogil
     void KB_PREFETCH(const void *p) noexcept nogil
 
+from kbatch._core._binview cimport view_bytes
 from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads
 
 
@@ -126,27 +127,12 @@ cdef inline bint _bit(const uint8_t *bits, int64_t i) noexcept nogil:
 
 cdef inline int _key(const Keys *k, int64_t i, const uint8_t **p, int64_t *n) noexcept nogil:
     """Key ``i``'s bytes, checked to lie inside their buffer."""
-    cdef int64_t start, stop
-    cdef int32_t length, b, off
-    cdef const uint8_t *v
+    cdef int64_t start, stop, room
     if k.validity != NULL and not _bit(k.validity, i):
         return KEY_NULL
     if k.mode == MODE_VIEWS:
-        v = k.views + i * 16
-        memcpy(&length, v, 4)
-        if length < 0:
-            return KEY_BAD
-        if length <= 12:
-            p[0] = v + 4
-            n[0] = length
-            return KEY_OK
-        memcpy(&b, v + 8, 4)
-        memcpy(&off, v + 12, 4)
-        if b < 0 or b >= k.nbuf or off < 0 or length > k.buf_len[b] - off:
-            return KEY_BAD
-        p[0] = k.bufs[b] + off
-        n[0] = length
-        return KEY_OK
+        return KEY_OK if view_bytes(k.views + i * 16, k.bufs, k.buf_len, k.nbuf, p, n,
+                                    &room) else KEY_BAD
     if k.mode == MODE_OFF32:
         start = k.off32[i]
         stop = k.off32[i + 1]

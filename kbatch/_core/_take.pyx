@@ -49,6 +49,7 @@ cdef extern from *:
     """
     void KB_TAKE_PREFETCH(const void *p) noexcept nogil
 
+from kbatch._core._binview cimport view_bytes
 from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads
 
 
@@ -59,7 +60,6 @@ cdef enum:
     OK = 0
     BAD_ROW = 1                 # a row index outside [0, n)
     BAD_OFFSETS = 2             # a value's offsets outside the data buffer
-    VIEW_INLINE = 12            # a view holds a value of up to this many bytes itself
 
 
 cdef struct Run:
@@ -102,8 +102,6 @@ cdef inline bint _value(const Run *r, int64_t k, const uint8_t **src, int64_t *l
     """Row ``k``'s bytes: where they start, how many, and how many bytes of
     their buffer lie from there on; False when they are not inside it."""
     cdef int64_t start, end
-    cdef int32_t n, b, off
-    cdef const uint8_t *v
     if r.offsets != NULL:
         start = _off(r.offsets, r.wide_in, k)
         end = _off(r.offsets, r.wide_in, k + 1)
@@ -113,23 +111,7 @@ cdef inline bint _value(const Run *r, int64_t k, const uint8_t **src, int64_t *l
         length[0] = end - start
         room[0] = r.data_len - start
         return True
-    v = r.views + k * 16
-    memcpy(&n, v, 4)
-    if n < 0:
-        return False
-    if n <= VIEW_INLINE:
-        src[0] = v + 4
-        length[0] = n
-        room[0] = 12                # the view's own bytes (never the next view's)
-        return True
-    memcpy(&b, v + 8, 4)
-    memcpy(&off, v + 12, 4)
-    if b < 0 or b >= r.nbuf or off < 0 or n > r.buf_len[b] - off:
-        return False
-    src[0] = r.bufs[b] + off
-    length[0] = n
-    room[0] = r.buf_len[b] - off
-    return True
+    return view_bytes(r.views + k * 16, r.bufs, r.buf_len, r.nbuf, src, length, room)
 
 
 cdef inline const uint8_t *_start(const Run *r, int64_t k) noexcept nogil:

@@ -35,7 +35,7 @@ from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, OffsetIndex, T
 from kbatch.lib.paths import segment_base, tiered_object
 from kbatch.lib.sources import CHECK_BYTES, RemoteBytes
 from kbatch.lib import tiered
-from kbatch.lib.tree import Entry, Location, locate
+from kbatch.lib.tree import Entry, Location, by_name, locate
 from kbatch.wire import INT64_MIN, Codec
 
 MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
@@ -289,10 +289,8 @@ def list_segments(location: Location, storage, entries: list[Entry] | None = Non
     entries = location.list() if entries is None else entries
     if storage.layout == "tiered":
         return _tiered_segments(location, entries, storage)
-    by_name: dict = {}
-    for e in entries:               # an object before a prefix of its name (ObjectTree.list)
-        by_name.setdefault(e.name, e)
-    found = [Segment(location.child(e.name), e, by_name) for e in entries
+    named = by_name(entries)
+    found = [Segment(location.child(e.name), e, named) for e in entries
              if e.is_file and segment_base(e.name) is not None]
     return sorted(found, key=lambda s: s.base_offset)
 

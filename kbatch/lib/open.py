@@ -51,7 +51,7 @@ from kbatch.lib.paths import (TRANSIENT_DIR_SUFFIXES, PathError, PathKind, parse
                               segment_base, tiered_object, tiered_partition_dir,
                               tiered_topic_dir)
 from kbatch.lib.storage import LOCAL, Storage
-from kbatch.lib.tree import Entry, Location, locate, tree_of
+from kbatch.lib.tree import Entry, Location, by_name, locate, tree_of
 
 EXPECTED = {
     "plain": "a segment file, a <topic>-<partition> directory or a broker data directory",
@@ -141,9 +141,7 @@ class Resolved:
             raise PathError(f"{self.name}: is a {self.kind.value}, not a segment")
         loc = self.location
         try:
-            siblings = {}
-            for e in loc.parent.list():         # an object before a prefix of its name
-                siblings.setdefault(e.name, e)
+            siblings = by_name(loc.parent.list())
         except PathError:
             siblings = {}
         if self.storage.layout == "tiered":

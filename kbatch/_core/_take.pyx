@@ -50,7 +50,7 @@ cdef extern from *:
     void KB_TAKE_PREFETCH(const void *p) noexcept nogil
 
 from kbatch._core._binview cimport view_bytes
-from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads
+from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads, run_count
 
 
 cdef enum:
@@ -273,11 +273,7 @@ cdef _gather(const Run *proto, int64_t n, validity, const int64_t[::1] rows, int
         bits = validity
         if bits.shape[0] * 8 < n:
             raise ValueError("validity bitmap shorter than the column")
-    nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS
-    if nt > m // ROWS_PER_THREAD:
-        nt = <int>(m // ROWS_PER_THREAD)
-    if nt < 1:
-        nt = 1
+    nt = run_count(threads, m, ROWS_PER_THREAD)
     per = ((m + nt - 1) // nt + 7) & ~7
     for t in range(nt):
         runs[t] = proto[0]

@@ -1,7 +1,8 @@
 # cython: language_level=3
 """Running one function over an array of work items, one item per thread
 (pthreads), for the kernels that cut a pass into runs (``_latest``,
-``_take``). Nothing here takes the GIL.
+``_take``), and how many runs a pass makes (``run_count``). Nothing here
+takes the GIL.
 
     runs    an array of ``nt`` structs, ``stride`` bytes apart
     work    void *work(void *run): called once per struct
@@ -19,6 +20,15 @@ cdef extern from "<pthread.h>" nogil:
 
 cdef enum:
     MAX_RUN_THREADS = 64        # runs (threads) of one pass, at most
+
+
+cdef inline int run_count(int threads, long long items, long long per_run) noexcept nogil:
+    """How many runs a pass of ``items`` cuts into: ``threads`` at most (and
+    ``MAX_RUN_THREADS``), each with ``per_run`` items at least, one at least."""
+    cdef long long nt = threads if threads < MAX_RUN_THREADS else MAX_RUN_THREADS
+    if nt > items // per_run:
+        nt = items // per_run
+    return <int>nt if nt > 1 else 1
 
 
 cdef inline void on_threads(void *runs, size_t stride, int nt,

@@ -798,7 +798,8 @@ class LogDir:
                                      {**options, "isolation": isolation}, visibility,
                                      log_start)
         if _ranged(start_offset, end_offset, start_timestamp, end_timestamp):
-            starts = self._log_starts(visibility, log_start)
+            ranges = self._visible_ranges(visibility, log_start)    # the checkpoints read once
+            starts = {key: lo for key, (lo, _) in ranges.items() if lo is not None}
 
             def read_part(p):       # (timestamps searched from the log start, as Kafka's)
                 return p.read(start_offset, end_offset, start_timestamp=start_timestamp,
@@ -808,7 +809,8 @@ class LogDir:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 result = {(p.topic, p.partition): rec
                           for p, rec in zip(parts, pool.map(read_part, parts))}
-            return self._viewed(self._visible(result, visibility, log_start), view, workers)
+            return self._viewed(self._visible(result, visibility, log_start, ranges), view,
+                                workers)
 
         def decode(job):     # a run of a partition's segments into one set of columns
             p, run, nbytes = job       # (sized once, by _jobs)
@@ -836,15 +838,10 @@ class LogDir:
         """``{(topic, partition): (log start, high watermark)}`` of
         visibility "consumer" (``log_start``: a simulated retention change's
         starts in place of the checkpoint's); {} for "all"."""
-        from kbatch.lib.visibility import visible_ranges
-        ranges = visible_ranges(self.location) if visibility == "consumer" else {}
-        for key, start in (log_start or {}).items():
-            ranges[key] = (start, ranges.get(key, (None, None))[1])
-        return ranges
-
-    def _log_starts(self, visibility: str, log_start=None) -> dict:
-        return {key: lo for key, (lo, _) in self._visible_ranges(visibility, log_start).items()
-                if lo is not None}
+        from kbatch.lib.visibility import consumer_ranges
+        if visibility == "consumer":
+            return consumer_ranges(self.location, log_start)
+        return {key: (start, None) for key, start in (log_start or {}).items()}
 
     def _batch_level(self, parts, workers, start_offset, end_offset, start_timestamp,
                      end_timestamp, opts, options, visibility, log_start=None):
@@ -864,9 +861,11 @@ class LogDir:
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(parts)))) as pool:
             return batch_table([x for found in pool.map(one, parts) for x in found])
 
-    def _visible(self, result: dict, visibility: str, log_start=None) -> PartitionRecords:
+    def _visible(self, result: dict, visibility: str, log_start=None,
+                 ranges: dict | None = None) -> PartitionRecords:
         from kbatch.lib.visibility import apply_visibility
-        return PartitionRecords(apply_visibility(self.location, result, visibility, log_start))
+        return PartitionRecords(apply_visibility(self.location, result, visibility, log_start,
+                                                 ranges if visibility == "consumer" else None))
 
     def _viewed(self, result: PartitionRecords, view: str, workers: int) -> PartitionRecords:
         """Each partition as ``view`` shows it (the kernel releases the GIL:

@@ -35,6 +35,15 @@ def visible_ranges(data_dir, storage=None) -> dict[tuple[str, int],
     return {key: (start.get(key), hw.get(key)) for key in sorted(start.keys() | hw.keys())}
 
 
+def consumer_ranges(data_dir, log_start=None) -> dict:
+    """``visible_ranges`` with ``log_start``'s offsets (``{(topic,
+    partition): offset}``) in place of the checkpoint's log start offsets."""
+    ranges = visible_ranges(data_dir)
+    for key, start in (log_start or {}).items():
+        ranges[key] = (start, ranges.get(key, (None, None))[1])
+    return ranges
+
+
 def visible(records, bounds: tuple[int | None, int | None]):
     """``records`` restricted to the visible range ``bounds``."""
     lo, hi = bounds
@@ -45,18 +54,20 @@ def visible(records, bounds: tuple[int | None, int | None]):
     return records.select_offsets(lo, hi)
 
 
-def apply_visibility(data_dir, parts: dict, visibility: str, log_start=None) -> dict:
+def apply_visibility(data_dir, parts: dict, visibility: str, log_start=None,
+                     ranges: dict | None = None) -> dict:
     """``{(topic, partition): Records}`` of a data directory read, each
     restricted to what ``visibility`` allows ("all": unchanged;
     "consumer": ``[log start offset, high watermark)`` from the checkpoints).
     ``log_start``: ``{(topic, partition): offset}`` standing in for the
     checkpoint's log start offsets (a simulated retention change,
-    ``kbatch.lib.retention``)."""
+    ``kbatch.lib.retention``). ``ranges``: what ``consumer_ranges`` gave
+    for this read, when the caller read the checkpoints already (so one
+    read uses one reading of them)."""
     if check_visibility(visibility) == "all":
         if log_start:
             raise ValueError("log_start= applies with visibility='consumer'")
         return parts
-    ranges = visible_ranges(data_dir)
-    for key, start in (log_start or {}).items():
-        ranges[key] = (start, ranges.get(key, (None, None))[1])
+    if ranges is None:
+        ranges = consumer_ranges(data_dir, log_start)
     return {key: visible(rec, ranges.get(key, (None, None))) for key, rec in parts.items()}

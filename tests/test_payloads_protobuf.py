@@ -4,7 +4,7 @@ text, their serializer writes the data, Confluent's framing built here.
 Every scalar type, enums (aliases, unknown numbers), nested and recursive
 messages, repeated (packed and unpacked), maps, oneofs, references
 (imports), well-known types, evolution across versions by field number,
-merged occurrences, unknown fields, proto2 presence, damaged payloads
+merged occurrences, unknown fields, proto2 presence and closed enums, damaged payloads
 (a clear error or a null row, never a wrong row), and random message types
 (Hypothesis: the runtime's descriptors built directly, kbatch given the same
 file as .proto text)."""
@@ -305,6 +305,89 @@ def test_proto2_presence_and_required():
     missing = M(s="no id").SerializePartialToString()
     with pytest.raises(PayloadError, match="required field is missing"):
         reg.decode([frame_pb(4, missing)])
+
+
+OPEN = 'syntax = "proto3"; package op; enum Open { OZ = 0; OA = 1; }'
+CLOSED = """syntax = "proto2"; package cl; import "open.proto";
+enum Kind { Z = 0; A = 1; B = 2; NEG = -3; }
+message Sub { optional Kind k = 1; repeated Kind r = 2; }
+message M { optional Kind k = 1; repeated Kind rp = 2 [packed = true]; repeated Kind ru = 3;
+            map<string, Kind> mk = 4; oneof o { Kind ok = 5; string os = 6; } optional op.Open open = 7;
+            repeated op.Open opens = 8; optional Sub sub = 9; map<int32, Sub> ms = 10; }
+message R { required Kind k = 1; }
+"""
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _closed_payload(rnd: random.Random, depth: int = 0) -> bytes:
+    """Fields of cl.M (or cl.Sub, ``depth`` 1) in any order and number, enum
+    numbers the enums name or not (7, -1, past int32: protobuf keeps the low 32 bits)."""
+    def number():
+        return _varint(rnd.choice([0, 1, 2, -3, 7, -1, 2 ** 32 + 1, 2 ** 31 + 1]))
+
+    def ln(tag: int, body: bytes) -> bytes:
+        return bytes([tag]) + _varint(len(body)) + body
+
+    out = b""
+    for _ in range(rnd.randint(0, 8)):
+        which = rnd.randrange(2 if depth else 10)
+        if which == 0:
+            out += b"\x08" + number()
+        elif which == 1:
+            out += b"".join(b"\x10" + number() for _ in range(rnd.randint(1, 3)))
+        elif which == 2:
+            out += ln(0x12, b"".join(number() for _ in range(rnd.randint(0, 4))))
+        elif which == 3:
+            out += b"\x18" + number()
+        elif which == 4:                    # a map entry: key, 0-2 values (the value given twice, or missing)
+            out += ln(0x22, ln(0x0A, rnd.choice([b"x", b"y"])) + b"".join(
+                b"\x10" + number() for _ in range(rnd.choice([0, 1, 1, 2]))))
+        elif which == 5:
+            out += b"\x28" + number()
+        elif which == 6:
+            out += ln(0x32, b"s")
+        elif which == 7:
+            out += rnd.choice([b"\x38", b"\x40"]) + number()
+        elif which == 8:
+            out += ln(0x4A, _closed_payload(rnd, 1))
+        else:
+            out += ln(0x52, b"\x08" + _varint(rnd.randint(0, 2)) + ln(0x12, _closed_payload(rnd, 1)))
+    return out
+
+
+def test_proto2_closed_enums_leave_unknown_numbers_out():
+    """A proto2 enum is closed: the runtime keeps a number it does not name
+    out of the field (a singular field, a oneof member, keeps what it had;
+    a list drops it; a map drops the entry) and in the unknown fields; an
+    enum of a proto3 file stays open in a proto2 message."""
+    protos = Protos({"open.proto": OPEN, "closed.proto": CLOSED})
+    M, R = protos.cls("cl.M"), protos.cls("cl.R")
+    reg = kbatch.registry([
+        {"subject": "open", "version": 1, "id": 5, "schemaType": "PROTOBUF", "schema": OPEN},
+        {"subject": "closed", "version": 1, "id": 6, "schemaType": "PROTOBUF", "schema": CLOSED,
+         "references": [{"name": "open.proto", "subject": "open", "version": 1}]}])
+    fixed = [b"\x08\x07", b"\x08\x01\x08\x07", b"\x28\x01\x28\x07", b"\x32\x01s\x28\x07",
+             b"\x12\x03\x01\x07\x02\x18\x07\x18\x02", b"\x22\x05\x0a\x01x\x10\x07",
+             b"\x22\x05\x0a\x01x\x10\x01\x22\x05\x0a\x01x\x10\x07", b"\x38\x09\x40\x09"]
+    rnd = random.Random(7)
+    raws = fixed + [_closed_payload(rnd) for _ in range(400)]
+    arr = reg.decode([frame_pb(6, raw, [1]) for raw in raws])
+    arr.validate(full=True)
+    for raw, row in zip(raws, plain(arr)):
+        assert row == expected(M.FromString(raw)), raw
+    assert plain(arr)[:2] == [expected(M())] + [expected(M(k=1))]
+    assert R.FromString(b"\x08\x07").HasField("k") is False      # absent: as for a missing required field
+    assert plain(reg.decode([frame_pb(6, b"\x08\x02", [2])])) == [{"k": "B"}]
+    with pytest.raises(PayloadError, match="required field is missing"):
+        reg.decode([frame_pb(6, b"\x08\x07", [2])])
 
 
 def test_occurrences_merge_as_the_runtime_merges(protos):

@@ -47,7 +47,8 @@ def message_indexes(data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64], e
 class ProtoMachine:
     def __init__(self, cols: npt.NDArray[np.int64], col_kids: npt.NDArray[np.int32],
                  msgs: npt.NDArray[np.int64], fields: npt.NDArray[np.int64],
-                 which: npt.NDArray[np.int32], dense: npt.NDArray[np.int32], top: int) -> None: ...
+                 which: npt.NDArray[np.int32], dense: npt.NDArray[np.int32], enums: npt.NDArray[np.int32],
+                 top: int) -> None: ...
     def run(self, data: npt.NDArray[np.uint8], start: npt.NDArray[np.int64],
             end: npt.NDArray[np.int64], prog: npt.NDArray[np.int32],
             status: npt.NDArray[np.int32], errpos: npt.NDArray[np.int64],

@@ -38,6 +38,11 @@ Well-known types are message nodes of another *mode*: Timestamp and
 Duration write seconds * 1e9 + nanos (int64) into their column, a wrapper
 writes its field 1 as a nullable scalar.
 
+A proto2 enum is closed: a number it does not declare is no value, as
+protobuf keeps it in the unknown fields. A singular field (a oneof member)
+keeps what it had, a list leaves it out, and a map entry holding one in its
+value is left out whole (upb moves that entry into the unknown fields).
+
 Bad input fails its row (rolled back in every column, a null row): a
 truncated field, a varint past 10 bytes (a tag or length past 5), a wire
 type the field's type cannot have, field number 0 or wire type 4, 6 or 7,
@@ -130,7 +135,7 @@ cdef struct Field:
     int presence
     int col               # -1: kept in the slot only (Timestamp's seconds)
     int vcol              # the values: col itself, or the list's child
-    int sub               # message node of a message field
+    int sub               # message node of a message field; a closed enum's number set (-1: open)
     int oneof             # -1, or the oneof's index in its message
     int oneof_pos         # the member's index in its oneof
 
@@ -164,6 +169,8 @@ cdef struct Machine:
     int nmsg
     int *which
     int32_t *dense
+    int32_t *enums        # closed enums' number sets: each its count, then its numbers sorted
+    bint drop             # a map entry's closed enum value was a number it does not declare
     Slot *slots
     Py_ssize_t sp, cap
     const uint8_t *errp   # where the row's first failure was read (NULL: not yet)
@@ -313,23 +320,27 @@ cdef class ProtoMachine:
 
     cdef Machine m
     cdef int top
+    cdef Py_ssize_t nenums
 
     def __cinit__(self):
         memset(&self.m, 0, sizeof(Machine))
 
-    def __init__(self, cols, col_kids, msgs, fields, which, dense, int top):
+    def __init__(self, cols, col_kids, msgs, fields, which, dense, enums, int top):
         """``cols``: int64 [ncol, 4] (kind, width, nkid, kid0); ``col_kids``:
         int32; ``msgs``: int64 [nmsg, 8] (col, nfield, field0, mode, noneof,
         oneof0, ndense, dense0); ``fields``: int64 [nfield, 8] (number, type,
         presence, col, vcol, sub, oneof, oneof_pos), each message's sorted by
-        number; ``which``: int32 oneof columns; ``dense``: int32; ``top``: the
-        message node a row is. Every index is checked."""
+        number; ``which``: int32 oneof columns; ``dense``: int32; ``enums``:
+        int32, the number sets of closed enums (at an enum field's ``sub``:
+        the count, then the numbers, sorted); ``top``: the message node a row
+        is. Every index is checked."""
         cdef const int64_t[:, ::1] cv = np.ascontiguousarray(cols, dtype=np.int64).reshape(-1, 4)
         cdef const int64_t[:, ::1] mv = np.ascontiguousarray(msgs, dtype=np.int64).reshape(-1, 8)
         cdef const int64_t[:, ::1] fv = np.ascontiguousarray(fields, dtype=np.int64).reshape(-1, 8)
         cdef const int32_t[::1] ck = np.ascontiguousarray(col_kids, dtype=np.int32)
         cdef const int32_t[::1] wv = np.ascontiguousarray(which, dtype=np.int32)
         cdef const int32_t[::1] dv = np.ascontiguousarray(dense, dtype=np.int32)
+        cdef const int32_t[::1] ev = np.ascontiguousarray(enums, dtype=np.int32)
         cdef Machine *m = &self.m
         cdef int i
         m.ncol, m.nmsg, m.nfield = cv.shape[0], mv.shape[0], fv.shape[0]
@@ -342,7 +353,8 @@ cdef class ProtoMachine:
         m.fields = <Field *>calloc(max(m.nfield, 1), sizeof(Field))
         m.which = <int *>calloc(max(wv.shape[0], 1), sizeof(int))
         m.dense = <int32_t *>calloc(max(dv.shape[0], 1), sizeof(int32_t))
-        if not (m.cols and m.col_kids and m.msgs and m.fields and m.which and m.dense):
+        m.enums = <int32_t *>calloc(max(ev.shape[0], 1), sizeof(int32_t))
+        if not (m.cols and m.col_kids and m.msgs and m.fields and m.which and m.dense and m.enums):
             raise MemoryError()
         for i in range(ck.shape[0]):
             if not 0 <= ck[i] < m.ncol:
@@ -367,11 +379,14 @@ cdef class ProtoMachine:
             m.which[i] = wv[i]
         for i in range(dv.shape[0]):
             m.dense[i] = dv[i]
+        self.nenums = ev.shape[0]
+        for i in range(ev.shape[0]):
+            m.enums[i] = ev[i]
         for i in range(m.nfield):
             f = &m.fields[i]
             if not (0 < fv[i, 0] < 1 << 29 and T_DOUBLE <= fv[i, 1] <= T_CUT and fv[i, 1] != 10
                     and P_IMPLICIT <= fv[i, 2] <= P_DEFAULT_MSG and -1 <= fv[i, 3] < m.ncol
-                    and -1 <= fv[i, 4] < m.ncol and -1 <= fv[i, 5] < m.nmsg and -1 <= fv[i, 6] < 1 << 20
+                    and -1 <= fv[i, 4] < m.ncol and -1 <= fv[i, 5] < 1 << 30 and -1 <= fv[i, 6] < 1 << 20
                     and 0 <= fv[i, 7] < 128):
                 raise ValueError(f"malformed field {i}")
             f.number, f.type, f.presence, f.col, f.vcol = fv[i, 0], fv[i, 1], fv[i, 2], fv[i, 3], fv[i, 4]
@@ -424,6 +439,8 @@ cdef class ProtoMachine:
             elif f.type == T_CUT:
                 if vc.kind != K_NULL:
                     raise ValueError("a cut field needs a null column")
+            elif f.type == T_ENUM and f.sub >= 0 and not self._number_set(f.sub):
+                raise ValueError(f"field {f.number}: a malformed enum number set")
             else:
                 w = scalar_width(f.type)
                 if not ((w == -1 and vc.kind == K_BINARY) or (w == 0 and vc.kind == K_BOOL)
@@ -441,6 +458,17 @@ cdef class ProtoMachine:
         elif m.cols[g.col].kind != K_STRUCT:
             raise ValueError("a message node writes a struct")
 
+    cdef bint _number_set(self, Py_ssize_t at):
+        """``m.enums[at]`` is a count, then as many numbers, strictly increasing."""
+        cdef Py_ssize_t k, count
+        if not (0 <= at < self.nenums and 0 < self.m.enums[at] <= self.nenums - at - 1):
+            return False
+        count = self.m.enums[at]
+        for k in range(at + 2, at + 1 + count):
+            if self.m.enums[k] <= self.m.enums[k - 1]:
+                return False
+        return True
+
     def __dealloc__(self):
         cdef int i
         cdef Machine *m = &self.m
@@ -455,6 +483,7 @@ cdef class ProtoMachine:
         free(m.fields)
         free(m.which)
         free(m.dense)
+        free(m.enums)
         free(m.slots)
 
     def run(self, const uint8_t[::1] data, const int64_t[::1] start, const int64_t[::1] end,
@@ -610,6 +639,25 @@ cdef int rd_scalar(Cursor *cur, int t, int64_t *v) noexcept nogil:
     return ST_OK
 
 
+cdef inline bint undeclared(Machine *m, Field *f, int64_t v) noexcept nogil:
+    """A number a closed enum field's enum does not declare."""
+    cdef const int32_t *numbers
+    cdef int lo = 0, hi, mid
+    if f.type != T_ENUM or f.sub < 0:
+        return False
+    numbers = m.enums + f.sub + 1
+    hi = m.enums[f.sub] - 1
+    while lo <= hi:
+        mid = (lo + hi) >> 1
+        if numbers[mid] == v:
+            return False
+        if numbers[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return True
+
+
 cdef int read_field(Machine *m, Msg *g, int k, Py_ssize_t base, int wt, Cursor *cur,
                     const uint8_t *tagp, const uint8_t *msg0) noexcept nogil:
     """Field k of message g (its slot: ``m.slots[base + k]``) from ``cur``."""
@@ -617,7 +665,7 @@ cdef int read_field(Machine *m, Msg *g, int k, Py_ssize_t base, int wt, Cursor *
     cdef Slot *s = &m.slots[base + k]
     cdef Slot *which
     cdef int64_t v
-    cdef Py_ssize_t n
+    cdef Py_ssize_t n, mark
     cdef int st, t = f.type, want = wire_of(f.type), w
     cdef Cursor sub
     cdef Col *vc
@@ -637,6 +685,8 @@ cdef int read_field(Machine *m, Msg *g, int k, Py_ssize_t base, int wt, Cursor *
                 st = rd_scalar(&sub, t, &v)
                 if st != ST_OK:
                     return fail(m, &sub, st)
+                if undeclared(m, f, v):
+                    continue
                 st = col_scalar(vc, v)
                 if st != ST_OK:
                     return st
@@ -648,15 +698,22 @@ cdef int read_field(Machine *m, Msg *g, int k, Py_ssize_t base, int wt, Cursor *
             st = rd_scalar(cur, t, &v)
             if st != ST_OK:
                 return fail(m, cur, st)
+            if undeclared(m, f, v):
+                return ST_OK
             return col_scalar(vc, v)
         st = rd_len(cur, &n)
         if st != ST_OK:
             return fail(m, cur, st)
         if t == T_MESSAGE:
             sub = cursor_over(cur.buf, cur.pos, cur.pos + n)
+            mark = vc.length
+            m.drop = False
             st = decode_msg(m, f.sub, &sub)
             if st != ST_OK:
                 return fail(m, &sub, st)
+            if m.drop:                  # a map entry whose enum value is undeclared: left out
+                col_truncate(m.cols, m.col_kids, f.vcol, mark)
+                m.drop = False
         else:
             if t == T_STRING and not utf8_valid(cur.buf + cur.pos, n):
                 return fail(m, cur, ST_UTF8)
@@ -667,15 +724,21 @@ cdef int read_field(Machine *m, Msg *g, int k, Py_ssize_t base, int wt, Cursor *
         return ST_OK
     if wt != want:
         return fail(m, cur, ST_WIRETYPE)
+    if want != WT_LEN:
+        st = rd_scalar(cur, t, &v)
+        if st != ST_OK:
+            return fail(m, cur, st)
+        if undeclared(m, f, v):         # the field (and its oneof) keeps what it had
+            if f.presence == P_IMPLICIT:
+                m.drop = True           # only a map entry's value is an implicit closed enum
+            return ST_OK
     if f.oneof >= 0:
         which = &m.slots[base + g.nfield + f.oneof]
         if which.v != k:
             which.v = k
             s.count = 0                 # a member set anew: what came before is cleared
     if want != WT_LEN:
-        st = rd_scalar(cur, t, &s.v)
-        if st != ST_OK:
-            return fail(m, cur, st)
+        s.v = v
     else:
         st = rd_len(cur, &n)
         if st != ST_OK:

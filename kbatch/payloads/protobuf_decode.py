@@ -10,7 +10,11 @@ wrapped as Arrow arrays (no copy).
     bool / string / bytes           bool / string / binary
     enum                            dictionary<int32, string>: the value's name (the first,
                                     with allow_alias); a number the enum does not name: its
-                                    decimal text (proto3 enums are open)
+                                    decimal text (proto3 enums are open); a proto2 enum is
+                                    closed: such a number is no value, as in protobuf, which
+                                    keeps it in the unknown fields (a field keeps what it had,
+                                    else it is absent; a list or a map leaves it out, a map its
+                                    whole entry)
     message                         struct, fields in declaration order (nullable: an absent
                                     message is null), then one column per oneof
     oneof o { ... }                 its members are ordinary fields (null unless set), and a
@@ -86,6 +90,8 @@ class Layout:
         self.fields: list = []
         self.which: list = []
         self.dense: list = []
+        self.enums: list = []
+        self.enum_at: dict = {}
         if message not in pool.messages:
             raise SchemaError(f"the reader's schema has no message {message}")
         self.top, self.root = self._message(pool.messages[message], {})
@@ -101,7 +107,8 @@ class Layout:
     def tables(self):
         return (np.array(self.cols, np.int64).reshape(-1, 4), np.array(self.col_kids, np.int32),
                 np.array(self.msgs, np.int64).reshape(-1, 8), np.array(self.fields, np.int64).reshape(-1, 8),
-                np.array(self.which, np.int32), np.array(self.dense, np.int32), self.top)
+                np.array(self.which, np.int32), np.array(self.dense, np.int32), np.array(self.enums, np.int32),
+                self.top)
 
     def machine(self) -> ProtoMachine:
         return ProtoMachine(*self.tables())
@@ -120,13 +127,15 @@ class Layout:
                  "fixed32": pa.uint32()}[name]
         return PNode("scalar", self._col(ColKind.K_FIXED, WIDTH[name]), arrow)
 
-    def _value(self, fd: FieldDef, depth: dict) -> tuple[PNode, int, int]:
-        """The node of one value of a field: (node, type code, sub message or -1)."""
+    def _value(self, fd: FieldDef, depth: dict, syntax: str) -> tuple[PNode, int, int]:
+        """The node of one value of a field of a ``syntax`` message: (node,
+        type code, sub message, or a closed enum's number set, or -1)."""
         if fd.kind == "enum":
             e = self.pool.enums[fd.type_name]
             node = PNode("enum", self._col(ColKind.K_FIXED, 4), self.pa.dictionary(self.pa.int32(), self.pa.string()))
             node.symbols = list(e.values)
-            return node, PType.T_ENUM, -1
+            # protoc allows a closed enum in proto2 messages only
+            return node, PType.T_ENUM, self._number_set(e) if e.closed and syntax == "proto2" else -1
         if fd.kind == "message":
             m = self.pool.messages[fd.type_name]
             if depth.get(m.full_name, 0) >= self.max_depth:
@@ -134,6 +143,14 @@ class Layout:
             sub, node = self._message(m, depth)
             return node, PType.T_MESSAGE, sub
         return self._scalar(fd.type_name), SCALARS[fd.type_name], -1
+
+    def _number_set(self, e) -> int:
+        """Where the machine's table holds a closed enum's numbers (count, then sorted)."""
+        if e.full_name not in self.enum_at:
+            numbers = sorted({number for _name, number in e.values})
+            self.enum_at[e.full_name] = len(self.enums)
+            self.enums += [len(numbers), *numbers]
+        return self.enum_at[e.full_name]
 
     def _message(self, m: MessageDef, depth: dict) -> tuple[int, PNode]:
         """A message node: (its index in the message table, its PNode)."""
@@ -161,9 +178,9 @@ class Layout:
                 pos = len(oneof_members[fd.oneof])
                 oneof_members[fd.oneof].append(fd.name)
             if fd.kind == "map":
-                node, row = self._map(fd, inner)
+                node, row = self._map(fd, inner, m.syntax)
             else:
-                value, code, sub = self._value(fd, inner)
+                value, code, sub = self._value(fd, inner, m.syntax)
                 if presence == Presence.P_REPEATED:
                     node = PNode("list", self._col(ColKind.K_LIST, 0, [value.col]), pa.list_(value.arrow), [value])
                     row = (fd.number, code, presence, node.col, value.col, sub, oneof, pos)
@@ -189,10 +206,10 @@ class Layout:
         node = PNode("struct", col, pa.struct([pa.field(n, a) for n, a in zip(names, arrows)]), children, names)
         return self._msg_row(col, Mode.M_STRUCT, rows, which), node
 
-    def _map(self, fd: FieldDef, depth: dict):
+    def _map(self, fd: FieldDef, depth: dict, syntax: str):
         pa = self.pa
         key = self._scalar(fd.key)
-        value, code, sub = self._value(fd.value, depth)
+        value, code, sub = self._value(fd.value, depth, syntax)
         vpres = Presence.P_IMPLICIT
         if code == PType.T_MESSAGE:
             vpres = Presence.P_DEFAULT_MSG

@@ -12,6 +12,7 @@ here. Read:
     field:  [optional | required | repeated] type name = N [options];
             options kept: packed, default (the rest are read and dropped)
     enum E { NAME = N [options]; option allow_alias = true; reserved }
+            (a proto2 file's enums are closed, a proto3 file's open)
     service, extend, option statements: read and dropped
 
 Not read: proto2 groups, editions (``edition = "2023"``): a SchemaError.
@@ -66,6 +67,7 @@ class EnumDef:
     name: str
     full_name: str
     values: list = dc_field(default_factory=list)      # (name, number)
+    closed: bool = False         # a proto2 file's enum: a number it does not name is no value
 
 
 @dataclass
@@ -228,7 +230,7 @@ def parse(text: str, name: str = "schema.proto") -> ProtoFile:
         elif word == "message":
             f.messages.append(_message(t, f.package, f.syntax))
         elif word == "enum":
-            f.enums.append(_enum(t, f.package))
+            f.enums.append(_enum(t, f.package, f.syntax))
         elif word in ("service", "extend"):
             _skip_block(t)
         else:
@@ -329,7 +331,7 @@ def _message_body(t: _Tokens, m: MessageDef, syntax: str, oneof: str | None) -> 
             m.messages.append(_message(t, m.full_name, syntax))
         elif word == "enum" and oneof is None and t.peek(2) == "{":
             t.next()
-            m.enums.append(_enum(t, m.full_name))
+            m.enums.append(_enum(t, m.full_name, syntax))
         elif word == "extend" and oneof is None and t.peek(1) != "=":
             _skip_block(t)
         elif word == "oneof" and oneof is None and t.peek(2) == "{":
@@ -384,9 +386,9 @@ def _message_body(t: _Tokens, m: MessageDef, syntax: str, oneof: str | None) -> 
             seen[fd.number] = fd.name
 
 
-def _enum(t: _Tokens, scope: str) -> EnumDef:
+def _enum(t: _Tokens, scope: str, syntax: str) -> EnumDef:
     name = t.ident()
-    e = EnumDef(name, _join(scope, name))
+    e = EnumDef(name, _join(scope, name), closed=syntax == "proto2")
     t.expect("{")
     while not t.accept("}"):
         if t.accept(";"):

@@ -216,6 +216,130 @@ def test_numeric_unions_widen_as_from_avro():
         {"member0": None, "member1": None, "member2": "s"}]
 
 
+# --- a model of Spark's from_avro (connector/avro: SchemaConverters.toSqlType for the
+# type, AvroDeserializer for the values; GenericDatumReader has no logical-type
+# conversions, so a widened union holds the numbers as written), for the types used here
+
+def _primitive(s) -> str:
+    return s if isinstance(s, str) else s["type"]
+
+
+def from_avro_type(s) -> str:
+    """Spark's type (simpleString) of an Avro type: a union's null branches
+    dropped (then nullable); one branch left: that branch's type; two whose
+    primitive types are int and long: bigint, float and double: double;
+    else struct<member0, ...> (none left: struct<>)."""
+    if isinstance(s, list):
+        rest = [b for b in s if b != "null"]
+        if len(rest) < len(s):
+            return from_avro_type(rest[0]) if len(rest) == 1 else from_avro_type(rest)
+        kinds = {_primitive(b) for b in s}
+        if len(s) == 1:
+            return from_avro_type(s[0])
+        if len(s) == 2 and kinds in ({"int", "long"}, {"float", "double"}):
+            return "bigint" if "int" in kinds else "double"
+        return "struct<" + ",".join(f"member{i}:{from_avro_type(b)}" for i, b in enumerate(s)) + ">"
+    if isinstance(s, dict) and s["type"] == "record":
+        return "struct<" + ",".join(f"{f['name']}:{from_avro_type(f['type'])}" for f in s["fields"]) + ">"
+    logical = s.get("logicalType") if isinstance(s, dict) else None
+    if _primitive(s) == "int":
+        return "date" if logical == "date" else "int"
+    if _primitive(s) == "long":
+        return "timestamp" if logical in ("timestamp-millis", "timestamp-micros") else "bigint"
+    return {"string": "string", "float": "float", "double": "double"}[_primitive(s)]
+
+
+def from_avro_value(s, raw):
+    """Spark's value of a datum read without logical-type conversions."""
+    if raw is None:
+        return None
+    if isinstance(s, list):
+        rest = [b for b in s if b != "null"]
+        kinds = {_primitive(b) for b in rest}
+        if len(rest) == 1:
+            return from_avro_value(rest[0], raw)
+        if len(rest) == 2 and kinds in ({"int", "long"}, {"float", "double"}):
+            return raw                                      # setLong / setDouble of the number read
+        taken = next(i for i, b in enumerate(rest)         # the branches used here differ in Python type
+                     if isinstance(raw, {"int": int, "long": int, "string": str, "record": dict}[_primitive(b)]))
+        return {f"member{i}": from_avro_value(b, raw) if i == taken else None for i, b in enumerate(rest)}
+    if isinstance(s, dict) and s["type"] == "record":
+        return {f["name"]: from_avro_value(f["type"], raw[f["name"]]) for f in s["fields"]}
+    if isinstance(s, dict) and s.get("logicalType") == "date":
+        return datetime.date(1970, 1, 1) + datetime.timedelta(days=raw)
+    return raw
+
+
+def _no_logical_types(s):
+    if isinstance(s, list):
+        return [_no_logical_types(b) for b in s]
+    if isinstance(s, dict):
+        return {k: _no_logical_types(v) for k, v in s.items() if k != "logicalType"}
+    return s
+
+
+REC = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+DATE = {"type": "int", "logicalType": "date"}
+UNIONS = {"one": ["int"], "rec": [REC], "null_one": ["null", "long"],
+          "date_long": [DATE, "long"], "int_ts": ["int", {"type": "long", "logicalType": "timestamp-millis"}],
+          "null_time_long": ["null", {"type": "int", "logicalType": "time-millis"}, "long"],
+          "float_double": ["float", "double"], "nothing": ["null"], "date_str": ["null", DATE, "string"]}
+UNION_RECORD = {"type": "record", "name": "U", "fields": [{"name": k, "type": v} for k, v in UNIONS.items()]}
+
+
+def union_topic(tmp_path):
+    """Topic u (one partition) of UNION_RECORD values, its registry export:
+    (data directory, registry file, the values as from_avro gives them)."""
+    from tests.registry_ref import avro_read
+    plain = _no_logical_types(UNION_RECORD)              # the same bytes, the numbers as written
+    rows = [{"one": i, "rec": {"a": i}, "null_one": [None, i][i % 2],
+             "date_long": [("int", 19000 + i), ("long", 1 << 40)][i % 2],
+             "int_ts": [("int", -i), ("long", 1_700_000_000_123)][i % 2],
+             "null_time_long": [None, ("int", 45_000_000), ("long", -(1 << 35))][i % 3],
+             "float_double": [("float", 1.5), ("double", 0.1)][i % 2], "nothing": None,
+             "date_str": [None, ("int", 20000), "s"][i % 3]} for i in range(6)]
+    payloads = [avro_bytes(plain, r) for r in rows]
+    reg_file = tmp_path / "registry.json"
+    reg_file.write_text(json.dumps(export(("u-value", 1, 9, UNION_RECORD))))
+    kbatch.write_log(tmp_path / "data" / "u-0", [{"value": frame(9, p)} for p in payloads])
+    want = [{k: from_avro_value(UNIONS[k], raw[k]) for k in UNIONS} for raw in (avro_read(p, plain)
+                                                                               for p in payloads)]
+    return tmp_path / "data", reg_file, want
+
+
+def test_unions_are_planned_and_decoded_as_from_avro(tmp_path):
+    """Spark's from_avro decides a union on its branches' Avro primitive
+    types: one branch (null aside) is that branch's type, a date or a
+    timestamp-millis with a long is a long holding the numbers as written,
+    only a null branch an empty struct; the executors' values have the
+    planned type (the truth: the model above of SchemaConverters.toSqlType
+    and AvroDeserializer, the values read by fastavro)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    from kbatch.spark.options import parse_options
+    from kbatch.spark.payloads import decode_batch, field_types
+    data, reg_file, want = union_topic(tmp_path)
+    o = parse_options({"path": str(data), "valueFormat": "registry", "subscribe": "u",
+                       "schemaRegistry": str(reg_file)})
+    planned = field_types(o)["value"]
+    for f in planned:
+        assert from_arrow_type(f.type).simpleString() == from_avro_type(UNIONS[f.name]), f.name
+    records = kbatch.open_log(data / "u-0").read()
+    batch = pa.RecordBatch.from_arrays([records.value.to_arrow()], names=["value"])
+    schema = pa.schema([pa.field("value", planned), pa.field("value_error", pa.string())])
+    assert decode_batch(batch, records, o, schema).column("value").to_pylist() == want
+
+
+@pytest.mark.spark
+def test_spark_read_of_unions(tmp_path, spark):
+    data, reg_file, want = union_topic(tmp_path)
+    df = (spark.read.format("kbatch").option("subscribe", "u").option("valueFormat", "registry")
+          .option("schemaRegistry", str(reg_file)).load(str(data)))
+    assert df.schema["value"].dataType.simpleString() == from_avro_type(UNION_RECORD)
+    got = [r["value"].asDict(recursive=True) for r in df.orderBy("offset").collect()]
+    assert got == want
+
+
 def test_protobuf_message_of_a_query_is_planned_and_checked(tmp_path):
     """A Protobuf value framed for the schema's second message: the driver
     plans the type of valueMessage (default: the first message), and an

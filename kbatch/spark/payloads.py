@@ -12,9 +12,12 @@ in ``Records.to_arrow(decode=...)``). Arrow types Spark has no type for are mapp
 
     dictionary (Avro enum)          string
     uuid                            string ("8-4-4-4-12")
-    dense_union (Avro union)        struct<member0, member1, ...> (the null branch no member:
-                                    a null value is a null struct); int and long alone: long;
-                                    float and double alone: double
+    dense_union (Avro union)        decided on the branches' Avro primitive types, logical
+                                    types aside; the null branch is no member (a value taking
+                                    it is null): one other branch: that branch's type; int and
+                                    long: long (a date's days, a timestamp's number as written),
+                                    float and double: double; only null: an empty struct;
+                                    else struct<member0, member1, ...>
     month_day_nano (Avro duration)  struct<months: int, days: int, nanoseconds: long>
     time32[ms] (time-millis)        time64[us] (Spark's TIME)
     decimal256 (precision > 38)     string
@@ -246,15 +249,28 @@ def _uuid_strings(storage: pa.Array) -> pa.Array:
                                  null_count=storage.null_count)
 
 
-_WIDER = ({pa.int32(), pa.int64()}, pa.int64()), ({pa.float32(), pa.float64()}, pa.float64())
+_WIDER = ({"int", "long"}, pa.int64()), ({"float", "double"}, pa.float64())
+_NUMBERS = {"int": pa.int32(), "long": pa.int64(), "float": pa.float32(), "double": pa.float64()}
+
+
+def _avro_primitive(t: pa.DataType) -> str | None:
+    """The Avro primitive type a union branch of Arrow type ``t`` was read
+    from, where it is a number (``kbatch.payloads.avro_layout``'s types)."""
+    if t == pa.int32() or pa.types.is_date32(t) or pa.types.is_time32(t):
+        return "int"
+    if t == pa.int64() or pa.types.is_timestamp(t) or pa.types.is_time64(t):
+        return "long"
+    return {pa.float32(): "float", pa.float64(): "double"}.get(t)
 
 
 def _union_struct(arr: pa.Array) -> pa.Array:
-    """A dense union as Spark's from_avro gives it (AvroDeserializer): a
-    value that takes the null branch is null; int and long branches alone
-    are one long, float and double one double; other unions a
-    struct<member0, ...> with the branch taken set and the others null
-    (the null branch is no member)."""
+    """A dense union as Spark's from_avro gives it (SchemaConverters.toSqlType,
+    AvroDeserializer), decided on the branches' Avro primitive types: a
+    value that takes the null branch is null; one other branch is that
+    branch's value; int and long branches are one long, float and double one
+    double (the numbers as written: GenericDatumReader applies no logical
+    type); other unions a struct<member0, ...> with the branch taken set and
+    the others null (the null branch is no member; only it: struct<>)."""
     t = arr.type
     types = np.asarray(arr.type_codes)
     offsets = np.asarray(arr.offsets)
@@ -267,18 +283,21 @@ def _union_struct(arr: pa.Array) -> pa.Array:
             is_null |= taken
             continue
         idx = pa.array(np.where(taken, offsets, 0), pa.int64(), mask=~taken)
-        branches.append((taken, spark_compatible(child.take(idx))))
+        branches.append((taken, child.take(idx)))
     if not branches:
-        return pa.nulls(len(arr))
+        return pa.nulls(len(arr), pa.struct([]))
+    if len(branches) == 1:
+        return spark_compatible(branches[0][1])         # null where the null branch is taken
     mask = pa.array(is_null) if is_null.any() else None
-    kinds = {b.type for _, b in branches}
+    kinds = {_avro_primitive(b.type) for _, b in branches}
     for pair, wider in _WIDER:
         if len(branches) == 2 and kinds == pair:
             values = np.zeros(len(arr), wider.to_pandas_dtype())
             for taken, b in branches:
-                got = b.cast(wider).fill_null(0).to_numpy(zero_copy_only=False)
+                number = b.cast(_NUMBERS[_avro_primitive(b.type)])     # a date's days, a time's count
+                got = number.cast(wider).fill_null(0).to_numpy(zero_copy_only=False)
                 values[taken] = got[taken]
             return pa.array(values, wider, mask=is_null if is_null.any() else None)
-    return pa.StructArray.from_arrays([b for _, b in branches],
+    return pa.StructArray.from_arrays([spark_compatible(b) for _, b in branches],
                                       names=[f"member{i}" for i in range(len(branches))],
                                       mask=mask)

@@ -22,7 +22,7 @@ A message is a sequence of fields, in any order, each repeatable:
       wire 4, 6, 7    never a field's own tag here: the row fails
 
 What the reader's schema says about a field number is compiled once per
-message type into tables (``kbatch.payloads.protobuf_layout``): a *message*
+message type into tables (``kbatch.payloads.protobuf_decode.Layout``): a *message*
 node (its struct column, its fields sorted by number, a dense number ->
 field table for small numbers) and *fields* (type, presence, the column).
 Decoding one message keeps a *slot* per field on a stack: a singular scalar

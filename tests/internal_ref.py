@@ -444,3 +444,46 @@ def ref_metadata(value: bytes) -> tuple[int, int, dict]:
         raise KeyError(key)
     r.done()
     return key, v, d
+
+
+# --- KRaft snapshots: what Kafka's RecordsSnapshotReader refuses -------------------
+
+SNAPSHOT_HEADER = 3            # ControlRecordType.SNAPSHOT_HEADER
+
+
+def _zigzag(r: R) -> int:
+    n = r.uv()
+    return (n >> 1) ^ -(n & 1)
+
+
+def ref_snapshot_refusal(buf: bytes) -> str | None:
+    """The exception message Kafka's RecordsSnapshotReader (over
+    RecordsIterator, raft/) throws loading the snapshot file ``buf``, or
+    None when it loads. RecordsIterator.nextBatch: every batch must be a
+    DefaultRecordBatch (magic 2); RecordsSnapshotReader.nextBatch: the first
+    batch must be a control batch with at least one record (a data batch
+    has no control records), its first record a SnapshotHeader. Nothing
+    else about the order is checked (no footer). This model: whole batches
+    with valid CRCs, the first uncompressed (as KRaft writes control
+    batches)."""
+    pos = 0
+    while pos + 17 <= len(buf):
+        size = struct.unpack_from(">i", buf, pos + 8)[0]
+        if buf[pos + 16] != 2:
+            return "DefaultRecordBatch expected by record type was LegacyFileChannelRecordBatch"
+        if pos == 0:
+            attributes, = struct.unpack_from(">h", buf, 21)
+            count, = struct.unpack_from(">i", buf, 57)
+            if not attributes & 0x20 or count == 0:
+                return "First batch is not a control batch with at least one record"
+            r = R(buf, 61)                  # the first record (DefaultRecord)
+            _zigzag(r)                      # length
+            r.fix(">b")                     # attributes
+            _zigzag(r)                      # timestamp delta
+            _zigzag(r)                      # offset delta
+            _zigzag(r)                      # key length
+            _, ctype = r.fix(">hh")         # the key: ControlRecordType.parse
+            if ctype != SNAPSHOT_HEADER:
+                return f"First control record is not a snapshot header ({ctype})"
+        pos += 12 + size
+    return None

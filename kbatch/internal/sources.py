@@ -5,10 +5,11 @@ the door (``kbatch.lib.open``).
 
 A data directory contributes every partition of the wanted topic; a partition
 directory or a segment file (``.log``, or a KRaft ``.checkpoint`` snapshot)
-contributes itself, whatever its name; a snapshot cut short (no footer, a
-torn end) raises. Each partition is read whole (the
-internal topics are small next to the data); memory held: one partition's
-records at a time.
+contributes itself, whatever its name. A snapshot Kafka would not load
+(its first batch not a control batch opening with the SnapshotHeader, a
+message set of magic 0/1) or one cut short (no footer, a torn end) raises
+(``whole_snapshot``). Each partition is read whole (the internal topics are
+small next to the data); memory held: one partition's records at a time.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.records import Records
 from kbatch.lib.storage import Storage
-from kbatch.wire import ControlType
+from kbatch.wire import CONTROL_TYPE_NAMES, ControlType
 
 
 @dataclass
@@ -64,19 +65,29 @@ def iter_parts(source, topic: str, *, snapshots: bool = False, **options) -> Ite
 
 
 def whole_snapshot(records: Records, path: str) -> None:
-    """A KRaft snapshot is written whole and renamed when complete (a
-    SnapshotHeader control record first, a SnapshotFooter last): one that
-    ends early or without its footer is a copy cut short, not the cluster's
-    state at its offset. ``CorruptRecordError`` naming the file then."""
-    end = records.end
-    types = records.control.type.tolist()
-    why = None
+    """A KRaft snapshot as Kafka's RecordsSnapshotReader loads it: every
+    batch of magic 2 (RecordsIterator), the first a control batch whose
+    first record is the SnapshotHeader. Kafka writes the SnapshotFooter
+    last and renames the file when complete, so one that ends early or
+    without its footer is a copy cut short, not the cluster's state at its
+    offset (kbatch's check; Kafka reads no footer). ``CorruptRecordError``
+    naming the file otherwise."""
+    end, batches, control = records.end, records.batches, records.control
+    types = control.type.tolist()
+    first = int(batches.position[0]) if len(batches) else 0
+    legacy = batches.position[batches.magic < 2]
+    why, at = None, None if end is None else end.valid_bytes
     if end is not None and end.reason is not None:
         why = f"it ends {end.reason}"
     elif not types or types[-1] != ControlType.SNAPSHOT_FOOTER:
         why = "its last record is not a SnapshotFooter"
+    elif not batches.is_control[0] or control.batch[0] != 0:
+        why, at = "its first batch is not a control batch with at least one record", first
     elif types[0] != ControlType.SNAPSHOT_HEADER:
-        why = "its first record is not a SnapshotHeader"
+        name = CONTROL_TYPE_NAMES.get(types[0], types[0])
+        why, at = f"its first record is a {name}, not a SnapshotHeader", first
+    elif len(legacy):
+        why, at = "it holds a message set of magic 0/1 (Kafka reads magic 2 only)", int(legacy[0])
     if why:
         raise CorruptRecordError(f"KRaft snapshot cut short or damaged: {why}", path=path,
-                                 position=None if end is None else end.valid_bytes)
+                                 position=at)

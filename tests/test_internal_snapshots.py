@@ -1,7 +1,8 @@
 """KRaft ``.checkpoint`` snapshots in kbatch.internal's tables: taken as
 Kafka's RecordsSnapshotReader takes them (tests/internal_ref.py's
 ``ref_snapshot_refusal``, written from raft/'s RecordsSnapshotReader and
-RecordsIterator)."""
+RecordsIterator), whole: a batch skipped over leaves a snapshot that is not
+the cluster's state at its offset."""
 
 import struct
 
@@ -90,3 +91,27 @@ def test_a_snapshot_is_read_as_kafka_reads_it(tmp_path, case):
                     call()
     assert (refusal is None) == (case in ("header, data, footer", "header and KRaft records first",
                                           "data after the footer")), refusal
+
+
+@pytest.mark.parametrize("on_corrupt", ["raise", "stop", "skip"])
+def test_a_snapshot_with_a_damaged_batch_is_refused(tmp_path, on_corrupt):
+    """Kafka loads a snapshot with CRC validation (KafkaRaftClient's
+    latestSnapshot: RecordsSnapshotReader.of(..., true)), so a damaged batch
+    refuses the whole snapshot. ``on_corrupt="skip"`` passes over it in a
+    log, but a snapshot with a hole is not the state at its offset: it
+    raises as a snapshot cut short does, naming the file and the bytes."""
+    batches = [control(0, HEADER), topic(1, "a"), topic(2, "b"), control(3, FOOTER)]
+    buf = bytearray(b"".join(batches))
+    at = len(batches[0]) + len(batches[1]) + len(batches[2]) - 3      # inside b's value
+    buf[at] ^= 0xFF
+    path = snapshot(tmp_path, [bytes(buf)])
+    assert ref_snapshot_refusal(bytes(buf)) is None                   # the order is fine
+    for target in (path, path.parent):
+        with pytest.raises(CorruptRecordError, match=NAME):
+            cluster_metadata(target, on_corrupt=on_corrupt)
+        with pytest.raises(CorruptRecordError, match=NAME):
+            records(target, "metadata", snapshots=True, on_corrupt=on_corrupt)
+    if on_corrupt == "skip":
+        hole = rf"\[{len(batches[0]) + len(batches[1])}, .*skipped"
+        with pytest.raises(CorruptRecordError, match=hole):
+            cluster_metadata(path, on_corrupt=on_corrupt)

@@ -7,9 +7,10 @@ A data directory contributes every partition of the wanted topic; a partition
 directory or a segment file (``.log``, or a KRaft ``.checkpoint`` snapshot)
 contributes itself, whatever its name. A snapshot Kafka would not load
 (its first batch not a control batch opening with the SnapshotHeader, a
-message set of magic 0/1) or one cut short (no footer, a torn end) raises
-(``whole_snapshot``). Each partition is read whole (the internal topics are
-small next to the data); memory held: one partition's records at a time.
+message set of magic 0/1) or one cut short (no footer, a torn end, a batch
+``on_corrupt="skip"`` passed over) raises (``whole_snapshot``). Each
+partition is read whole (the internal topics are small next to the data);
+memory held: one partition's records at a time.
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ def whole_snapshot(records: Records, path: str) -> None:
     first record is the SnapshotHeader. Kafka writes the SnapshotFooter
     last and renames the file when complete, so one that ends early or
     without its footer is a copy cut short, not the cluster's state at its
-    offset (kbatch's check; Kafka reads no footer). ``CorruptRecordError``
-    naming the file otherwise."""
+    offset (kbatch's check; Kafka reads no footer), as is one with a batch
+    skipped over (``on_corrupt="skip"``: Kafka checks every batch's CRC and
+    refuses the snapshot). ``CorruptRecordError`` naming the file otherwise."""
     end, batches, control = records.end, records.batches, records.control
     types = control.type.tolist()
     first = int(batches.position[0]) if len(batches) else 0
@@ -79,6 +81,9 @@ def whole_snapshot(records: Records, path: str) -> None:
     why, at = None, None if end is None else end.valid_bytes
     if end is not None and end.reason is not None:
         why = f"it ends {end.reason}"
+    elif records.skipped:                   # on_corrupt="skip" read past damage
+        hole = records.skipped[0]
+        why, at = f"bytes [{hole.start}, {hole.stop}) were skipped ({hole.reason})", hole.start
     elif not types or types[-1] != ControlType.SNAPSHOT_FOOTER:
         why = "its last record is not a SnapshotFooter"
     elif not batches.is_control[0] or control.batch[0] != 0:

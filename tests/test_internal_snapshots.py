@@ -1,14 +1,15 @@
 """KRaft ``.checkpoint`` snapshots in kbatch.internal's tables: taken as
 Kafka's RecordsSnapshotReader takes them (tests/internal_ref.py's
 ``ref_snapshot_refusal``, written from raft/'s RecordsSnapshotReader and
-RecordsIterator), whole: a batch skipped over leaves a snapshot that is not
-the cluster's state at its offset."""
+RecordsIterator), and whole: a batch skipped over, or a byte range, is not
+the cluster's state at the snapshot's offset."""
 
 import struct
 
 import pytest
 
-from kbatch.errors import CorruptRecordError
+import kbatch
+from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.internal import cluster_metadata, records
 from kbatch.internal._schemas import MESSAGES
 from tests.internal_ref import enc_struct, ref_snapshot_refusal, uvarint
@@ -115,3 +116,25 @@ def test_a_snapshot_with_a_damaged_batch_is_refused(tmp_path, on_corrupt):
         hole = rf"\[{len(batches[0]) + len(batches[1])}, .*skipped"
         with pytest.raises(CorruptRecordError, match=hole):
             cluster_metadata(path, on_corrupt=on_corrupt)
+
+
+def test_a_snapshot_is_read_whole_not_in_ranges(tmp_path):
+    """A byte range of a snapshot, or an offset or time range over a
+    partition directory whose snapshots are read, is an ``ArgumentError``
+    (a part of a snapshot is not the state at its offset); the whole file
+    (``start=0``, no ``stop``) reads, and a range of the log alone
+    (``snapshots=False``) too."""
+    batches = [control(0, HEADER), topic(1, "t"), control(2, FOOTER)]
+    kbatch.write_log(tmp_path / "__cluster_metadata-0", [(None, topic_record("u"), 1)])
+    path = snapshot(tmp_path, batches)
+    second = len(batches[0])
+    for kw in ({"start": second}, {"stop": second + len(batches[1])}):
+        for call in (lambda: cluster_metadata(path, **kw),
+                     lambda: records(path, "metadata", **kw)):
+            with pytest.raises(ArgumentError, match="read whole"):
+                call()
+    assert cluster_metadata(path, start=0).topics.column("topic_name").to_pylist() == ["t"]
+    for kw in ({"start_offset": 1}, {"end_offset": 1}, {"start_timestamp": 0}):
+        with pytest.raises(ArgumentError, match="snapshots=False"):
+            cluster_metadata(path.parent, **kw)
+        assert cluster_metadata(path.parent, snapshots=False, **kw).records.num_rows <= 1

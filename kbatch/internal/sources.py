@@ -8,7 +8,9 @@ directory or a segment file (``.log``, or a KRaft ``.checkpoint`` snapshot)
 contributes itself, whatever its name. A snapshot Kafka would not load
 (its first batch not a control batch opening with the SnapshotHeader, a
 message set of magic 0/1) or one cut short (no footer, a torn end, a batch
-``on_corrupt="skip"`` passed over) raises (``whole_snapshot``). Each
+``on_corrupt="skip"`` passed over) raises (``whole_snapshot``); a range
+(``start``/``stop``, or an offset or time range where a directory's
+snapshots are read) is an ``ArgumentError``: a snapshot is read whole. Each
 partition is read whole (the internal topics are small next to the data);
 memory held: one partition's records at a time.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.entry import read_segment
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
@@ -46,9 +48,11 @@ def iter_parts(source, topic: str, *, snapshots: bool = False, **options) -> Ite
     storage, options = Storage.split(options)
     found = resolve(source, storage)
     if found.kind is PathKind.SEGMENT:
-        records = read_segment(found.location, storage=found.storage, **options)
         if found.name.endswith(".checkpoint"):
-            whole_snapshot(records, str(found.location))
+            records = read_snapshot(found.location, found.storage, options,
+                                    "kbatch.read_segment reads any range of its bytes")
+        else:
+            records = read_segment(found.location, storage=found.storage, **options)
         yield Part(found.topic, found.partition, found.name, records)
         return
     parts = [p for p in found.partitions() if found.kind is PathKind.PARTITION or p.topic == topic]
@@ -60,9 +64,29 @@ def iter_parts(source, topic: str, *, snapshots: bool = False, **options) -> Ite
             for entry in part.location.list():
                 if entry.name.endswith(".checkpoint") and entry.is_file:
                     snap = part.location.child(entry.name)
-                    records = read_segment(snap, storage=found.storage, **options)
-                    whole_snapshot(records, str(snap))
+                    records = read_snapshot(snap, found.storage, options,
+                                            "snapshots=False reads a range of the log alone")
                     yield Part(part.topic, part.partition, str(snap), records)
+
+
+# the range keywords (read_segment's bytes, PartitionLog.read's offsets and
+# times), each with the value that reads everything
+RANGES = {"start": 0, "stop": None, "start_offset": None, "end_offset": None,
+          "start_timestamp": None, "end_timestamp": None}
+
+
+def read_snapshot(location, storage, options: dict, hint: str) -> Records:
+    """A KRaft snapshot file, read whole and checked (``whole_snapshot``):
+    a part of one is not the state at its offset, so a range is an
+    ``ArgumentError`` (``hint`` says what reads one)."""
+    cut = [k for k, whole in RANGES.items() if options.get(k) not in (None, whole)]
+    if cut:
+        raise ArgumentError(f"{location}: a KRaft snapshot is read whole, not in a range "
+                            f"({', '.join(cut)} given); {hint}")
+    records = read_segment(location, storage=storage,
+                           **{k: v for k, v in options.items() if k not in RANGES})
+    whole_snapshot(records, str(location))
+    return records
 
 
 def whole_snapshot(records: Records, path: str) -> None:

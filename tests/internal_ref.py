@@ -487,3 +487,23 @@ def ref_snapshot_refusal(buf: bytes) -> str | None:
                 return f"First control record is not a snapshot header ({ctype})"
         pos += 12 + size
     return None
+
+
+# --- the frame of __cluster_metadata / __remote_log_metadata values ----------------
+
+def ref_frame_refusal(value: bytes) -> str | None:
+    """The MetadataParseException message of AbstractApiMessageSerde.read
+    (server-common/) on the frame version that opens ``value``, or None
+    where it goes on to read the api key: the frame version is read first,
+    as an unsigned varint that must fit a short (unsignedIntToShort), and
+    only frame version 1 is read."""
+    frame = R(value).uv()
+    if frame > 0x7FFF:
+        return "Value for frame version was too large."
+    if frame == 0:
+        return ("Could not deserialize metadata record with frame version 0. Note that upgrades "
+                "from the preview release of KRaft in 2.8 to newer versions are not supported.")
+    if frame != 1:
+        return (f"Could not deserialize metadata record due to unknown frame version {frame}"
+                "(only frame version 1 is supported)")
+    return None

@@ -361,6 +361,33 @@ def test_metadata_headers_out_of_range_are_errors_not_crashes(tmp_path):
         assert cluster_metadata(d).topics.column("topic_name").to_pylist() == ["t"]
 
 
+def test_a_metadata_record_of_another_frame_version_is_unread_with_its_error(tmp_path, caplog):
+    """MetadataRecordSerde (AbstractApiMessageSerde.read) reads frame
+    version 1 only: a record framed 0 (KRaft's 2.8 preview) or 2 is one
+    Kafka refuses (tests/internal_ref.ref_frame_refusal), so it is in
+    ``unread`` and ``records`` with its error and no type, and the state
+    tables lack it; the warning counts it."""
+    from tests.internal_ref import ref_frame_refusal
+    from kbatch.internal import records
+    good = _framed("TopicRecord", 0, {"name": "t", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ"})
+    other = _framed("TopicRecord", 0, {"name": "u", "topic_id": "AAAAAAAAAAAAAAAAAAAAAg"})
+    bad = [bytes([frame]) + other[1:] for frame in (0, 2)]
+    assert ref_frame_refusal(good) is None and all(ref_frame_refusal(b) for b in bad)
+    d = tmp_path / "__cluster_metadata-0"
+    kbatch.write_log(d, [(None, v, 1) for v in [good] + bad])
+    with caplog.at_level("WARNING", logger="kbatch"):
+        meta = cluster_metadata(d)
+    assert meta.topics.column("topic_name").to_pylist() == ["t"]
+    assert meta.unread.column("record_offset").to_pylist() == [1, 2]
+    assert "2 __cluster_metadata record(s) no schema reads" in caplog.text
+    for rows in (meta.unread.to_pylist(), records(d, "metadata").to_pylist()[1:]):
+        assert [(r["known"], r["type"], r["type_id"], r["value_version"]) for r in rows] == \
+            [(False, None, None, None)] * 2
+        assert ["frame version 0" in rows[0]["error"], "frame version 2" in rows[1]["error"]] == \
+            [True, True]
+        assert [r["raw_value"] for r in rows] == bad
+
+
 def test_a_metadata_log_may_begin_inside_a_transaction(tmp_path):
     """KRaft keeps the segment holding its snapshot's offset, so a log whose
     older segments were deleted may begin inside a transaction: records

@@ -13,7 +13,7 @@ from kbatch.internal import protocol as wire
 from kbatch.internal._schemas import KAFKA_COMMIT, MESSAGES, VARIANTS
 from kbatch.internal.decode import decode_coordinator, decode_framed
 from kbatch.internal.registry import FAMILIES
-from tests.internal_ref import enc_struct, expected, rand_struct, uvarint
+from tests.internal_ref import enc_struct, expected, rand_struct, ref_frame_refusal, uvarint
 
 ALL = [(name, v) for name, m in sorted(MESSAGES.items())
        for v in range(m["valid"][0], m["valid"][1] + 1)]
@@ -154,6 +154,31 @@ def test_unknown_types_and_versions_come_out_raw():
     assert d["error"] and not d["known"]
     with pytest.raises(CorruptRecordError):
         decode_framed("metadata", uvarint(1) + uvarint(2) + uvarint(0) + b"\x05", strict=True)
+
+
+@pytest.mark.parametrize("family", ["metadata", "remote-log-metadata"])
+@pytest.mark.parametrize("frame", [0, 1, 2, 127, 255, 256, 32767, 32768, 40000])
+def test_a_frame_version_kafka_refuses_is_an_error(family, frame):
+    """AbstractApiMessageSerde.read (both families' serde) reads frame
+    version 1 only and refuses any other before it reads the api key
+    (tests/internal_ref.ref_frame_refusal): such a record is an error with
+    nothing read from its header past the frame version (strict raises),
+    never a row of a known type that merely was not decoded."""
+    name = {"metadata": "TopicRecord", "remote-log-metadata": "RemotePartitionDeleteMetadataRecord"}
+    m = MESSAGES[name[family]]
+    body = enc_struct(m["fields"], rand_struct(m["fields"], 0, random.Random(frame)), 0, True)
+    value = uvarint(frame) + uvarint(m["api_key"]) + uvarint(0) + body
+    refusal = ref_frame_refusal(value)
+    d = decode_framed(family, value)
+    assert d["known"] == (refusal is None) == (frame == 1)
+    if refusal is None:
+        assert d["error"] is None and d["type"] == name[family]
+        return
+    assert f"frame version {frame}" in d["error"]
+    assert d["frame_version"] == frame
+    assert (d["type_id"], d["type"], d["version"], d["value"]) == (None, None, None, None)
+    with pytest.raises(CorruptRecordError, match=f"frame version {frame}"):
+        decode_framed(family, value, strict=True)
 
 
 def test_a_tagged_nullable_struct_marker_is_an_unsigned_varint():

@@ -2,7 +2,9 @@
 
 Never raises on the data: a record whose type or version no schema knows
 comes back with ``known=False`` and its raw bytes; a damaged one with the
-error text (``strict=True`` raises ``CorruptRecordError`` instead).
+error text (``strict=True`` raises ``CorruptRecordError`` instead), as does
+a ``__cluster_metadata``/``__remote_log_metadata`` value framed other than
+in frame version 1, which Kafka refuses (no type or version is read then).
 """
 
 from __future__ import annotations
@@ -70,20 +72,24 @@ def decode_framed(family: str, value: bytes | None, *, strict: bool = False) -> 
         if value is None:
             raise CorruptRecordError("null value")
         r = wire.Reader(value, "frame")
-        frame, api_key, version = (r.uvarint("frame version"), r.uvarint("api key"),
-                                   r.uvarint("version"))
-        # AbstractApiMessageSerde.unsignedIntToShort: a key or version past
-        # 32767 is a parse error, as is a frame version past a byte
-        for what, n, most in (("frame version", frame, 0xFF), ("api key", api_key, 0x7FFF),
-                              ("version", version, 0x7FFF)):
-            if n > most:
-                raise CorruptRecordError(f"{what} {n} is out of range (at most {most})")
-        out["frame_version"], out["type_id"], out["version"] = frame, api_key, version
+        out["frame_version"] = frame = r.uvarint("frame version")
+        # AbstractApiMessageSerde.read reads frame version 1 only, and refuses
+        # any other before the rest of the header
+        if frame != 1:
+            preview = " (KRaft's preview in Kafka 2.8)" if frame == 0 else ""
+            raise CorruptRecordError(f"frame version {frame}{preview} is not supported (Kafka "
+                                     "reads frame version 1 only)")
+        api_key, version = r.uvarint("api key"), r.uvarint("version")
+        # unsignedIntToShort: a key or version past 32767 is a parse error
+        for what, n in (("api key", api_key), ("version", version)):
+            if n > 0x7FFF:
+                raise CorruptRecordError(f"{what} {n} is out of range (at most 32767)")
+        out["type_id"], out["version"] = api_key, version
         name = types.get(out["type_id"])
         if name is None:
             return out
         out["type"] = name
-        if out["frame_version"] != 1 or not wire.knows(name, out["version"]):
+        if not wire.knows(name, out["version"]):
             return out
         out["value"] = wire.decode(name, out["version"], value, r.pos)
         out["known"] = True

@@ -26,10 +26,11 @@ tables but ``records`` (which lists every record as written, with
 ``uncommitted``); a Begin inside a transaction, or an End or
 Abort outside one, is a ``CorruptRecordError`` (the loader fails there).
 
-A record no schema reads (a newer version, damage) cannot be replayed: it
-is in ``records`` with ``known`` false and its ``error``, in ``unread``, and
-a warning names how many; the state tables after it may miss what it
-changed.
+A record no schema reads (a newer version, damage, a frame version other
+than 1, which Kafka refuses) cannot be replayed: it is in ``records`` with
+``known`` false (and its ``error`` where it is damage or Kafka refuses it),
+in ``unread``, and a warning names how many; the state tables after it may
+miss what it changed.
 """
 
 from __future__ import annotations

@@ -107,9 +107,11 @@ def count_batches(rows: BatchTable, source, opts, lo: int, hi: int,
     control = rows.is_control.astype(bool)
     legacy = rows.magic < 2
     # a magic 0/1 wrapper's header gives its last inner offset only: its
-    # first lies past the row before (when offsets grow), known once decoded
-    before = np.concatenate([[INT64_MIN], last[:-1]])
-    first_possible = np.where(legacy, np.where(before < last, before + 1, INT64_MIN), base)
+    # first is known once decoded, and may lie anywhere below (magic 0 inner
+    # offsets are absolute: even below the message before the wrapper, as a
+    # records read returns them), so every wrapper not below the range is
+    # decoded (as a records read decodes it)
+    first_possible = np.where(legacy, INT64_MIN, base)
     keep = (last >= lo) & (first_possible < hi)
     if state is not None:
         keep &= ~state.dropped(rows)

@@ -344,7 +344,9 @@ def legacy_message_set(records, *, magic: int, codec: int = 0, base_offset: int 
     inner offsets relative (0..n-1) and magic-0 ones absolute. The wrapper
     offset is outside the legacy CRC (which covers magic..end).
     ``log_append_time`` sets the wrapper's (or each message's) timestamp type
-    bit and timestamp, CRC fixed.
+    bit and timestamp, CRC fixed. A CreateTime magic-1 wrapper carries the
+    largest inner timestamp, as the broker sets it (LogValidator's
+    ``setMaxTimestamp``; kafka-python's builder leaves 0 there).
     """
     relative = magic == 1 and codec != 0
     builder = MemoryRecordsBuilder(magic=magic, compression_type=codec,
@@ -355,6 +357,10 @@ def legacy_message_set(records, *, magic: int, codec: int = 0, base_offset: int 
     buf = bytearray(builder.buffer())
     if codec:
         struct.pack_into(">q", buf, 0, base_offset + len(records) - 1)
+    if relative and log_append_time is None:
+        size, = struct.unpack_from(">i", buf, 8)
+        struct.pack_into(">q", buf, 18, max(t for t, _, _ in records))
+        struct.pack_into(">I", buf, 12, zlib.crc32(bytes(buf[16:12 + size])))
     if log_append_time is not None:
         assert magic == 1
         pos = 0

@@ -74,7 +74,7 @@ import numpy as np
 from kbatch.errors import ArgumentError
 from kbatch.lib.checkpoints import carry_data_dir_files, offsets_of, offsets_text
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.logfiles import keep_mtime
+from kbatch.lib.logfiles import keep_mtime, loaded_files
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.producers import TXN_ENTRY, ProducerState
@@ -306,11 +306,11 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
     for seg in log.segments[len(cleanable):]:
         _copy_segment(seg, dest)
         out.untouched.append(seg.location.name)
-    for e in log.location.list():
-        if e.is_file and (e.name in ("partition.metadata", "leader-epoch-checkpoint")
-                          or e.name.endswith(".snapshot")):
+    for name, e in loaded_files(log.location).items():
+        if name in ("partition.metadata", "leader-epoch-checkpoint") \
+                or name.endswith(".snapshot"):
             child = log.location.child(e.name)
-            (dest / e.name).write_bytes(child.tree.read_small(child.path, 1 << 30) or b"")
+            (dest / name).write_bytes(child.tree.read_small(child.path, 1 << 30) or b"")
     return out
 
 
@@ -431,20 +431,19 @@ def _latest_mapped(log: PartitionLog, batches, first_dirty: int, full_at: int) -
 
 
 def _copy_segment(seg, dest: Path) -> None:
-    stem = seg.location.name[:-len(".log")]
-    for e in seg.location.parent.list():
-        if e.is_file and e.name.startswith(stem + ".") and \
-                e.name.endswith((".log", ".index", ".timeindex", ".txnindex")):
-            child = seg.location.parent.child(e.name)
-            with open(dest / e.name, "wb") as f:
-                local = child.local_path()
-                if isinstance(local, Path):
-                    with open(local, "rb") as src:
-                        while piece := src.read(16 << 20):
-                            f.write(piece)
-                else:
-                    f.write(child.tree.read_small(child.path, 1 << 40) or b"")
-            keep_mtime(child, dest / e.name)
+    """``seg``'s files into ``dest``, under the names a broker gives them
+    (``Segment.files``: an interrupted swap's without ``.swap``)."""
+    for name, e in seg.files():
+        child = seg.location.parent.child(e.name)
+        with open(dest / name, "wb") as f:
+            local = child.local_path()
+            if isinstance(local, Path):
+                with open(local, "rb") as src:
+                    while piece := src.read(16 << 20):
+                        f.write(piece)
+            else:
+                f.write(child.tree.read_small(child.path, 1 << 40) or b"")
+        keep_mtime(child, dest / name)
 
 
 def _clean_group(group, dest: Path, log, opts, key_latest, txns, producers, now,

@@ -16,13 +16,30 @@ entries than the segment's size can hold batches.
 files by name; tiered segments by manifest (a segment whose state in
 ``remote_log_metadata`` is not ``COPY_SEGMENT_FINISHED`` is left out; of
 several uploads with one start offset, the one whose manifest names the
-latest ``eventTimestampMs``). Transient files (``.deleted``, ``.cleaned``,
-``.swap``) and names above the largest offset are not segments.
+latest ``eventTimestampMs``). Transient files (``.deleted``, ``.cleaned``)
+and names above the largest offset are not segments.
+
+An interrupted segment swap (the log cleaner's, or a split's: LocalLog's
+replaceSegments renames the new segment's files from ``.cleaned`` to
+``.swap``, then the old segments' to ``.deleted``, then drops ``.swap``)
+is read as Kafka's LogLoader completes it on start-up:
+
+    valid swap     ``<base>.log.swap`` below every ``.cleaned`` file's offset
+                   (one at or above is an interrupted split: not used)
+    its span       [base, its last batch's last offset + 1)
+    replaced       every plain segment whose base offset lies in
+                   [least swap base, greatest swap end): not read
+    read           the swap segment, with its ``.index.swap``,
+                   ``.timeindex.swap``, ``.txnindex.swap`` (the replaced
+                   segment's index files are not its own)
+
+A warning on the ``kbatch`` logger names the swap and what it replaces.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 from pathlib import Path
@@ -32,7 +49,7 @@ import numpy as np
 from kbatch.errors import CorruptRecordError
 from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, OffsetIndex, TimeIndex, \
     TxnIndex
-from kbatch.lib.paths import segment_base, tiered_object
+from kbatch.lib.paths import file_offset, segment_base, swap_segment_base, tiered_object
 from kbatch.lib.sources import CHECK_BYTES, RemoteBytes
 from kbatch.lib import tiered
 from kbatch.lib.tree import Entry, Location, by_name, locate
@@ -40,6 +57,8 @@ from kbatch.wire import INT64_MIN, Codec
 
 MIN_MESSAGE_BYTES = 26     # the smallest entry of a log: a magic 0 message
 MIN_BATCH_V2_BYTES = 61    # the smallest magic 2 batch (header only)
+
+log = logging.getLogger("kbatch")
 
 BOUNDS_DTYPE = np.dtype([("position", np.int64), ("size", np.int64),
                          ("base_offset", np.int64), ("last_offset", np.int64),
@@ -61,18 +80,22 @@ class Segment:
         self.tree = location.tree
         self.name = str(location)
         self.path = location.local_path()
-        base = segment_base(location.name)
+        swap = swap_segment_base(location.name)
+        base = segment_base(location.name) if swap is None else swap
         self.base_offset = 0 if base is None else base
         self._entry = entry
         self._siblings = siblings
         self._lock = threading.Lock()
         self._bounds: tuple | None = None
-        stem = location.path[:-len(".log")] if location.path.endswith(".log") else location.path
+        # an interrupted swap's segment: <base>.log.swap, its indexes <base>.index.swap...
+        self._tail = "" if swap is None else ".swap"
+        path = location.path[:-len(self._tail)] if self._tail else location.path
+        stem = path[:-len(".log")] if path.endswith(".log") else path
         self._stem = stem
         side = location.tree.display if location.remote else Path
-        self.index_path = side(stem + ".index")
-        self.timeindex_path = side(stem + ".timeindex")
-        self.txnindex_path = side(stem + ".txnindex")
+        self.index_path = side(stem + ".index" + self._tail)
+        self.timeindex_path = side(stem + ".timeindex" + self._tail)
+        self.txnindex_path = side(stem + ".txnindex" + self._tail)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location.name}, base_offset={self.base_offset})"
@@ -112,7 +135,7 @@ class Segment:
             return None
 
     def _side(self, suffix: str, dtype, smallest: int, zero_ends: bool):
-        path = self._stem + suffix
+        path = self._stem + suffix + self._tail
         size = None
         if self._siblings is not None:
             entry = self._siblings.get(self.tree.name(path))
@@ -138,6 +161,27 @@ class Segment:
     def txn_index(self) -> TxnIndex:
         # each entry is one aborted transaction: one control batch in the log
         return TxnIndex.of(self._side(".txnindex", TXN_ENTRY, MIN_BATCH_V2_BYTES, False))
+
+    def files(self) -> list[tuple[str, Entry]]:
+        """``(name, entry)`` of its ``.log`` and the index files beside it,
+        each under the name a broker gives it (an interrupted swap's
+        ``.swap`` files without that suffix); index files not listed are
+        left out (listed: ``siblings``, else the parent's listing)."""
+        named = self._siblings if self._siblings is not None else \
+            by_name(self.location.parent.list())
+        stem = self.tree.name(self._stem)
+        out = []
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+            e = named.get(stem + suffix + self._tail)
+            if e is not None and e.is_file:
+                out.append((stem + suffix, e))
+        return out
+
+    def next_offset(self) -> int:
+        """LogSegment.readNextOffset: its last batch's last offset + 1 (its
+        base offset when it holds none), from the header walk."""
+        bounds = self.batch_bounds()
+        return int(bounds["last_offset"][-1]) + 1 if len(bounds) else self.base_offset
 
     def batch_bounds(self) -> np.ndarray:
         """Position, size, offsets and max timestamp of every batch, from one
@@ -292,7 +336,62 @@ def list_segments(location: Location, storage, entries: list[Entry] | None = Non
     named = by_name(entries)
     found = [Segment(location.child(e.name), e, named) for e in entries
              if e.is_file and segment_base(e.name) is not None]
+    swapped, span = _interrupted_swaps(location, entries, named)
+    if swapped:
+        replaced = [s for s in found if span[0] <= s.base_offset < span[1]]
+        log.warning("%s: an interrupted segment swap (the log cleaner's or a split's): %s "
+                    "read in place of %s, as a broker completes it on start-up",
+                    location, ", ".join(s.location.name for s in swapped),
+                    ", ".join(s.location.name for s in replaced) or "no segment")
+        found = [s for s in found if s not in replaced] + swapped
     return sorted(found, key=lambda s: s.base_offset)
+
+
+def _interrupted_swaps(location: Location, entries: list[Entry], named: dict
+                       ) -> tuple[list[Segment], tuple[int, int] | None]:
+    """The ``<base>.log.swap`` segments Kafka's LogLoader would rename into
+    place (those below every ``.cleaned`` file's offset: the others are an
+    interrupted split's, which it deletes), and the offsets they replace:
+    [least base, greatest next offset)."""
+    swaps = [e for e in entries if e.is_file and swap_segment_base(e.name) is not None]
+    if not swaps:
+        return [], None
+    cleaned = [file_offset(e.name) for e in entries
+               if e.is_file and e.name.endswith(".cleaned") and file_offset(e.name) is not None]
+    least = min(cleaned, default=None)
+    valid = [Segment(location.child(e.name), e, named) for e in swaps
+             if least is None or swap_segment_base(e.name) < least]
+    if not valid:
+        return [], None
+    return valid, (min(s.base_offset for s in valid), max(s.next_offset() for s in valid))
+
+
+def loaded_files(location: Location, entries: list[Entry] | None = None) -> dict[str, Entry]:
+    """The files of the plain partition directory at ``location`` as Kafka's
+    LogLoader leaves them on start-up, by the name each then has: no
+    ``.deleted`` or ``.cleaned`` files, an interrupted swap completed (its
+    ``.swap`` files under their names, the files whose offset lies in the
+    span it replaces gone, a split's swap files gone). What a copy of the
+    directory (retention's, the cleaner's) writes. Directories are left out."""
+    entries = location.list() if entries is None else entries
+    files = [e for e in entries if e.is_file]
+    _, span = _interrupted_swaps(location, files, by_name(files))
+    cleaned = [file_offset(e.name) for e in files
+               if e.name.endswith(".cleaned") and file_offset(e.name) is not None]
+    least = min(cleaned, default=None)
+    out: dict[str, Entry] = {}
+    for e in files:
+        at = file_offset(e.name)
+        if e.name.endswith((".deleted", ".cleaned")):
+            continue
+        if e.name.endswith(".swap"):
+            if at is not None and (least is None or at < least):
+                out[e.name[:-len(".swap")]] = e
+            continue
+        if span is not None and at is not None and span[0] <= at < span[1]:
+            continue
+        out.setdefault(e.name, e)
+    return out
 
 
 def _tiered_segments(location: Location, entries: list[Entry], storage) -> list[Segment]:

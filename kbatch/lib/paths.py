@@ -28,6 +28,7 @@ from kbatch.wire import INT64_MAX
 from kbatch.errors import KbatchError
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$", re.ASCII)
+SWAP_SEGMENT_NAME = re.compile(r"^(\d{20})\.log\.swap$", re.ASCII)
 PARTITION_NAME = re.compile(r"^(.+)-([0-9]+)$", re.ASCII)
 TIERED_TOPIC_DIR = re.compile(r"^(.+)-([A-Za-z0-9_-]{22})$", re.ASCII)
 TIERED_OBJECT = re.compile(r"^(\d{20})-([A-Za-z0-9_-]{22})\.(log|indexes|rsm-manifest)$",
@@ -74,6 +75,23 @@ def segment_base(name: str) -> int | None:
     if not match or int(match.group(1)) > INT64_MAX:
         return None
     return int(match.group(1))
+
+
+def swap_segment_base(name: str) -> int | None:
+    """The base offset of a segment left as ``<base>.log.swap`` by an
+    interrupted cleaner swap or split (``kbatch.lib.logfiles``), else None."""
+    match = SWAP_SEGMENT_NAME.match(name)
+    if not match or int(match.group(1)) > INT64_MAX:
+        return None
+    return int(match.group(1))
+
+
+def file_offset(name: str) -> int | None:
+    """The offset a file of a partition directory is named by, as Kafka's
+    LogFileUtils.offsetFromFile reads it (the digits before the first dot),
+    None when there are none."""
+    head, dot, _ = name.partition(".")
+    return int(head) if dot and DIGITS.match(head) and int(head) <= INT64_MAX else None
 
 
 def tiered_topic_dir(name: str) -> tuple[str, str] | None:

@@ -47,7 +47,7 @@ from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of
                                     read_checkpoint)
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.logfiles import keep_mtime, mtime_ms
+from kbatch.lib.logfiles import keep_mtime, loaded_files, mtime_ms
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.storage import Storage
@@ -289,12 +289,11 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
             out = dest if single else dest / p.log.location.name
             out.mkdir(exist_ok=True)
             gone = {d.base_offset for d in p.deleted}
-            for e in p.log.location.list():
-                if not e.is_file:
-                    continue
-                base = segment_base(e.name) if e.name.endswith(".log") else None
-                stem_base = _stem_base(e.name)
-                if e.name == EPOCH_FILE:
+            # the files as a broker loads them (an interrupted swap completed)
+            for name, e in loaded_files(p.log.location).items():
+                base = segment_base(name) if name.endswith(".log") else None
+                stem_base = _stem_base(name)
+                if name == EPOCH_FILE:
                     data = p.log.location.child(e.name)
                     _, entries = read_checkpoint(data)
                     try:
@@ -307,13 +306,13 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     kept = truncate_from_start(cache, p.checkpoint_start)
                     if p.new_log_start_offset > p.log_start_offset:
                         kept = truncate_from_start(kept, p.new_log_start_offset)
-                    (out / e.name).write_text(epoch_file_text(kept))
+                    (out / name).write_text(epoch_file_text(kept))
                 elif stem_base is not None and stem_base in gone:
                     continue        # a deleted segment, its index files and snapshot
-                elif base is not None or stem_base is not None or e.name == "partition.metadata":
+                elif base is not None or stem_base is not None or name == "partition.metadata":
                     # as old as the original: the time pass falls back on it
-                    _copy(p.log.location.child(e.name), out / e.name)
-                    keep_mtime(p.log.location.child(e.name), out / e.name)
+                    _copy(p.log.location.child(e.name), out / name)
+                    keep_mtime(p.log.location.child(e.name), out / name)
             if p.rolled:
                 stem = out / f"{p.log_end_offset:020d}"
                 for suffix in (".log", ".index", ".timeindex"):

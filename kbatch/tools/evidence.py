@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from kbatch.errors import KbatchError
 from kbatch.lib.checkpoints import OFFSET_FILES, read_checkpoint
 from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, OffsetIndex, TimeIndex
+from kbatch.lib.logfiles import loaded_files
 from kbatch.lib.open import Resolved
 from kbatch.lib.paths import PathKind, parse_partition_dir, segment_base
 from kbatch.lib.tree import Location
@@ -90,20 +91,20 @@ def side_file_claims(part: Location, segment_bases: set) -> tuple[list[Claim], l
     from index last entries and producer snapshots, and ``(base, names)``
     of segments whose index files are here without their ``.log``."""
     claims, orphans = [], {}
-    for e in part.list():
-        if not e.is_file:
-            continue
-        stem, _, suffix = e.name.rpartition(".")
+    # the files as a broker loads them: an interrupted swap completed, the
+    # files of the segments it replaced gone (kbatch.lib.logfiles)
+    for name, e in loaded_files(part).items():
+        stem, _, suffix = name.rpartition(".")
         base = segment_base(stem + ".log") if stem else None
         if suffix == "snapshot" and base is not None and base > 0:
-            claims.append(Claim(base, f"{e.name}: producer state at log end offset {base}",
+            claims.append(Claim(base, f"{name}: producer state at log end offset {base}",
                                 "snapshot"))
             continue
         if base is None or "." + suffix not in SIDE_SUFFIXES:
             continue
         if base in segment_bases:
             continue       # its segment is here: verify checks its entries against it
-        orphans.setdefault(base, []).append(e.name)
+        orphans.setdefault(base, []).append(name)
         if "." + suffix == ".txnindex":
             continue
         dtype = OFFSET_ENTRY if suffix == "index" else TIME_ENTRY
@@ -114,7 +115,7 @@ def side_file_claims(part: Location, segment_bases: set) -> tuple[list[Claim], l
         idx = (OffsetIndex if suffix == "index" else TimeIndex).of(entries, base)
         if len(idx):
             last = int(idx.offsets[-1])
-            claims.append(Claim(last + 1, f"{e.name}: its last entry names offset {last}",
+            claims.append(Claim(last + 1, f"{name}: its last entry names offset {last}",
                                 "index"))
     return claims, sorted(orphans.items())
 

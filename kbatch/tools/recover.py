@@ -208,8 +208,10 @@ def _same(source: bytes | None, rebuilt: bytes, size: int) -> bool | None:
 def _side(seg: Segment, suffix: str) -> bytes | None:
     """A source side file's bytes (None: absent or unreadable)."""
     name = seg.location.name
+    tail = ".swap" if name.endswith(".log.swap") else ""      # an interrupted swap's
+    name = name[:-len(tail)] if tail else name
     stem = name[:-len(".log")] if name.endswith(".log") else name
-    loc = seg.location.parent.child(stem + suffix)
+    loc = seg.location.parent.child(stem + suffix + tail)
     try:
         return loc.tree.read_small(loc.path, 64 << 20)
     except OSError:
@@ -277,7 +279,10 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
                         txn.append(entry)
                 next_offset = int(last[r]) + 1
             indexes.close()
-            file = name if len(groups) == 1 else f"{part_base:020d}.log"
+            # an interrupted swap's segment is written under the name it takes
+            # when the broker completes the swap
+            file = name if len(groups) == 1 and not name.endswith(".swap") \
+                else f"{part_base:020d}.log"
             _copy_range(seg, dest / file, start, end)
             if len(groups) == 1 and end == seg.size:
                 # LogSegment.recover leaves an intact file as it is: as old as

@@ -521,3 +521,184 @@ def test_a_partition_added_later_that_does_not_start_at_0(tmp_path):
         rd.partitions(start, end)
     lenient = reader(tmp_path, failOnDataLoss="false")
     assert [r["offset"] for r in run(lenient, start, end)] == [100, 101, 102, 103]
+
+
+# --- an object store: the active segment re-uploaded after appends -----------
+# A sync (aws s3 sync, rclone) uploads a partition again when its files
+# change: the active segment's object then has a new size and ETag, though
+# the bytes a slice was planned on are all still there. Those slices are read
+# as a local appended file is; an object whose planned bytes changed (a
+# rewrite of the same size, a shorter one, the cleaner's swap under the same
+# name) stays replaced.
+
+@pytest.fixture(scope="module")
+def stores():
+    """``(name, URL of a prefix, stream options, put(key, bytes))`` of
+    memory:// and, when moto and s3fs are installed, of a local S3 server."""
+    import fsspec
+    mem = fsspec.filesystem("memory")
+    out = [("memory", "memory://stream-objects", {},
+            lambda key, data: mem.pipe(f"/stream-objects/{key}", data))]
+    server = None
+    try:
+        import moto  # noqa: F401
+        import s3fs  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        from .remote_s3 import BUCKET, S3
+        server = S3()
+        options = {"storage.key": "testing", "storage.secret": "testing",
+                   "storage.client_kwargs": json.dumps(
+                       {"endpoint_url": f"http://127.0.0.1:{server.port}",
+                        "region_name": "us-east-1"})}
+        out.append(("s3", f"s3://{BUCKET}/stream-objects", options,
+                    lambda key, data: server.fs.pipe_file(f"{BUCKET}/stream-objects/{key}", data)))
+    yield out
+    if server is not None:
+        server.stop()
+
+
+def sync(local, put, prefix):
+    """Upload every file under ``local`` to ``prefix/``, as a sync does."""
+    for f in sorted(local.rglob("*")):
+        if f.is_file():
+            put(f"{prefix}/{f.relative_to(local).as_posix()}", f.read_bytes())
+
+
+def planned(rd, start):
+    end = rd.latestOffset(start, ReadAllAvailable())
+    return end, rd.partitions(start, end)
+
+
+def read_packs(rd, packs):
+    """The rows of planned input partitions, read by a pickled reader."""
+    remote = pickle.loads(pickle.dumps(rd))
+    return [r for pack in packs for b in remote.read(pickle.loads(pickle.dumps(pack)))
+            for r in b.to_pylist()]
+
+
+@pytest.mark.parametrize("split", [None, 200])
+def test_an_object_appended_to_after_planning_is_read_as_a_local_file(tmp_path, stores, split,
+                                                                      caplog):
+    """Planned, then the broker appends and the sync uploads the active
+    segment again (a new size, a new ETag): the planned rows, exactly what
+    the local read of the same bytes gives, without a warning, whether a
+    slice runs to the object's planned end or stops at a batch inside it."""
+    local = tmp_path / "data"
+    w = Writer(local, partitions=1, segment_bytes=1 << 20)
+    w.append(0, 20)
+    extra = {} if split is None else {"maxPartitionBytes": split}
+    for name, url, options, put in stores:
+        for fail in ("true", "false"):
+            prefix = f"{name}-{split}-{fail}"
+            sync(local, put, prefix)
+            start = {"orders": {"0": 3}}
+            here = reader(local, failOnDataLoss=fail, **extra)
+            there = reader(f"{url}/{prefix}", failOnDataLoss=fail, **extra, **options)
+            local_end, local_packs = planned(here, start)
+            end, packs = planned(there, start)
+            assert end == local_end
+            assert split is None or sum(len(p.slices) for p in packs) > 1
+            w.append(0, 5)
+            sync(local, put, prefix)
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+                rows = read_packs(there, packs)
+            assert rows == read_packs(here, local_packs)
+            assert values(rows) == w.committed[3:end["orders"]["0"]]
+            assert "failOnDataLoss" not in caplog.text
+    w.close()
+
+
+def test_an_object_rewritten_after_planning_stays_replaced(tmp_path, stores, caplog):
+    """A new object whose planned bytes are not the planned object's: a
+    rewrite of the same size, a shorter object (a truncation), a longer one
+    that starts with other bytes. Data loss, as before: DataLossError, or
+    with failOnDataLoss=false a warning and no rows of that segment."""
+    local = tmp_path / "data"
+    w = Writer(local, partitions=1, segment_bytes=1 << 20)
+    w.append(0, 20)
+    w.close()
+    seg = f"orders-0/{0:020d}.log"
+    data = (local / seg).read_bytes()
+    same_size = bytearray(data)
+    same_size[-3] ^= 0xFF                   # a record's byte in the last batch
+    others = tmp_path / "others"
+    with LogWriter(others / "t-0", segment_bytes=1 << 20, batch_records=5) as other:
+        other.append({"value": [b"another log %d" % i for i in range(40)],
+                      "key": [None] * 40, "timestamp": np.full(40, 1_700_000_000_000)})
+    longer = (others / "t-0" / f"{0:020d}.log").read_bytes()
+    assert len(longer) > len(data)
+    cases = {"same size": bytes(same_size), "shorter": data[:len(data) // 2],
+             "longer, other bytes": longer,
+             # the planned bytes with one byte changed, then appends
+             "longer, one planned byte changed": bytes(same_size) + longer}
+    for name, url, options, put in stores:
+        for case, new in cases.items():
+            for fail in ("true", "false"):
+                prefix = f"rewritten-{name}-{fail}-{case.replace(' ', '_').replace(',', '')}"
+                sync(local, put, prefix)
+                rd = reader(f"{url}/{prefix}", failOnDataLoss=fail, **options)
+                start = {"orders": {"0": 0}}
+                end, packs = planned(rd, start)
+                assert end == {"orders": {"0": 20}}
+                put(f"{prefix}/{seg}", new)
+                if fail == "true":
+                    with pytest.raises(DataLossError, match="replaced after it was planned"):
+                        read_packs(rd, packs)
+                else:
+                    caplog.clear()
+                    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+                        assert read_packs(rd, packs) == [], case
+                    assert "replaced after it was planned" in caplog.text, case
+
+
+def test_a_segment_compacted_under_its_name_after_planning_stays_replaced(tmp_path, stores,
+                                                                          caplog):
+    """Planned while segment 0 was the active one; then rolled twice, and
+    the cleaner's swap put segments 0 and 1 cleaned into one segment named
+    0: longer than the planned object and starting with the same batch,
+    but the planned bytes moved. Replaced, as before."""
+    import kbatch
+    local = tmp_path / "data"
+    part = local / "t-0"
+    w = LogWriter(part, segment_bytes=1 << 20, batch_records=5)
+    w.append({"value": [b"first %d" % i for i in range(10)],
+              "key": [b"a%d" % i for i in range(10)]})           # kept: unique keys
+    w.append({"value": [b"dup %d" % i for i in range(10)], "key": [b"dup"] * 10})
+    w._segment._file.flush()
+    seg0 = f"t-0/{0:020d}.log"
+    old = (part / f"{0:020d}.log").read_bytes()
+    uploaded = {}
+    for name, url, options, put in stores:
+        for fail in ("true", "false"):
+            prefix = f"compacted-{name}-{fail}"
+            sync(local, put, prefix)
+            rd = reader(f"{url}/{prefix}", failOnDataLoss=fail, **options)
+            uploaded[prefix] = (rd, *planned(rd, {"t": {"0": 0}}))
+    w.roll()
+    w.append({"value": [b"second %d" % i for i in range(40)],
+              "key": [b"b%d" % i for i in range(40)]})
+    w.roll()
+    w.append({"value": [b"active"], "key": [b"z"]})
+    w.close()
+    cleaned = tmp_path / "cleaned"
+    kbatch.compact(local, cleaned)
+    assert not (cleaned / f"t-0/{20:020d}.log").exists()
+    new = (cleaned / seg0).read_bytes()
+    assert len(new) > len(old) and new[:61] == old[:61] and new[:len(old)] != old
+    for name, url, options, put in stores:
+        for fail in ("true", "false"):
+            prefix = f"compacted-{name}-{fail}"
+            rd, end, packs = uploaded[prefix]
+            assert end == {"t": {"0": 20}}
+            put(f"{prefix}/{seg0}", new)
+            if fail == "true":
+                with pytest.raises(DataLossError, match="replaced after it was planned"):
+                    read_packs(rd, packs)
+            else:
+                caplog.clear()
+                with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+                    assert read_packs(rd, packs) == []
+                assert "replaced after it was planned" in caplog.text

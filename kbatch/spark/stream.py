@@ -29,6 +29,17 @@ fails with ``DataLossError``; with false the missing offsets are skipped and
 a warning is logged (driver or executor log). The first micro-batch's start
 is resolved once per run, before an AvailableNow target.
 
+On object storage the active segment is uploaded again after appends (a
+sync): a new object, longer, that still holds the planned bytes. Each slice
+of a partition's last segment (the active one, the only one appended to)
+carries a few of the bytes it was planned on (``planned_samples``: the
+batch headers it starts and stops at, or the object's last bytes; what the
+plan's checks fetched serves most of them, the rest cost about two small
+ranged reads per partition); an object whose identity changed is read as a
+local file that was appended to when it grew and still holds them at the
+same positions, and is replaced otherwise (the same size or shorter, other
+bytes there, or a segment that was not the last one).
+
 The planner keeps in memory one row per batch header of the partitions it
 plans (read_committed: of whole partitions, to resolve transactions); a
 task keeps one chunk of records.
@@ -50,8 +61,10 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
 
+from kbatch.errors import CorruptRecordError
 from kbatch.lib import plan as planner
 from kbatch.lib.log import PartitionLog
+from kbatch.lib.logfiles import MIN_BATCH_V2_BYTES, TieredSegment
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathError, PathKind
 from kbatch.lib.visibility import visible_ranges
@@ -271,8 +284,10 @@ def file_identity(segment) -> tuple:
     """What tells a segment file from another one at the same path: a local
     file's inode (appends keep it; the cleaner's swap and a rewrite do not;
     not the device, which differs between the hosts of a shared
-    filesystem), an object's version (objects are never appended to).
-    Raises FileNotFoundError when it is gone."""
+    filesystem), an object's version ``(size, ETag or modification time)``
+    (any upload changes it, the one of a sync after appends too:
+    ``holds_planned_bytes`` tells those apart). Raises FileNotFoundError
+    when it is gone."""
     path = segment.location.local_path()
     if not segment.location.remote:
         return (os.stat(path).st_ino,)
@@ -282,19 +297,56 @@ def file_identity(segment) -> tuple:
     return tuple(entry.version)
 
 
+SAMPLE_BYTES = MIN_BATCH_V2_BYTES     # a batch header: base offset, length, epoch, CRC, ...
+
+
+def planned_samples(segment, start: int, stop: int | None) -> tuple | None:
+    """``((position, bytes), ...)``: a few of the bytes a slice of an object
+    (its partition's last segment) was planned on, the batch header at
+    ``start`` and the one at ``stop`` (the checks of the plan fetched both,
+    mostly), or the object's last bytes when the slice runs to its end.
+    None for a local file (an append keeps its inode) and a tiered upload
+    (never appended to: a new upload is a new object)."""
+    if not segment.location.remote or isinstance(segment, TieredSegment):
+        return None
+    size = segment.size
+    end = max(size - SAMPLE_BYTES, 0) if stop is None else stop
+    spans = ((start, min(start + SAMPLE_BYTES, size)), (end, min(end + SAMPLE_BYTES, size)))
+    return tuple((a, segment.source.read(a, b)) for a, b in dict(spans).items() if a < b)
+
+
+def holds_planned_bytes(piece: "StreamSlice", identity: tuple) -> bool:
+    """Whether the object of ``piece``, whose identity is now ``identity``
+    (not the planned one), was appended to: it grew, and still holds the
+    planned samples at their positions. The same size or shorter is a
+    rewrite (a compacted or truncated segment), as are other bytes there
+    (the cleaner's swap of segments cleaned into one under this name)."""
+    if piece.samples is None or identity[0] <= piece.identity[0]:
+        return False
+    raw = piece.segment.source.raw      # the object as it is now, not ranges kept
+    try:
+        return all(raw.read(a, a + len(data)) == data for a, data in piece.samples)
+    except CorruptRecordError:          # shorter than its samples: not the planned bytes
+        return False
+
+
 class StreamSlice(InputPartition):
     """Bytes ``[start, stop)`` of one segment, records with offsets ``[lo, hi)``
     (read_committed: the partition's transaction state and the positions of
     the batches it leaves out). ``segment``: its ``Segment`` (whatever
-    stores it; the executor reads its own bytes)."""
+    stores it; the executor reads its own bytes). ``identity`` and
+    ``samples``: what tells its file or object from a replaced one
+    (``file_identity``, ``planned_samples``)."""
 
     def __init__(self, topic, partition, segment, start, stop, lo, hi, txn_state=None,
-                 drop_positions=None, inner=False, next_base=None, identity=None):
+                 drop_positions=None, inner=False, next_base=None, identity=None,
+                 samples=None):
         super().__init__(None)
         self.topic, self.partition, self.segment = topic, partition, segment
         self.path = segment.name
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
         self.identity = file_identity(segment) if identity is None else identity
+        self.samples = samples
         self.txn_state, self.drop_positions = txn_state, drop_positions
         # inner: the slice reaches the end of a segment that is not its
         # partition's last, which must end at a batch boundary (next_base:
@@ -446,6 +498,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # a tiered upload's records stop where the next upload starts
             upper = hi if rp.limit is None else min(hi, rp.limit)
             identity = file_identity(rp.segment)      # once per segment (a stat; remote: a request)
+            active = i + 1 == len(plog.segments)      # the only segment appended to
             for start, stop in planner.split_points(rp.segment, rp.start, rp.stop,
                                                     o.max_partition_bytes, plog.use_index):
                 drop = None
@@ -453,8 +506,10 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     drop = drops.get(rp.segment.source.name, np.empty(0, np.int64))
                     last = WHOLE if stop is None else stop
                     drop = drop[(drop >= start) & (drop < last)]
+                samples = planned_samples(rp.segment, start, stop) if active else None
                 out.append(StreamSlice(tp[0], tp[1], rp.segment, start, stop, lo, upper,
-                                       state, drop, inner and stop is None, next_base, identity))
+                                       state, drop, inner and stop is None, next_base, identity,
+                                       samples))
         return out
 
     def _pack(self, slices: list[StreamSlice]) -> list[StreamPack]:
@@ -476,7 +531,10 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _read_slice(self, piece: StreamSlice):
         try:
-            changed = file_identity(piece.segment) != piece.identity
+            identity = file_identity(piece.segment)
+            # an object uploaded again after appends still holds the planned
+            # bytes: read as a local file that was appended to
+            changed = identity != piece.identity and not holds_planned_bytes(piece, identity)
         except FileNotFoundError:
             changed = False         # the read below reports it
         if changed:

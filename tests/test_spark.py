@@ -601,3 +601,19 @@ def test_spark_latest_equals_the_model(spark, tmp_path):
     only = (spark.read.format("kbatch").option("view", "latest")
             .option("columns", "offset,topic,partition").load(str(data)))
     assert only.count() == sum(len(v) for v in want.values())
+
+
+def test_an_interrupted_swap_is_read_as_a_broker_completes_it(spark, tmp_path):
+    """A cleaner swap cut short (tests/test_interrupted_swap.py): Spark reads
+    the swapped segment in place of those it replaces, as the Python API,
+    and kbatch.spark.count agrees."""
+    from kbatch.spark import count
+    from tests.test_interrupted_swap import CASES, expected
+    part = tmp_path / "t-0"
+    part.mkdir()
+    for n, data in CASES["all-deleted"].items():
+        (part / n).write_bytes(data)
+    want = expected(CASES["all-deleted"])
+    rows = kb(spark).load(str(part)).select("offset", "value").orderBy("offset").collect()
+    assert [(r.offset, bytes(r.value)) for r in rows] == want
+    assert count(spark, str(part)) == len(want)

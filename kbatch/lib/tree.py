@@ -12,7 +12,12 @@ logs and the tools apply one set of rules to both.
 
 A ``Location`` is a tree and a path in it. Listings of an object store are
 fresh at each call (fsspec's listing cache is dropped first): a new open
-after the bucket changed sees the change. Every failure of an object
+after the bucket changed sees the change. In an object store a key may be
+an object and a prefix at once: a URL ending in "/" names the prefix; a
+zero-byte object at a prefix's own key (``data/t-0`` beside
+``data/t-0/...``: the folder placeholder S3 consoles and tools write) is the
+prefix too; any other object stays an object (a segment key that is also
+a prefix is a segment). Every failure of an object
 store is a ``RemoteError`` (retried first when transient) or a
 ``MissingObjectError``, never a foreign exception.
 """
@@ -194,6 +199,7 @@ class ObjectTree:
                  concurrency: int):
         self.fs = fs
         self.root = root.rstrip("/") or root
+        self.root_is_prefix = root_url.endswith("/")     # "s3://b/data/": a prefix
         self.root_url = root_url.rstrip("/") if root_url.rstrip("/") else root_url
         self.protocol = protocol_of(fs)
         self.endpoint = endpoint_of(fs)
@@ -244,15 +250,35 @@ class ObjectTree:
         return Entry(self.name(path), path, kind, size, (size, str(tag)))
 
     def stat(self, path: str) -> Entry:
+        """What ``path`` names (see the module docstring for a key that is an
+        object and a prefix at once: a zero-byte object, or a path ending in
+        "/", costs one listing more)."""
         from kbatch.lib.objects import MissingObjectError
+        prefix = path.endswith("/") or (self.root_is_prefix and path.rstrip("/") == self.root)
+        path = path.rstrip("/") or path
         self._fresh(path)
         try:
             info = self._retrier(path)("stat", lambda: self.fs.info(path))
         except MissingObjectError:
             return Entry(self.name(path), path, "missing")
         entry = self._entry(info)
-        return Entry(entry.name or self.name(path), path.rstrip("/") or path, entry.kind,
-                     entry.size, entry.version)
+        kind = entry.kind
+        if kind == "file" and (prefix or entry.size == 0):
+            kind = ("directory" if self._holds_objects(path)
+                    else "missing" if prefix else "file")
+        if kind != entry.kind:
+            return Entry(self.name(path), path, kind)
+        return Entry(entry.name or self.name(path), path, kind, entry.size, entry.version)
+
+    def _holds_objects(self, path: str) -> bool:
+        """Whether ``path`` is also a prefix of other objects (one listing)."""
+        def listed():
+            try:
+                return self.fs.ls(path, detail=False)
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        return any(str(name).rstrip("/") != path
+                   for name in self._retrier(path)("listing", listed))
 
     def mtime_ns(self, path: str) -> int | None:
         """The object's modification time as the store reports it (S3's
@@ -288,7 +314,11 @@ class ObjectTree:
             # ".../x.log/manifest.json"): both are listed, the object first,
             # so neither the segment nor the folder is lost
             out[(entry.name, not entry.is_file)] = entry
-        return [out[k] for k in sorted(out)]
+        # ... but a zero-byte object beside a prefix of its name is that
+        # prefix's folder placeholder: the prefix alone is listed
+        prefixes = {name for name, is_dir in out if is_dir}
+        return [e for (name, is_dir), e in sorted(out.items())
+                if is_dir or e.size or name not in prefixes]
 
     def source(self, path: str, size: int | None = None, version=None) -> RemoteBytes:
         raw = RangeSource(self.fs, path, url=self.display(path), size=size,
@@ -395,6 +425,8 @@ def tree_of(target, storage=None) -> tuple[object, str]:
         text = os.fspath(target)
         stripped = fs._strip_protocol(text)
         url = text if is_url(text) else f"{protocol_of(fs)}://{stripped}"
+        if text.endswith("/") and not url.endswith("/"):
+            url += "/"          # a prefix, as the user named it
         return (ObjectTree(fs, stripped, url, retries=storage.retries, block=storage.block,
                            concurrency=storage.concurrency), stripped)
     if is_remote(target, storage):

@@ -6,7 +6,10 @@ The proxy counts requests by method and the response body bytes of GETs,
 and can inject failures: ``fail_next(n, status)`` answers the next n GETs
 with that status (503 SlowDown), ``truncate_next(n)`` sends the next n GET
 bodies cut in half (Content-Length promises the whole) and drops the
-connection. Used by the remote tests and the remote benchmark.
+connection, ``after_next_get(match, action, skip)`` runs ``action()`` once
+the next GET whose path holds ``match`` (past ``skip`` of them) was answered (before its body is sent
+on: an object overwritten between two GETs of one read). Used by the
+remote tests and the remote benchmark.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class CountingProxy:
         self.reset()
         self._fail = []          # statuses still to inject
         self._truncate = 0
+        self._after_get = None   # (match, action)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -71,6 +75,15 @@ class CountingProxy:
                     data = resp.read()
                 finally:
                     conn.close()
+                hook = None
+                if self.command == "GET":
+                    with proxy.lock:
+                        if proxy._after_get and proxy._after_get[0] in self.path:
+                            match, action, skip = proxy._after_get
+                            proxy._after_get = (match, action, skip - 1) if skip else None
+                            hook = None if skip else action
+                if hook is not None:
+                    hook()
                 self.send_response(resp.status)
                 for k, v in resp.getheaders():
                     if k.lower() not in ("transfer-encoding", "connection", "content-length",
@@ -121,6 +134,10 @@ class CountingProxy:
     def truncate_next(self, n: int):
         with self.lock:
             self._truncate = n
+
+    def after_next_get(self, match: str, action, skip: int = 0):
+        with self.lock:
+            self._after_get = (match, action, skip)
 
     def stop(self):
         self.server.shutdown()

@@ -1,15 +1,23 @@
 """What a read of object storage answers when the store is not a plain
-tree of files, compared with the local read of the same bytes:
+tree of files, or changes under the reader, compared with the local read
+of the same bytes:
 
 - a zero-byte object at a prefix's own key (a folder placeholder that S3
   consoles and tools write) is the prefix, not an empty segment; a URL
-  ending in "/" names a prefix.
+  ending in "/" names a prefix;
+- an object overwritten while one read is in flight, or between two reads
+  of one ``PartitionLog``, gives the records of one version (the local read
+  of those bytes) or a ``CorruptRecordError`` naming the object: never
+  records of two versions, never bytes kept from a version that is gone.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
+import pickle
+import struct
 import subprocess
 import sys
 
@@ -18,9 +26,16 @@ import pytest
 pytest.importorskip("moto")
 pytest.importorskip("s3fs")
 
-import kbatch  # noqa: E402
+import fsspec  # noqa: E402
+from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
 
+import kbatch  # noqa: E402
+from kbatch.errors import CorruptRecordError  # noqa: E402
+
+from .kafka_ref import build_batch  # noqa: E402
 from .remote_s3 import BUCKET, S3  # noqa: E402
+
+LOG = f"{0:020d}.log"
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +47,55 @@ def s3():
 
 def _values(records) -> list:
     return records.value.to_pylist()
+
+
+def _tags(records) -> dict:
+    return dict(collections.Counter(v[:3] for v in _values(records)))
+
+
+def batches(tag: bytes, n: int, pad: int = 0) -> list[bytes]:
+    """``n`` one-record batches, offsets 0..n-1, values ``tag + number``:
+    two tags of one ``n`` and ``pad`` give objects of the same size."""
+    return [build_batch([(1_700_000_000_000 + i, b"k%04d" % i, tag + b"%04d" % i + b"x" * pad,
+                          [])], base_offset=i) for i in range(n)]
+
+
+def index_of(parts: list[bytes], every: int = 100) -> bytes:
+    """An ``.index`` with an entry every ``every`` batches."""
+    out, pos = b"", 0
+    for i, b in enumerate(parts):
+        if i and i % every == 0:
+            out += struct.pack(">ii", i, pos)
+        pos += len(b)
+    return out
+
+
+def write_partition(part, files: dict) -> None:
+    """Files of a partition directory, each replaced whole (written aside
+    and renamed over, as the log cleaner swaps a segment in)."""
+    part.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (part / "swap").write_bytes(data)
+        os.replace(part / "swap", part / name)
+
+
+def one_version(got, versions: dict, url: str):
+    """``got`` (records, or the exception a read raised) is the local read
+    of one version's bytes, or a CorruptRecordError naming the object."""
+    if isinstance(got, BaseException):
+        assert isinstance(got, CorruptRecordError), got
+        assert url in str(got) and "replaced object" in str(got), got
+        return None
+    matches = [name for name, want in versions.items() if _values(got) == _values(want)]
+    assert matches, f"records of no single version: {_tags(got)}"
+    return matches[0]
+
+
+def attempt(read):
+    try:
+        return read()
+    except CorruptRecordError as exc:
+        return exc
 
 
 # --- F1: folder placeholders --------------------------------------------------
@@ -103,3 +167,203 @@ def test_command_line_reads_a_prefix_with_placeholders(s3, placeholders):
         local = run(command, str(placeholders))
         assert local[0] == 0 and "80" in local[1][0]
         assert run(command, f"s3://{BUCKET}/m/data/", *flags) == local
+
+
+# --- F2: an object replaced during one read ------------------------------------
+
+N, PAD = 3000, 1000
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory):
+    """One segment in two versions of one size (and the index of the first),
+    and the local reads of each from offset 1400."""
+    old, new = batches(b"OLD", N, PAD), batches(b"NEW", N, PAD)
+    index = index_of(old)
+    out = {}
+    for name, parts in (("old", old), ("new", new)):
+        part = tmp_path_factory.mktemp(name) / "t-0"
+        write_partition(part, {LOG: b"".join(parts), f"{0:020d}.index": index})
+        out[name] = part
+    assert os.path.getsize(out["old"] / LOG) == os.path.getsize(out["new"] / LOG)
+    return out
+
+
+def _local_reads(versions, read):
+    return {name: read(kbatch.open_log(part)) for name, part in versions.items()}
+
+
+READS = {
+    "read": lambda log: log.read(start_offset=1400),
+    "iter": lambda log: kbatch.Records.concat(list(log.iter(start_offset=1400,
+                                                            chunk_records=500))),
+    "whole": lambda log: log.read(),
+}
+
+
+BLOCK = 1 << 16      # a read of many ranges
+
+
+@pytest.mark.parametrize("how", sorted(READS))
+@pytest.mark.parametrize("after", [0, 1])
+def test_an_object_overwritten_during_a_read_on_s3(s3, versions, how, after):
+    """The overwrite lands after the read's first (or second) GET of the
+    segment (an index-guided read: the check of the batch at the seek, and
+    the first range of the read) and before the rest."""
+    prefix = f"race-{how}-{after}/t-0"
+    s3.put_dir(str(versions["old"]), prefix)
+    url = f"s3://{BUCKET}/{prefix}"
+    log = kbatch.open_log(url, storage_options=s3.options(), block=BLOCK)
+    new = (versions["new"] / LOG).read_bytes()
+    s3.proxy.after_next_get(f"{prefix}/{LOG}",
+                            lambda: s3.fs.pipe_file(f"{BUCKET}/{prefix}/{LOG}", new), after)
+    got = attempt(lambda: READS[how](log))
+    one_version(got, _local_reads(versions, READS[how]), f"{url}/{LOG}")
+
+
+class OverwrittenMemory(MemoryFileSystem):
+    """memory:// whose object ``key`` becomes ``data`` right after its
+    ranged read number ``after`` (from 0): a store kbatch cannot pin reads
+    on."""
+
+    protocol = "memory"
+    cachable = False
+
+    def __init__(self, key: str, data: bytes, after: int = 0):
+        super().__init__()
+        self.key, self.data, self.after, self.done = key, data, after, False
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        out = super().cat_file(path, start=start, end=end, **kwargs)
+        if not self.done and path.endswith(self.key):
+            self.after -= 1
+            if self.after < 0:
+                self.done = True
+                self.pipe_file(path, self.data)
+        return out
+
+
+def _mem_upload(part, prefix: str) -> None:
+    mem = fsspec.filesystem("memory")
+    for f in part.iterdir():
+        mem.pipe(f"/{prefix}/t-0/{f.name}", f.read_bytes())
+
+
+@pytest.mark.parametrize("how", sorted(READS))
+@pytest.mark.parametrize("after", [0, 1])
+def test_an_object_overwritten_during_a_read_on_any_store(versions, how, after):
+    prefix = f"race-mem-{how}-{after}"
+    _mem_upload(versions["old"], prefix)
+    fs = OverwrittenMemory(f"/{prefix}/t-0/{LOG}", (versions["new"] / LOG).read_bytes(), after)
+    log = kbatch.open_log(f"/{prefix}/t-0", filesystem=fs, block=BLOCK)
+    got = attempt(lambda: READS[how](log))
+    assert fs.done
+    one_version(got, _local_reads(versions, READS[how]), f"memory:///{prefix}/t-0/{LOG}")
+
+
+def test_read_segment_and_verify_of_an_object_overwritten_during_the_read(versions):
+    prefix = "race-mem-segment"
+    _mem_upload(versions["old"], prefix)
+    key = f"/{prefix}/t-0/{LOG}"
+    new = (versions["new"] / LOG).read_bytes()
+    fs = OverwrittenMemory(key, new)
+    got = attempt(lambda: kbatch.read_segment(key, filesystem=fs, stop=3 << 20))
+    one_version(got, {name: kbatch.read_segment(part / LOG, stop=3 << 20)
+                      for name, part in versions.items()}, f"memory://{key}")
+    _mem_upload(versions["old"], prefix)
+    fs = OverwrittenMemory(key, new)
+    # as for an object shorter than listed: the check cannot go on, it raises
+    with pytest.raises(CorruptRecordError, match="replaced object") as caught:
+        kbatch.verify(key, filesystem=fs)
+    assert fs.done and f"memory://{key}" in str(caught.value)
+
+
+def test_a_segment_pickled_to_an_executor_reads_one_version(versions):
+    """A Segment pickled to a Spark executor is read there as the object is
+    when the executor first asks (what a change since planning means is the
+    planner's to say: the stream reads an object uploaded again after
+    appends, tests/test_spark_stream.py); an overwrite during that read
+    raises as anywhere."""
+    from kbatch.lib.segment import DecodeOptions
+
+    def read(segment):
+        return kbatch.Records.concat(list(segment.source.chunks(DecodeOptions())))
+    prefix = "executor"
+    _mem_upload(versions["old"], prefix)
+    key, old, new = f"/{prefix}/t-0/{LOG}", *((versions[v] / LOG).read_bytes()
+                                              for v in ("old", "new"))
+    fs = OverwrittenMemory(key, b"", after=1 << 30)
+    seg = kbatch.open_log(f"/{prefix}/t-0", filesystem=fs, block=BLOCK).segments[0]
+    shipped = pickle.dumps(seg)
+    fsspec.filesystem("memory").pipe(key, new)        # uploaded again after planning
+    truth = {name: kbatch.read_segment(part / LOG) for name, part in versions.items()}
+    assert _values(read(pickle.loads(shipped))) == _values(truth["new"])
+    with pytest.raises(CorruptRecordError, match="replaced object"):
+        read(seg)                                      # listed here before the upload
+    moved = pickle.loads(shipped)
+    moved.tree.fs.data, moved.tree.fs.after = old, 1
+    one_version(attempt(lambda: read(moved)), truth, f"memory://{key}")
+    assert moved.tree.fs.done
+
+
+# --- F2b: a PartitionLog read again after its object changed -------------------
+
+def _stores(s3):
+    """(name, upload(part, prefix) -> URL, storage keywords)."""
+    def to_s3(part, prefix):
+        s3.put_dir(str(part), f"{prefix}/t-0")
+        return f"s3://{BUCKET}/{prefix}/t-0"
+
+    def to_memory(part, prefix):
+        _mem_upload(part, prefix)
+        return f"memory://{prefix}/t-0"
+    return {"s3": (to_s3, dict(storage_options=s3.options())), "memory": (to_memory, {})}
+
+
+@pytest.mark.parametrize("store", ["s3", "memory"])
+def test_a_longer_rewrite_read_by_the_same_log(s3, tmp_path, store):
+    """A new read of the same log sees the new object whole (as a new read
+    of the same local log does) or raises; never the new object cut at the
+    size listed when the log was opened."""
+    upload, opts = _stores(s3)[store]
+    part = tmp_path / "t-0"
+    write_partition(part, {LOG: b"".join(batches(b"OLD", 10))})
+    L, R = kbatch.open_log(part), kbatch.open_log(upload(part, f"grow-{store}"), **opts)
+    assert _values(R.read()) == _values(L.read())
+    write_partition(part, {LOG: b"".join(batches(b"NEW", 12))})
+    url = upload(part, f"grow-{store}")
+    local = L.read()
+    assert len(local) == 12
+    one_version(attempt(R.read), {"new": local}, f"{url}/{LOG}")
+    assert _values(kbatch.open_log(url, **opts).read()) == _values(local)
+
+
+@pytest.mark.parametrize("store", ["s3", "memory"])
+def test_a_same_size_rewrite_read_by_the_same_log(s3, versions, store):
+    """After an index-guided read keeps the batch at the seek, the object is
+    rewritten (same size): a new read of the same log never serves the
+    kept bytes of the old object beside fresh ones."""
+    upload, opts = _stores(s3)[store]
+    url = upload(versions["old"], f"same-{store}")
+    R = kbatch.open_log(url, **opts)
+    assert _values(R.read(start_offset=1500, end_offset=1501)) == [b"OLD1500" + b"x" * PAD]
+    upload(versions["new"], f"same-{store}")
+    want = _local_reads(versions, READS["read"])
+    one_version(attempt(lambda: R.read(start_offset=1400)), {"new": want["new"]}, f"{url}/{LOG}")
+    one_version(attempt(lambda: R.read(start_offset=1500, end_offset=1501)),
+                {"new": kbatch.open_log(versions["new"]).read(1500, 1501)}, f"{url}/{LOG}")
+    assert _values(kbatch.open_log(url, **opts).read(start_offset=1400)) == \
+        _values(want["new"])
+
+
+# --- costs ----------------------------------------------------------------------
+
+def test_a_read_checks_each_segment_once(s3, versions):
+    """A seek costs the index and one range (tests/test_remote_plain.py) and
+    one HEAD: the object is still the one listed once its bytes are read."""
+    s3.put_dir(str(versions["old"]), "cost/t-0")
+    log = kbatch.open_log(f"s3://{BUCKET}/cost/t-0", storage_options=s3.options())
+    log.segments
+    s3.proxy.reset()
+    assert _values(log.read(1500, 1502)) == [b"OLD%04d" % i + b"x" * PAD for i in (1500, 1501)]
+    assert s3.proxy.requests == {"GET": 2, "HEAD": 1}

@@ -38,6 +38,7 @@ A warning on the ``kbatch`` logger names the swap and what it replaces.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -105,6 +106,12 @@ class Segment:
         state = {k: v for k, v in self.__dict__.items()
                  if k not in ("source", "offset_index", "time_index", "txn_index", "_lock",
                               "_bounds", "_detransform")}
+        entry = state.get("_entry")
+        if entry is not None and entry.identity:
+            # an executor's reads are pinned to the object as it finds it: what a
+            # change since planning means is the planner's to say (Spark's
+            # stream reads an object uploaded again after appends)
+            state["_entry"] = dataclasses.replace(entry, identity=())
         return state
 
     def __setstate__(self, state):
@@ -115,9 +122,7 @@ class Segment:
     @functools.cached_property
     def source(self):
         """The segment's bytes (``kbatch.lib.sources``)."""
-        entry = self._entry
-        return self.tree.source(self.location.path, entry.size if entry else None,
-                                entry.version if entry else None)
+        return self.tree.source(self.location.path, self._entry)
 
     @property
     def size(self) -> int:
@@ -275,7 +280,7 @@ class TieredSegment(Segment):
         log = self._entries["log"] if "log" in self._entries else None
         if log is None:
             self.manifest   # raises: the segment object is missing
-        raw = self.tree.raw(log.path, log.size)
+        raw = self.tree.raw(log.path, log.size, log.identity)
         # a batch check fetches only its chunks (each costs a decode)
         return RemoteBytes(tiered.TieredSource(raw, self.manifest, self._detransform),
                            log.version, ahead=CHECK_BYTES)

@@ -19,13 +19,30 @@ logger; what is left becomes a ``RemoteError``: "cannot reach endpoint X
 object is a ``MissingObjectError`` (also a ``FileNotFoundError``) at once.
 Every read has a timeout (fsspec's own for the protocol; s3fs:
 ``storage_options`` ``config_kwargs``), so nothing hangs.
+
+A read never mixes two versions of an object. ``RangeSource`` is the
+object as listed (``identity``: its size and ETag, or the store's
+modification time where it gives no ETag: ``object_identity``). On s3fs
+every ranged GET is pinned to the listed ETag (``If-Match``: S3 answers
+412 once the object was overwritten, and no byte of another version is
+read); on every store ``confirm()``, one HEAD once a read's bytes of the
+object are in hand (``kbatch.lib.sources``: once per segment read, not
+per range), checks that the object is still the one listed. An object
+that changed is a ``CorruptRecordError`` naming it ("truncated or
+replaced object"), as an object shorter than listed is: open it again
+to read it as it is now. A segment pickled to another process (a Spark
+executor) is pinned there to the object as that process first finds it
+(one HEAD more): what a change since planning means is the planner's to
+say (Spark's stream reads an object uploaded again after appends).
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
 import random
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -106,6 +123,63 @@ def endpoint_of(fs) -> str:
     if isinstance(kwargs, dict) and isinstance(kwargs.get("endpoint_url"), str):
         return kwargs["endpoint_url"]
     return f"{protocol_of(fs)}://"
+
+
+def object_identity(info: dict) -> tuple:
+    """``(size, kind, tag)``: what tells an object from another one written
+    at the same key, the same whether a listing or a HEAD gave ``info``:
+    its ETag, unquoted (``kind`` "etag": S3, GCS, Azure), else its
+    modification or creation time in microseconds ("time": memory://...),
+    else nothing (the size alone)."""
+    size = int(info.get("size") or 0)
+    etag = str(info.get("ETag") or info.get("etag") or "").strip('"')
+    if etag:
+        return size, "etag", etag
+    for key in ("LastModified", "last_modified", "mtime", "modified", "created"):
+        value = info.get(key)
+        if isinstance(value, datetime.datetime):
+            if value.tzinfo is None:
+                value = value.replace(tzinfo=datetime.timezone.utc)
+            epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+            return size, "time", (value - epoch) // datetime.timedelta(microseconds=1)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return size, "time", round(value * 1e6)
+    return size, "", None
+
+
+def _pins_etags(fs) -> bool:
+    """Whether ranged GETs of ``fs`` can name the ETag they expect (s3fs)."""
+    s3fs = sys.modules.get("s3fs")
+    return s3fs is not None and isinstance(fs, s3fs.S3FileSystem)
+
+
+async def _s3_range(fs, path: str, start: int, stop: int, etag: str) -> bytes:
+    """Bytes ``[start, stop)`` of an s3fs object, answered only while its
+    ETag is ``etag`` (If-Match; else 412 PreconditionFailed): s3fs's own
+    ranged GET (``_cat_file``) with the condition added."""
+    bucket, key, version_id = fs.split_path(path)
+    version = {"VersionId": version_id} if version_id else {}
+    resp = await fs._call_s3("get_object", Bucket=bucket, Key=key,
+                             Range=f"bytes={start}-{stop - 1}", IfMatch=f'"{etag}"', **version)
+    try:
+        return await resp["Body"].read()
+    finally:
+        resp["Body"].close()
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    """A 412: the object's ETag is no longer the one a GET named."""
+    for e in (exc, exc.__cause__):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict) and (
+                response.get("Error", {}).get("Code") == "PreconditionFailed"
+                or response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412):
+            return True
+    return False
+
+
+class _Replaced(KbatchError):
+    """A pinned GET refused: the object changed (never retried)."""
 
 
 def _transient(exc: BaseException) -> bool:
@@ -189,9 +263,15 @@ class RangeSource:
 
     ``size``: the object's size when the caller knows it from a listing
     (no request then); otherwise one metadata request finds it.
+    ``identity``: the object as listed (``object_identity``), what GETs
+    are pinned to and ``confirm`` checks. None: ``pinned``, to the object
+    as one metadata request before the first GET finds it (a segment no
+    listing of this process named), else not pinned (an index object,
+    whose entries are checked before use).
     """
 
     def __init__(self, fs, path: str, *, url: str | None = None, size: int | None = None,
+                 identity: tuple | None = None, pinned: bool = False,
                  retries: int = DEFAULT_RETRIES, backoff: float = 0.1, max_backoff: float = 2.0,
                  block: int = DEFAULT_BLOCK, concurrency: int = DEFAULT_CONCURRENCY,
                  endpoint: str | None = None):
@@ -201,6 +281,8 @@ class RangeSource:
         self.block = max(int(block), 1 << 16)
         self.concurrency = max(int(concurrency), 1)
         self._size = size
+        self.identity = identity
+        self.pinned = pinned or identity is not None
         self._lock = threading.Lock()
         self._retrying = Retrier(self.url, retries=retries, backoff=backoff,
                                  max_backoff=max_backoff,
@@ -213,27 +295,90 @@ class RangeSource:
     def size(self) -> int:
         with self._lock:
             if self._size is None:
-                info = self._retrying("stat", lambda: self.fs.info(self.path))
+                info = self._info()
                 if info.get("type") == "directory":
                     raise RemoteError("is a directory, not an object", url=self.url)
                 self._size = int(info["size"])
+                if self.pinned and self.identity is None:
+                    self.identity = object_identity(info)
             return self._size
+
+    def _pin(self) -> None:
+        """The identity of a ``pinned`` source listed without one: the
+        object as it is now (one HEAD)."""
+        with self._lock:
+            if self.identity is None:
+                self.identity = object_identity(self._info())
+
+    def _info(self) -> dict:
+        """The object's metadata as the store has it now (a HEAD)."""
+        try:
+            self.fs.invalidate_cache(self.path)
+        except Exception:     # noqa: BLE001 - a filesystem without a cache
+            pass
+        return self._retrying("stat", lambda: self.fs.info(self.path))
+
+    def confirm(self) -> None:
+        """One HEAD: the object is still the one listed, else the
+        ``CorruptRecordError`` of a replaced object (see the module
+        docstring). A read calls it once its bytes are in hand."""
+        self._pin()
+        now = object_identity(self._info())
+        if now != self.identity:
+            raise self._replaced(now)
+
+    def _replaced(self, now: tuple | None = None) -> CorruptRecordError:
+        """The error of an object that is no longer the one listed (``now``:
+        its identity as found, else asked for)."""
+        size, kind, tag = self.identity
+        if now is None:
+            try:
+                now = object_identity(self._info())
+            except RemoteError:
+                pass
+        if now is not None and now[0] < size:
+            what = f"object shorter than its listed size {size} (now {now[0]} bytes)"
+        else:
+            listed = f"{size} bytes" + (f", ETag {tag}" if kind == "etag" else "")
+            found = "" if now is None else f"; now {now[0]} bytes" + (
+                f", ETag {now[2]}" if now[1] == "etag" else "")
+            what = f"object changed since it was listed ({listed}{found})"
+        return CorruptRecordError(f"{what}: truncated or replaced object (open it again to "
+                                  "read it as it is now)", path=self.url)
+
+    def _get(self, start: int, stop: int) -> bytes:
+        """One ranged GET, pinned to the listed ETag where the store allows."""
+        if self.pinned:
+            self._pin()
+        kind, etag = self.identity[1:] if self.identity else (None, None)
+        if kind != "etag" or not _pins_etags(self.fs):
+            return self.fs.cat_file(self.path, start=start, end=stop)
+        from fsspec.asyn import sync
+        try:
+            return sync(self.fs.loop, _s3_range, self.fs, self.path, start, stop, etag)
+        except OSError as exc:
+            if _precondition_failed(exc):
+                raise _Replaced() from None
+            raise
 
     def read(self, start: int, stop: int) -> bytes:
         """Bytes ``[start, stop)`` (clipped to the object): one ranged GET,
-        retried; an object shorter than its known size is a
-        ``CorruptRecordError`` (truncated) once the retries agree."""
+        retried; an object shorter than its known size, or (pinned GETs)
+        no longer the one listed, is a ``CorruptRecordError`` (truncated or
+        replaced) once the retries agree."""
         stop = min(stop, self.size)
         if stop <= start:
             return b""
 
         def get():
-            data = self.fs.cat_file(self.path, start=start, end=stop)
+            data = self._get(start, stop)
             if len(data) != stop - start:
                 raise _ShortRead(f"{len(data)} bytes instead of {stop - start}")
             return data
         try:
             return self._retrying(f"read of bytes {start}-{stop}", get)
+        except _Replaced:
+            raise self._replaced() from None
         except RemoteError as exc:
             if getattr(exc, "cause_type", None) is _ShortRead:
                 raise CorruptRecordError(

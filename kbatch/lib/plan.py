@@ -300,7 +300,8 @@ def offset_for_timestamp(segments, timestamp: int, opts, use_index: bool,
             for i in np.flatnonzero((rows["max_timestamp"] >= timestamp)
                                     & (rows["last_offset"] >= floor)).tolist():
                 position, size = int(rows["position"][i]), int(rows["size"][i])
-                with seg.source.window(position, position + size) as view:
+                # one batch of a search: the read that follows confirms the object
+                with seg.source.window(position, position + size, confirm=False) as view:
                     records = Records.concat(list(decode_chunks(
                         view, seg.name, opts, start=position, stop=position + size)))
                 hits = np.flatnonzero((records.timestamp >= timestamp)

@@ -22,7 +22,16 @@ bytes, so that everything above them (seeks, index checks, the run loop of
     prefetch(start, stop)     start fetching a window the read will ask for next
 
 A remote source keeps the last small ranges it fetched (a seek's check of
-an index entry, then the read from that entry, cost one GET).
+an index entry, then the read from that entry, cost one GET). Its bytes
+are those of the object as listed, never of two versions
+(``kbatch.lib.objects``): once a read of it has its bytes in hand (a
+``window``, or the end of ``chunks`` or ``header_rows``) one HEAD confirms
+the object is still the one listed, else the read raises the
+``CorruptRecordError`` of a replaced object. So neither a read in flight
+while the object is overwritten nor a new read of an open log after it was
+(with ranges kept from an earlier read) gives records of two versions.
+A check of one batch (``batch_at``, a seek's or a timestamp search's) is
+not confirmed: the read that follows it is.
 """
 
 from __future__ import annotations
@@ -79,10 +88,10 @@ class MappedFile:
 
     @contextmanager
     def window(self, start: int = 0, stop: int | None = None, *, populate: bool = False,
-               copy: bool = False):
+               copy: bool = False, confirm: bool = True):
         """The whole mapping (``start``/``stop`` only say what is read);
         ``copy``: a copy-mode read of the whole file, which may be copied
-        instead (``open_source``)."""
+        instead (``open_source``). ``confirm``: an object's (nothing here)."""
         with open_source(self.path, populate=populate,
                          copy=copy and start == 0 and stop is None) as (view, _):
             yield view
@@ -241,15 +250,22 @@ class RemoteBytes:
                 buf[at:at + len(data)] = np.frombuffer(data, np.uint8)
                 del data
 
-    def _fetched(self, start: int, stop: int) -> np.ndarray:
+    def _fetched(self, start: int, stop: int, confirm: bool = False) -> np.ndarray:
         # calloc'd zeros: a large buffer's untouched pages cost nothing
         buf = np.zeros(max(stop, 0), np.uint8)
         self._fill(buf, start, stop)
+        if confirm:
+            self.confirm()
         return buf
+
+    def confirm(self) -> None:
+        """One HEAD: the object is still the one listed (else a
+        ``CorruptRecordError``: see the module docstring)."""
+        self.raw.confirm()
 
     def prefetch(self, start: int, stop: int | None) -> None:
         """Fetch ``[start, stop)`` in the background for the ``window`` that
-        asks for it next (one at a time)."""
+        asks for it next (one at a time), and confirm the object."""
         stop = self.size if stop is None else min(stop, self.size)
         key = (start, stop)
         with self._lock:
@@ -261,7 +277,7 @@ class RemoteBytes:
 
         def run():
             try:
-                box["buf"] = self._fetched(start, stop)
+                box["buf"] = self._fetched(start, stop, confirm=True)
             except BaseException as exc:     # handed to the window that asks for it
                 box["error"] = exc
             finally:
@@ -276,10 +292,12 @@ class RemoteBytes:
 
     @contextmanager
     def window(self, start: int = 0, stop: int | None = None, *, populate: bool = False,
-               copy: bool = False):
+               copy: bool = False, confirm: bool = True):
         """``[start, stop)`` fetched (see the module docstring): a view whose
         positions are the object's. Keeps in memory the bytes fetched, as
-        long as the view or a zero-copy result over it lives."""
+        long as the view or a zero-copy result over it lives. ``confirm``:
+        the object is confirmed once they are fetched (one HEAD), unless
+        the caller's read does that itself."""
         stop = self.size if stop is None else min(stop, self.size)
         start = min(start, stop)
         with self._lock:
@@ -291,7 +309,7 @@ class RemoteBytes:
                 raise box["error"]
             buf = box["buf"]
         else:
-            buf = self._fetched(start, stop)
+            buf = self._fetched(start, stop, confirm)
         view = memoryview(buf)
         try:
             yield view
@@ -322,18 +340,24 @@ class RemoteBytes:
         yield from decode_chunks(None, self.name, opts, start=start, stop=stop,
                                  chunk_records=chunk_records, chunk_bytes=chunk_bytes,
                                  after_offset=after_offset, windows=windows, **extra)
+        self.confirm()      # after the last chunk: raises before the read ends
 
     def header_rows(self, start: int = 0, *,
                     max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES) -> Iterator[np.ndarray]:
         """Header rows from ``start``, past damage to the next valid batch (as
         ``MappedFile.header_rows``), one window of ``block`` bytes at a time (a
         batch cut by a window's end is read again at the start of the next
-        one, whole). Keeps in memory one window and its rows."""
+        one, whole); the object confirmed after the last. Keeps in memory
+        one window and its rows."""
+        yield from self._header_rows(start, max_batch_bytes)
+        self.confirm()
+
+    def _header_rows(self, start: int, max_batch_bytes: int) -> Iterator[np.ndarray]:
         size = self.size
         pos, want, last = start, self.block, -1
         while pos < size:
             stop = min(size, pos + want)
-            with self.window(pos, stop) as view:
+            with self.window(pos, stop, confirm=False) as view:
                 rows, valid_end, reason = header_walk_ends(view, self.url, pos, stop,
                                                            more_follows=stop < size)
                 length = (int.from_bytes(view[pos + Header.LENGTH:pos + LOG_OVERHEAD], "big",
@@ -382,7 +406,7 @@ class RemoteBytes:
                 or LOG_OVERHEAD + length > size - position:
             return None
         end = position + LOG_OVERHEAD + length
-        with self.window(position, end) as view:
+        with self.window(position, end, confirm=False) as view:
             return batch_at(view, position, self.url, stop=end)
 
 
@@ -582,6 +606,9 @@ class FileRange:
             end = min(pos + step, stop)
             yield pos, self.read(pos, end)
             pos, step = end, self.block
+
+    def confirm(self) -> None:
+        """Nothing to check: a local file is read as it is."""
 
 
 def next_valid_in_ranges(source, start: int, stop: int, after_offset: int,

@@ -431,6 +431,10 @@ class TieredSource:
     def size(self) -> int:
         return self.chunks.file_size
 
+    def confirm(self) -> None:
+        """The stored object is still the one listed (``RangeSource.confirm``)."""
+        self.raw.confirm()
+
     def _groups(self, first: int, last: int, budget: int):
         """``(a, b)``: chunks ``[a, b)`` fetched by one GET, covering chunks
         ``[first, last)``; a group spans at most ``budget`` stored bytes

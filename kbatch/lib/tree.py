@@ -5,7 +5,8 @@ logs and the tools apply one set of rules to both.
     Tree.stat(path)            Entry (kind "missing", "file", "directory", or
                                what else a local path is: "FIFO", "socket", ...)
     Tree.list(path)            the Entries directly under a directory, by name
-    Tree.source(path, size)    the file's bytes (``kbatch.lib.sources``)
+    Tree.source(path, entry)   the file's bytes (``kbatch.lib.sources``; an
+                               object's reads are of the object ``entry`` lists)
     Tree.read_entries(...)     the live entries of an index file
     Tree.read_small(path, n)   a small file whole (checkpoints, manifests)
     Tree.display(path)         the path or URL messages name
@@ -34,7 +35,7 @@ import numpy as np
 from kbatch.lib.files import NotRegularFileError, data_end, open_regular, pread_exact
 from kbatch.lib.index import live_entries
 from kbatch.lib.objects import (RangeSource, RemoteError, Retrier, endpoint_of, filesystem_of,
-                                is_url, protocol_of)
+                                is_url, object_identity, protocol_of)
 from kbatch.lib.sources import FileRange, MappedFile, RemoteBytes
 
 _LOCAL_KINDS = ((_stat.S_ISDIR, "directory"), (_stat.S_ISREG, "file"),
@@ -46,13 +47,15 @@ _LOCAL_KINDS = ((_stat.S_ISDIR, "directory"), (_stat.S_ISREG, "file"),
 class Entry:
     """One name in a tree: ``kind`` ("file", "directory", "missing", or a
     local special file's kind), ``size`` (files), ``version`` (changes when
-    the file does)."""
+    the file does), ``identity`` (an object's: ``objects.object_identity``,
+    what reads of it are pinned to and checked against)."""
 
     name: str
     path: str
     kind: str
     size: int = 0
     version: tuple = ()
+    identity: tuple = ()
 
     @property
     def is_dir(self) -> bool:
@@ -147,10 +150,10 @@ class LocalTree:
                 out.append(Entry(e.name, e.path, "missing"))    # gone while listed
         return out
 
-    def source(self, path: str, size: int | None = None, version=None) -> MappedFile:
+    def source(self, path: str, entry: Entry | None = None) -> MappedFile:
         return MappedFile(path)          # a file's size is read when asked: it may grow
 
-    def raw(self, path: str, size: int | None = None) -> FileRange:
+    def raw(self, path: str, size: int | None = None, identity: tuple = ()) -> FileRange:
         """Ranges of the file, read as an object is (a tiered segment's chunks)."""
         return FileRange(path, size)
 
@@ -247,7 +250,8 @@ class ObjectTree:
         size = int(info.get("size") or 0) if kind == "file" else 0
         tag = (info.get("ETag") or info.get("etag") or info.get("LastModified")
                or info.get("mtime") or info.get("created"))
-        return Entry(self.name(path), path, kind, size, (size, str(tag)))
+        return Entry(self.name(path), path, kind, size, (size, str(tag)),
+                     object_identity(info) if kind == "file" else ())
 
     def stat(self, path: str) -> Entry:
         """What ``path`` names (see the module docstring for a key that is an
@@ -268,7 +272,8 @@ class ObjectTree:
                     else "missing" if prefix else "file")
         if kind != entry.kind:
             return Entry(self.name(path), path, kind)
-        return Entry(entry.name or self.name(path), path, kind, entry.size, entry.version)
+        return Entry(entry.name or self.name(path), path, kind, entry.size, entry.version,
+                     entry.identity)
 
     def _holds_objects(self, path: str) -> bool:
         """Whether ``path`` is also a prefix of other objects (one listing)."""
@@ -320,16 +325,21 @@ class ObjectTree:
         return [e for (name, is_dir), e in sorted(out.items())
                 if is_dir or e.size or name not in prefixes]
 
-    def source(self, path: str, size: int | None = None, version=None) -> RemoteBytes:
-        raw = RangeSource(self.fs, path, url=self.display(path), size=size,
-                          retries=self.retries, block=self.block, concurrency=self.concurrency,
-                          endpoint=self.endpoint)
-        return RemoteBytes(raw, version)
+    def source(self, path: str, entry: Entry | None = None) -> RemoteBytes:
+        """The object's bytes: of the object ``entry`` lists, or without its
+        identity (a segment pickled to a Spark executor) of the object as
+        one request finds it now (see ``kbatch.lib.objects``)."""
+        raw = RangeSource(self.fs, path, url=self.display(path),
+                          size=entry.size if entry else None,
+                          identity=(entry.identity if entry else None) or None, pinned=True,
+                          retries=self.retries, block=self.block,
+                          concurrency=self.concurrency, endpoint=self.endpoint)
+        return RemoteBytes(raw, entry.version if entry else None)
 
-    def raw(self, path: str, size: int | None = None) -> RangeSource:
+    def raw(self, path: str, size: int | None = None, identity: tuple = ()) -> RangeSource:
         return RangeSource(self.fs, path, url=self.display(path), size=size,
-                           retries=self.retries, block=self.block, concurrency=self.concurrency,
-                           endpoint=self.endpoint)
+                           identity=identity or None, retries=self.retries, block=self.block,
+                           concurrency=self.concurrency, endpoint=self.endpoint)
 
     def read_entries(self, path: str, dtype: np.dtype, max_entries: int | None,
                      zero_ends: bool, size: int | None = None) -> tuple[np.ndarray, int]:

@@ -702,3 +702,35 @@ def test_a_segment_compacted_under_its_name_after_planning_stays_replaced(tmp_pa
                 with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
                     assert read_packs(rd, packs) == []
                 assert "replaced after it was planned" in caplog.text
+
+
+def test_an_object_uploaded_again_while_planning_is_listed_again(tmp_path, stores,
+                                                                 monkeypatch):
+    """A sync that uploads the active segment again between the planner's
+    listing and its reads makes those reads refuse the object (it is no
+    longer the one listed: FileChangedError); planning lists again and
+    plans the object as it is now, as after a segment deleted meanwhile."""
+    from kbatch.lib import objects
+    local = tmp_path / "data"
+    w = Writer(local, partitions=1, segment_bytes=1 << 20)
+    w.append(0, 20)
+    name, url, options, put = stores[0]          # memory://
+    prefix = "replanned"
+    sync(local, put, prefix)
+    rd = reader(f"{url}/{prefix}", **options)
+    start = {"orders": {"0": 0}}
+    end = rd.latestOffset(start, ReadAllAvailable())
+    confirm, calls = objects.RangeSource.confirm, []
+
+    def upload_during_the_first(self):
+        calls.append(1)
+        if len(calls) == 1:             # the sync lands while the planner reads
+            w.append(0, 5)
+            sync(local, put, prefix)
+        return confirm(self)
+    monkeypatch.setattr(objects.RangeSource, "confirm", upload_during_the_first)
+    packs = rd.partitions(start, end)
+    monkeypatch.setattr(objects.RangeSource, "confirm", confirm)
+    assert len(calls) > 1
+    assert values(read_packs(rd, packs)) == w.committed[0:end["orders"]["0"]]
+    w.close()

@@ -49,7 +49,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
-from kbatch.errors import CorruptRecordError, KbatchError
+from kbatch.errors import CorruptRecordError, FileChangedError, KbatchError
 from kbatch.lib.storage import DEFAULT_BLOCK, DEFAULT_CONCURRENCY, DEFAULT_RETRIES
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -343,8 +343,8 @@ class RangeSource:
             found = "" if now is None else f"; now {now[0]} bytes" + (
                 f", ETag {now[2]}" if now[1] == "etag" else "")
             what = f"object changed since it was listed ({listed}{found})"
-        return CorruptRecordError(f"{what}: truncated or replaced object (open it again to "
-                                  "read it as it is now)", path=self.url)
+        return FileChangedError(f"{what}: truncated or replaced object (open it again to "
+                                "read it as it is now)", path=self.url)
 
     def _get(self, start: int, stop: int) -> bytes:
         """One ranged GET, pinned to the listed ETag where the store allows."""

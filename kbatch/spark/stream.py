@@ -61,7 +61,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
 
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import CorruptRecordError, FileChangedError
 from kbatch.lib import plan as planner
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import MIN_BATCH_V2_BYTES, TieredSegment
@@ -445,7 +445,9 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for attempt in range(3):
             try:
                 return self._plan(from_json(start), from_json(end))
-            except FileNotFoundError:   # retention deleted a segment while we planned
+            except (FileNotFoundError, FileChangedError):
+                # retention deleted a segment while we planned, or a sync
+                # uploaded an object again after its listing: list again
                 if attempt == 2:
                     raise
 

@@ -52,6 +52,14 @@ read, ``Records.end`` says where and why) and ``on_corrupt="skip"`` resumes
 at the next valid batch, listing each damaged range in ``Records.skipped``.
 A batch whose records disagree with its header (offset deltas outside
 0..lastOffsetDelta) is corrupt, so header-based seeks never miss records.
+
+Missing data: offsets that evidence says existed and no segment holds
+(``kbatch.lib.missing``: index files without their ``.log``, a segment
+that is not the last one cut short of what its index files name, a high
+watermark above the log end, a partition the checkpoint files name with no
+directory) are not invented: a read returns what the segments hold, as a
+consumer would see it, and warns once on the ``kbatch`` logger of those in
+its range, from what the read has at hand.
 """
 
 from __future__ import annotations
@@ -64,7 +72,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
-from kbatch.lib import plan as planner
+from kbatch.lib import missing, plan as planner
 from kbatch.lib.batchrows import (BatchPart, batch_table, check_level, count_batches,
                                   decoded_counts, kept_part)
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
@@ -257,6 +265,35 @@ def _below_limits(records: Records, limits: list[int | None]) -> Records:
                           records.batches.base_offset < batch_bound)
 
 
+def _listed(found) -> tuple[list[Segment], list]:
+    """``(segments, listing)`` of a partition the door found (listed once)."""
+    listing = list(found.entries) if found.entries is not None else found.location.list()
+    return list_segments(found.location, found.storage, listing), listing
+
+
+def _reach(plan: ReadPlan, last: int | None, lo: int) -> int:
+    """Where the offsets of ``plan``'s segment, read from ``plan.start`` to
+    its end, stop: one past ``last``, the last offset read (None: none was;
+    then its base offset for a read from its start, else ``lo``: it holds
+    none from there on)."""
+    base = plan.segment.base_offset
+    return last + 1 if last is not None else base if plan.start == 0 else max(lo, base)
+
+
+def _reached(records: Records, plans: list[ReadPlan], lo: int) -> dict[int, int]:
+    """``{base offset: _reach}`` of the planned segments ``records`` (one
+    decoded run of ``plans``, its batch rows untrimmed) took to the end of
+    their valid data without damage (``kbatch.lib.missing.cut_segments``)."""
+    bt = records.batches
+    damaged = {gap.path for gap in records.skipped}
+    last = np.full(len(records.sources), -1, np.int64)
+    if len(bt):
+        np.maximum.at(last, bt.source, bt.last_offset)
+    tops = {name: top for name, top in zip(records.sources, last.tolist()) if top >= 0}
+    return {pl.segment.base_offset: _reach(pl, tops.get(pl.segment.source.name), lo)
+            for pl in plans if pl.stop is None and pl.segment.source.name not in damaged}
+
+
 class PartitionLog:
     """A partition: its segments, in base-offset order, wherever stored.
 
@@ -272,17 +309,19 @@ class PartitionLog:
         found = expect(path, PathKind.PARTITION, what="open_log needs a partition directory",
                        storage=storage)
         self._setup(Partition(found.topic, found.partition, found.location), found.storage,
-                    use_index, found.segments())
+                    use_index, *_listed(found))
 
     @classmethod
     def at(cls, part: Partition, storage: Storage, use_index: bool = True) -> "PartitionLog":
         """The partition of a data directory's expansion (``Resolved.partitions``)."""
         log = cls.__new__(cls)
-        log._setup(part, storage, use_index, list_segments(part.location, storage))
+        listing = part.location.list()
+        log._setup(part, storage, use_index, list_segments(part.location, storage, listing),
+                   listing)
         return log
 
     def _setup(self, part: Partition, storage: Storage, use_index: bool,
-               segments: list[Segment]) -> None:
+               segments: list[Segment], listing=None) -> None:
         self.location = part.location
         self.storage = storage
         self.path = part.location.local_path()
@@ -290,6 +329,9 @@ class PartitionLog:
         self.use_index = bool(use_index)
         self.topic, self.partition = part.topic, part.partition
         self.segments = segments
+        # the listing the segments came from (None: not at hand), which says
+        # what else is there (kbatch.lib.missing: index files without a .log)
+        self.listing = None if listing is None else list(listing)
         # tiered re-uploads may overlap: each holds offsets up to the next one's base
         self.overlapping = storage.layout == "tiered"
         self._txn_cache: tuple | None = None
@@ -468,15 +510,19 @@ class PartitionLog:
             yield chunk
 
     def _plan_iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None,
-                   window=None, ranged=True, plans=None, control_only=False):
+                   window=None, ranged=True, plans=None, control_only=False,
+                   high_watermark=None, log_start=None):
         """``(plan, low, high, chunk)``: ``iter``'s chunks with the plan each
         came from and the offsets ``[low, high)`` it was trimmed to.
         ``control_only``: data records are not decoded (batch rows, control
-        records; CRCs checked as in a full read)."""
+        records; CRCs checked as in a full read). Once the last chunk is
+        given out, what says offsets of ``[lo, hi)`` are missing is warned
+        of (``_warn_missing``)."""
         if plans is None:
             plans = self.plan(lo, hi) if lo < hi else []
         extra = {"control_only": True} if control_only else {}
         active = self.segments[-1] if self.segments else None
+        reached = {}
         for k, plan in enumerate(plans):
             last_plan = k == len(plans) - 1
             # only the active (last) segment may end in a torn tail
@@ -490,7 +536,7 @@ class PartitionLog:
             if plan.limit is not None:
                 high = min(high, plan.limit)
             trim = ranged or plan.limit is not None
-            stopped, seen = False, None
+            stopped, seen, damaged = False, None, False
             for chunk in _plan_chunks(plan, lo, hi, opts, chunk_records=chunk_records,
                                       chunk_bytes=chunk_bytes, drop_positions=drop, **extra):
                 if len(chunk.batches):
@@ -498,6 +544,7 @@ class PartitionLog:
                 if chunk.end is not None:
                     chunk, stopped = check_segment_end(chunk, source.name, inner,
                                                        self._next_base(plan.segment), opts, seen)
+                damaged = damaged or bool(chunk.skipped)
                 if trim and not control_only:
                     # (batch rows are trimmed by count_batches: a magic 0/1
                     # wrapper's first offset is known once it is decoded)
@@ -513,9 +560,38 @@ class PartitionLog:
                 del chunk
             if stopped:
                 return   # on_corrupt="stop": nothing after the first damage
+            if plan.stop is None and not damaged:
+                reached[plan.segment.base_offset] = _reach(plan, seen, lo)
         if not plans:
             empty = Records.empty()
             yield None, lo, hi, (empty if state is None else state.filter(empty))
+        self._warn_missing(lo, hi, reached, high_watermark, log_start)
+
+    def _warn_missing(self, lo: int, hi: int, reached: dict, high_watermark=None,
+                      log_start=None, log_end=None) -> None:
+        """Warn once, on the ``kbatch`` logger, of the offsets of ``[lo,
+        hi)`` a read returns no record of though evidence says they existed
+        (``kbatch.lib.missing.read_shortfalls``: the partition's listing,
+        the index files of the segments in ``reached`` that end short of
+        the next one, and the ``high_watermark`` of a consumer's view, whose
+        ``log_start`` is where a partition without segments would start;
+        ``log_end``: as ``read_shortfalls`` takes it)."""
+        claims = [] if high_watermark is None else [
+            missing.checkpoint_claim("replication-offset-checkpoint", high_watermark)]
+        starts = [] if log_start is None else [log_start]
+        found = missing.read_shortfalls(self, reached, claims, starts, log_end)
+        missing.warn(missing.clip(found, lo, hi), self.name)
+
+    def warn_missing(self, lo: int, hi: int, high_watermark: int | None = None,
+                     log_start: int | None = None) -> None:
+        """``read``'s warning of missing data, for a read of offsets ``[lo,
+        hi)`` whose bytes are decoded elsewhere (Spark's executors): the
+        log end from a walk over the last segment's tail
+        (``kbatch.lib.plan.log_end_offset``), taken only when a claim lies
+        past the last segment's base offset. Segments cut short are not
+        looked for (their ends are read elsewhere)."""
+        self._warn_missing(lo, hi, {}, high_watermark, log_start,
+                           lambda: planner.log_end_offset(self.segments, self.use_index))
 
     def _next_base(self, seg: Segment) -> int | None:
         """The base offset of the segment after ``seg`` (None: it is the last)."""
@@ -557,17 +633,31 @@ class PartitionLog:
         ``log_start`` (an offset): the log start offset, as a consumer sees
         the log: nothing below it is read, and the timestamp bounds are
         searched from it (Kafka's offsets-for-times: the first record at or
-        after it stamped late enough).
+        after it stamped late enough). ``high_watermark`` (an offset): the
+        high watermark, as a consumer sees the log: nothing at or above it
+        is read, and offsets below it the segments lack are missing data.
+        Missing data (``kbatch.lib.missing``: index files without their
+        ``.log``, a segment that is not the last one shorter than its index
+        files say, a high watermark above the log end) is not invented: the
+        read returns what the segments hold, as a consumer would see it,
+        and warns once on the ``kbatch`` logger of the offsets of its range
+        that are missing and what says they existed.
         The segments (the byte ranges the range needs) are decoded as one
         run into one set of columns (``kbatch.lib.chain``): nothing is
         joined; ``max_read_bytes`` bounds the whole read. Keeps in memory
         the result and one decompressed batch (from object storage, also
         the bytes of one or two planned ranges while they are decoded).
         """
-        check_options("PartitionLog.read", options, ("isolation", "view", "log_start"))
+        check_options("PartitionLog.read", options,
+                      ("isolation", "view", "log_start", "high_watermark"))
         _check_timestamp_mode(timestamp_mode)
         view = check_view(options.pop("view", "all"))
         log_start = options.pop("log_start", None)
+        high_watermark = options.pop("high_watermark", None)
+        if high_watermark is not None:
+            high_watermark = _offset_arg(high_watermark, "high_watermark")
+            end_offset = high_watermark if end_offset is None else \
+                min(_offset_arg(end_offset, "end_offset"), high_watermark)
         if view == "latest":
             check_columns(options.get("columns"))
         opts = DecodeOptions(**{k: v for k, v in options.items() if k != "isolation"})
@@ -575,21 +665,23 @@ class PartitionLog:
             _batch_level_mode(timestamp_mode)
             _no_view_in_batches(view)
             return batch_table(self.batch_parts(start_offset, end_offset, start_timestamp,
-                                                end_timestamp, opts, options, log_start))
+                                                end_timestamp, opts, options, log_start,
+                                                high_watermark))
         records = self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
-                                 timestamp_mode, opts, options, log_start)
+                                 timestamp_mode, opts, options, log_start, high_watermark)
         return apply_view(records, view, self.name)
 
     def batch_parts(self, start_offset, end_offset, start_timestamp, end_timestamp,
-                    opts: DecodeOptions, options: dict,
-                    log_start: int | None = None) -> list[BatchPart]:
+                    opts: DecodeOptions, options: dict, log_start: int | None = None,
+                    high_watermark: int | None = None) -> list[BatchPart]:
         """The rows of ``read(level="batches")`` (``kbatch.lib.batchrows``):
         the planned byte ranges walked with ``iter``'s rules (seeks, segment
         ends, ``on_corrupt``), data records not decoded, except those of
         batches the range cuts and of magic 0/1 message sets, which are
         counted exactly (with ``on_corrupt`` "skip" or "stop" all are).
-        ``options``: the read's (``isolation`` among them). Keeps in memory
-        one row per batch read."""
+        ``options``: the read's (``isolation`` among them); ``log_start``,
+        ``high_watermark``: as ``read``. Keeps in memory one row per batch
+        read."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, _, lo, hi, _ = self._read_setup(isolation, plain, opts, start_offset,
@@ -601,7 +693,9 @@ class PartitionLog:
         walk = replace(opts, columns=("offset",)) if decode else opts
         parts = []
         for plan, low, high, chunk in self._plan_iter(lo, hi, walk, UNBOUNDED, 1 << 30,
-                                                      ranged=ranged, control_only=not decode):
+                                                      ranged=ranged, control_only=not decode,
+                                                      high_watermark=high_watermark,
+                                                      log_start=log_start):
             rows = chunk.batches
             if plan is None or not len(rows):
                 continue
@@ -625,7 +719,7 @@ class PartitionLog:
 
     def _read_run(self, start_offset, end_offset, start_timestamp, end_timestamp,
                   timestamp_mode, opts: DecodeOptions, options: dict,
-                  log_start: int | None = None) -> Records:
+                  log_start: int | None = None, high_watermark: int | None = None) -> Records:
         """``read()``: the planned ranges of the segments decoded as one run
         (``kbatch.lib.chain``), nothing joined; trimmed and filtered as
         ``iter()``'s chunks are."""
@@ -636,6 +730,7 @@ class PartitionLog:
             end_timestamp, timestamp_mode, log_start)
         plans = self.plan(lo, hi) if lo < hi else []
         if not plans:
+            self._warn_missing(lo, hi, {}, high_watermark, log_start)
             empty = Records.empty()
             return empty if state is None else state.filter(empty)
         try:
@@ -650,6 +745,8 @@ class PartitionLog:
             # cannot make a damaged read differ from the exhaustive one)
             plans = planner.plan(self.segments, lo, hi, False, overlapping=self.overlapping)
             records = self._decode_plans(plans, opts, drops)
+        if records.end is None or records.end.reason != "corrupt":    # (stop: end says it)
+            self._warn_missing(lo, hi, _reached(records, plans, lo), high_watermark, log_start)
         # a whole read keeps every record the files hold (whatever its offset)
         if (_ranged(start_offset, end_offset, start_timestamp, end_timestamp, log_start)
                 and not _inside(records.batches, lo, hi)):
@@ -681,7 +778,7 @@ def open_log(path, *, use_index: bool | None = None, **kwargs) -> PartitionLog:
                    storage=storage)
     log = PartitionLog.__new__(PartitionLog)
     log._setup(Partition(found.topic, found.partition, found.location), found.storage,
-               True if use_index is None else use_index, found.segments())
+               True if use_index is None else use_index, *_listed(found))
     return log
 
 
@@ -760,7 +857,10 @@ class LogDir:
         Damage is handled as in ``PartitionLog.read`` (``on_corrupt``).
         ``visibility="consumer"``: only ``[log start offset, high watermark)``
         of each partition, from the checkpoint files
-        (``kbatch.lib.visibility``); "all" (default): everything.
+        (``kbatch.lib.visibility``); "all" (default): everything. Offsets
+        below a high watermark that no segment holds, and partitions the
+        files name with no directory here, are warned of (see
+        ``PartitionLog.read``).
         ``log_start``: ``{(topic, partition): offset}`` (or a
         ``kbatch.lib.retention.RetentionPlan``) standing in for the
         checkpoint's log start offsets with ``visibility="consumer"``: what
@@ -790,22 +890,24 @@ class LogDir:
         opts = decode_options("LogDir.read", options)
         parts = self.select(topics)
         workers = threads or os.cpu_count() or 1
+        ranges = self._visible_ranges(visibility, log_start)    # the checkpoints read once
+        if visibility == "consumer":       # partitions the checkpoints name, not here
+            chosen = {p.topic for p in parts}
+            missing.warn_unnamed(self.location, ranges,
+                                 {(p.topic, p.partition) for p in self.partitions},
+                                 lambda topic, _: topics is None or topic in chosen)
         if check_level(level) == "batches":
             _batch_level_mode(timestamp_mode)
             _no_view_in_batches(view)
             return self._batch_level(parts, workers, start_offset, end_offset,
                                      start_timestamp, end_timestamp, opts,
-                                     {**options, "isolation": isolation}, visibility,
-                                     log_start)
+                                     {**options, "isolation": isolation}, ranges)
         if _ranged(start_offset, end_offset, start_timestamp, end_timestamp):
-            ranges = self._visible_ranges(visibility, log_start)    # the checkpoints read once
-            starts = {key: lo for key, (lo, _) in ranges.items() if lo is not None}
-
             def read_part(p):       # (timestamps searched from the log start, as Kafka's)
+                lo, hi = ranges.get((p.topic, p.partition), (None, None))
                 return p.read(start_offset, end_offset, start_timestamp=start_timestamp,
                               end_timestamp=end_timestamp, timestamp_mode=timestamp_mode,
-                              isolation=isolation, log_start=starts.get((p.topic, p.partition)),
-                              **options)
+                              isolation=isolation, log_start=lo, high_watermark=hi, **options)
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 result = {(p.topic, p.partition): rec
                           for p, rec in zip(parts, pool.map(read_part, parts))}
@@ -828,7 +930,7 @@ class LogDir:
             for i, rec in zip(order, done):
                 results[i] = rec
             joined = self._joined(parts, jobs, results, opts, options, isolation,
-                                  (visibility, log_start), pool)
+                                  (visibility, log_start, ranges), pool)
         finally:
             if pool is not None:
                 pool.shutdown()
@@ -844,11 +946,10 @@ class LogDir:
         return {key: (start, None) for key, start in (log_start or {}).items()}
 
     def _batch_level(self, parts, workers, start_offset, end_offset, start_timestamp,
-                     end_timestamp, opts, options, visibility, log_start=None):
+                     end_timestamp, opts, options, ranges: dict):
         """``read(level="batches")``: each partition's rows on ``workers``
-        threads (visibility "consumer": each range cut to the checkpoints',
-        timestamps searched from the log start)."""
-        ranges = self._visible_ranges(visibility, log_start)
+        threads (``ranges``: a consumer's view, each range cut to the
+        checkpoints', timestamps searched from the log start)."""
         parts = sorted(parts, key=lambda p: (str(p.topic), -1 if p.partition is None
                                              else p.partition))
 
@@ -857,7 +958,7 @@ class LogDir:
             end = end_offset if hi is None else hi if end_offset is None \
                 else min(hi, end_offset)
             return p.batch_parts(start_offset, end, start_timestamp, end_timestamp, opts,
-                                 options, lo)
+                                 options, lo, hi)
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(parts)))) as pool:
             return batch_table([x for found in pool.map(one, parts) for x in found])
 
@@ -885,13 +986,16 @@ class LogDir:
         at damage (``on_corrupt="stop"``) is the last one of its partition."""
         out: dict[tuple[str, int], list[Records]] = {}
         stopped: set = set()
-        for (p, _, _), rec in zip(jobs, results):
+        reached: dict[tuple, dict] = {}      # what each partition's runs read (_warn_missing)
+        for (p, run, _), rec in zip(jobs, results):
             key = (p.topic, p.partition)
             if key in stopped:
                 continue   # on_corrupt="stop": nothing after the first damage
             if rec.end is not None and rec.end.reason == "corrupt":
                 stopped.add(key)
             out.setdefault(key, []).append(rec)
+            reached.setdefault(key, {}).update(
+                _reached(rec, [ReadPlan(s, 0, None) for s in run], 0))
         rec = None
         results.clear()        # the caller's list: each run is now held by ``out`` only
         result = {}
@@ -906,6 +1010,13 @@ class LogDir:
             result[key] = Records.concat(runs, pool=pool)
             del runs
         result |= {(p.topic, p.partition): Records.empty() for p in parts if not p.segments}
+        ranges = visibility[2]
+        for p in parts:    # (a stopped partition's end says where it stopped)
+            key = (p.topic, p.partition)
+            if key not in stopped:
+                lo, hi = ranges.get(key, (None, None))
+                p._warn_missing(lo or 0, UNBOUNDED if hi is None else hi,
+                                reached.get(key, {}), hi, lo)
         if check_isolation(isolation) == "read_committed":
             for p in parts:
                 key = (p.topic, p.partition)
@@ -986,9 +1097,9 @@ def open_log_dir(path, *, use_index: bool | None = None, **kwargs) -> LogDir:
 def _visible_window(log: PartitionLog, data_dir, options: dict) -> None:
     """``visibility="consumer"`` (and ``log_start=``) for a partition read
     alone: its ``[log start offset, high watermark)`` from the checkpoint
-    files of the data directory holding it, folded into ``options``'
-    offset range (a directory without them: no bound, as for a data
-    directory read)."""
+    files of the data directory holding it, as ``options``' ``log_start``
+    and ``high_watermark`` (a directory without them: no bound, as for a
+    data directory read)."""
     from kbatch.lib.visibility import check_visibility, visible_ranges
     visibility = check_visibility(options.pop("visibility", "all"))
     log_start = options.pop("log_start", None)
@@ -1005,8 +1116,7 @@ def _visible_window(log: PartitionLog, data_dir, options: dict) -> None:
     if lo is not None:          # the read starts there; so do its timestamp searches
         options["log_start"] = lo
     if hi is not None:
-        asked = options.get("end_offset")
-        options["end_offset"] = hi if asked is None else min(asked, hi)
+        options["high_watermark"] = hi
 
 
 def read_table(path, topics: str | Sequence[str] | None = None, *,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql.datasource import InputPartition
 
-from kbatch.lib import plan as planner
+from kbatch.lib import missing, plan as planner
 from kbatch.lib.log import PartitionLog, check_segment_end
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import resolve
@@ -279,8 +279,9 @@ def plan(options: Options) -> list[SegmentSlice]:
     found = [(log_.topic, log_.partition) for log_ in logs]
     chosen = set(k.select(found))
     kwargs = options.option_kwargs()
+    visible = Visible(k)
     ranges = batch_ranges(k, {(p.topic, p.partition): p for p in logs
-                              if (p.topic, p.partition) in chosen}, kwargs)
+                              if (p.topic, p.partition) in chosen}, kwargs, visible)
     wanted = []
     for log_ in logs:
         if options.topics is not None and log_.topic not in options.topics:
@@ -293,11 +294,36 @@ def plan(options: Options) -> list[SegmentSlice]:
         lo, hi = max(lo, options.offset_lo), min(hi, options.offset_hi)
         if lo < hi:
             wanted.append((log_, lo, hi))
+    _warn_missing(options, logs, wanted, visible)
     states = _transactions(options, [w[0] for w in wanted], kwargs)
     slices = _file_slices(options, files)
     for (log_, lo, hi), (state, drops) in zip(wanted, states):
         slices += _partition_slices(options, log_, lo, hi, state, drops)
     return slices
+
+
+def _warn_missing(options: Options, logs: list, wanted: list, visible: Visible) -> None:
+    """The driver's warnings of missing data (``kbatch.lib.missing``), once
+    per read: per partition read (``wanted``: ``(log, lo, hi)``), what its
+    listing and, with visibility=consumer, its high watermark say against
+    its log end (``PartitionLog.warn_missing``; a segment cut short is not
+    looked for: its end is read on an executor); and the partitions the
+    checkpoint files name with no directory that the query would read."""
+    for log_, lo, hi in wanted:
+        start, hw = visible.of_log(log_)
+        log_.warn_missing(lo, hi, hw, start)
+    if not visible.consumer:
+        return
+    k = options.kafka
+
+    def read(topic, partition) -> bool:
+        return (k.wants(topic, partition)
+                and (options.topics is None or topic in options.topics)
+                and (options.partitions is None or partition in options.partitions))
+    here = {(p.topic, p.partition) for p in logs}
+    dirs = {str(p.location.parent): p.location.parent for p in logs if p.topic is not None}
+    for data_dir in dirs.values():
+        missing.warn_unnamed(data_dir, visible.ranges(data_dir), here, read)
 
 
 def _transactions(options: Options, logs: list, kwargs: dict) -> list[tuple]:

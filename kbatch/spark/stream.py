@@ -117,10 +117,15 @@ class Visible:
         """``(log start offset, high watermark)``, None for no bound."""
         if not self.consumer or topic is None:
             return None, None
+        return self.ranges(data_dir).get((topic, partition), (None, None))
+
+    def ranges(self, data_dir) -> dict:
+        """``{(topic, partition): (log start offset, high watermark)}`` of
+        every partition the checkpoint files of ``data_dir`` name."""
         key = str(data_dir)
         if key not in self._dirs:
             self._dirs[key] = visible_ranges(data_dir)
-        return self._dirs[key].get((topic, partition), (None, None))
+        return self._dirs[key]
 
     def of_log(self, plog: PartitionLog) -> tuple[int | None, int | None]:
         return self.bounds(plog.topic, plog.partition, plog.location.parent)
@@ -157,7 +162,8 @@ def log_range(plog: PartitionLog, visible: Visible | None = None) -> tuple[int, 
 
 
 def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
-                 log_options: dict | None = None) -> dict[TP, tuple[int, int]]:
+                 log_options: dict | None = None,
+                 visible: Visible | None = None) -> dict[TP, tuple[int, int]]:
     """The offsets ``[start, end)`` a batch query reads of each chosen
     partition (``logs``: after assign/subscribe/subscribePattern), with
     Spark's meaning of the starting and ending options (``visibility``:
@@ -166,9 +172,10 @@ def batch_ranges(o: KafkaOptions, logs: dict[TP, PartitionLog],
     ``OptionError`` when a JSON option does not name exactly these
     partitions or a start lies after its end, ``DataLossError`` for a start
     below the earliest offset (failOnDataLoss=true). ``log_options``:
-    decode options of the timestamp searches."""
+    decode options of the timestamp searches; ``visible``: the query's
+    ``Visible`` (None: one of its own)."""
     o.check_cover(sorted(tp for tp in logs if tp[0] is not None))
-    visible = Visible(o)
+    visible = Visible(o) if visible is None else visible
     out = {}
     for tp, plog in logs.items():
         if not plog.segments:

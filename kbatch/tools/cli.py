@@ -250,7 +250,7 @@ def cmd_stats(args) -> int:
     from kbatch.lib.paths import PathKind
     from kbatch.tools.evidence import shortfalls
     from kbatch.tools.progress import Progress
-    from kbatch.tools.stats import log_bounds, partition_files, segment_stats, summarize
+    from kbatch.tools.stats import log_bounds, partition_files, reached, segment_stats, summarize
 
     found = _resolve(args.path, storage=_storage(args))
     if args.level == "batches":
@@ -279,7 +279,8 @@ def cmd_stats(args) -> int:
               for key in [(t, p)]}
     missing = shortfalls(found, {key: (end, {s.base_offset for s in segs})
                                  for (t, p, segs) in parts
-                                 for key, (_, end) in [((t, p), bounds[(t, p)])]})
+                                 for key, (_, end) in [((t, p), bounds[(t, p)])]},
+                         {(t, p): (segs, reached(segs, done[(t, p)])) for t, p, segs in parts})
     rows = [st for stats in done.values() for st in stats]
     if missing or not rows and not any(segs for _, _, segs in parts):
         status = EXIT_PROBLEMS      # missing data, or nothing to read

@@ -168,6 +168,16 @@ def log_bounds(segments: list, stats: list["SegmentStats"]) -> tuple[int | None,
     return segments[0].base_offset, max(end, segments[-1].base_offset)
 
 
+def reached(segments: list, stats: list[SegmentStats]) -> dict[int, int]:
+    """``{base offset: one past its last offset}`` of the counted segments
+    (``stats`` of some of ``segments``) whose valid data ends at a batch
+    boundary, undamaged (those a lost tail can be told of:
+    ``kbatch.lib.missing.cut_segments``)."""
+    base = {seg.name: seg.base_offset for seg in segments}
+    return {base[st.path]: base[st.path] if st.end_offset is None else st.end_offset
+            for st in stats if st.end_reason is None and not st.skipped}
+
+
 def summarize(stats: list[SegmentStats]) -> dict:
     """Totals over several segments (a partition, a topic, everything)."""
     firsts = [s.first_offset for s in stats if s.first_offset is not None]

@@ -90,23 +90,32 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
         if on_segment:
             on_segment(seg.name)
         return report
-    reports, problems, notes, ends = [], [], [], {}
+    reports, problems, notes, ends, reached = [], [], [], {}, {}
     # partitions() refuses two directories naming one partition (t-1, t-01)
     for part in found.partitions():
         log = PartitionLog.at(part, found.storage)
         result = verify_partition(log, options, on_segment)
         reports += result.segments
         problems += result.partition_problems
-        ends[(log.topic, log.partition)] = (_log_end(log, result.segments),
-                                            {s.base_offset for s in log.segments})
+        key = (log.topic, log.partition)
+        ends[key] = (_log_end(log, result.segments), {s.base_offset for s in log.segments})
+        reached[key] = (log.segments, _reached(result.segments))
     # what side files, checkpoints, snapshots and commits say was here
-    missing = shortfalls(found, ends)
+    missing = shortfalls(found, ends, reached)
     problems += [m.describe() for m in missing]
     short = {(m.topic, m.partition) for m in missing}
     notes += [f"{t}-{p}: empty (no segment files)" for (t, p), (end, _) in sorted(
         ends.items(), key=lambda kv: (str(kv[0][0]), kv[0][1] or 0))
         if end is None and (t, p) not in short]
     return VerifyReport(reports, problems, notes)
+
+
+def _reached(reports: list[SegmentReport]) -> dict[int, int]:
+    """``{base offset: one past its last offset}`` of the segments whose
+    valid data ends at a batch boundary, undamaged (those a lost tail can
+    be told of: ``kbatch.lib.missing.cut_segments``)."""
+    return {r.base_offset: r.base_offset if r.last_offset is None else r.last_offset + 1
+            for r in reports if r.end_reason is None and not r.skipped}
 
 
 def _log_end(log: PartitionLog, reports: list[SegmentReport]) -> int | None:

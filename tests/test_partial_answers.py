@@ -1,5 +1,9 @@
 """Never a partial answer that looks whole.
 
+- ``kbatch stats`` says what it skipped, where it stopped and what is
+  missing, at either level, and exits 1 then, as ``verify`` and ``dump``
+  do on damage; ``--on-corrupt stop`` ends a partition's count at the first
+  damage, as the API's ``stop`` ends the read;
 - reads return the records the segments hold (as Kafka's consumer would
   see them) but warn, once, on the ``kbatch`` logger, when what ``verify``
   weighs says offsets existed that no segment holds: index files without
@@ -14,6 +18,7 @@ file names and the index entries read with ``struct``.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import struct
@@ -62,6 +67,115 @@ def kafka_batches(logs) -> list[tuple[Path, dict, list]]:
 
 def base(log: Path) -> int:
     return int(log.name[:20])
+
+
+@pytest.fixture
+def damaged(tmp_path):
+    """t-0 whose second segment's first batch fails its CRC (a byte of a
+    record value flipped), and a healthy u-0 beside it."""
+    root = tmp_path / "d"
+    logs = write_partition(root / "t-0")
+    seg = logs[1]
+    data = bytearray(seg.read_bytes())
+    data[200] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    kbatch.write_log(root / "u-0", {"value": [b"x"] * 10})
+    batches = kafka_batches(logs)
+    bad = [(f, b) for f, b, _ in batches if not b["crc_valid"]]
+    assert len(bad) == 1 and bad[0][0] == seg and bad[0][1]["position"] == 0
+    return root, logs, batches, bad[0][1]
+
+
+# --- kbatch stats: skips, stops, shortfalls ------------------------------------------
+
+def test_stats_skip_lists_the_skipped_bytes_and_exits_1(damaged):
+    root, logs, batches, bad = damaged
+    good = sum(len(recs) for _, b, recs in batches if b["crc_valid"]) + 10
+    span = f"bytes {bad['position']}-{bad['position'] + bad['size']}"
+    for fmt in ("text", "json"):
+        proc = cli("stats", root, "--on-corrupt", "skip", "--format", fmt)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        if fmt == "text":
+            [line] = [x for x in proc.stdout.splitlines() if "skipped" in x]
+            assert logs[1].name in line and span in line and "CRC" in line, line
+            assert proc.stdout.splitlines()[-1].startswith(f"total: {good} records, ")
+        else:
+            total = json.loads(proc.stdout.splitlines()[-1])["total"]
+            assert total["records"] == good
+    # the batch level says the same, and its rows hold the same records
+    proc = cli("stats", root, "--on-corrupt", "skip", "--level", "batches")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    [line] = [x for x in proc.stdout.splitlines() if "skipped" in x]
+    assert logs[1].name in line and span in line and "CRC" in line, line
+    assert proc.stdout.splitlines()[-1].startswith(f"total: {good} records in ")
+    proc = cli("stats", root, "--on-corrupt", "skip", "--level", "batches", "--format", "json")
+    assert proc.returncode == 1
+    objs = [json.loads(x) for x in proc.stdout.splitlines()]
+    rows = [o for o in objs if "baseOffset" in o]
+    [skip] = [o["skipped"] for o in objs if "skipped" in o]
+    assert sum(r["records"] for r in rows) == good
+    assert (skip["path"], skip["start"], skip["stop"]) == \
+        (str(logs[1]), bad["position"], bad["position"] + bad["size"])
+
+
+def test_stats_stop_ends_the_partition_at_the_first_damage_as_the_api(damaged):
+    """stop: what the API's stop reads (nothing after the first damage), in
+    kafka-python's count: the batches before the damaged one."""
+    root, logs, batches, bad = damaged
+    before = [recs for f, b, recs in batches
+              if base(f) < base(logs[1]) or (f == logs[1] and b["position"] < bad["position"])]
+    want = sum(map(len, before))
+    api = kbatch.open_log(root / "t-0").read(on_corrupt="stop")
+    assert len(api) == want and api.end.reason == "corrupt"
+    proc = cli("stats", root / "t-0", "--on-corrupt", "stop")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout.splitlines()
+    assert out[0].startswith(f"t-0: {want} records in ")
+    [stop] = [x for x in out if "stopped" in x]
+    assert logs[1].name in stop and f"byte {bad['position']}" in stop
+    assert f"{len(logs) - 2} later segment(s) not read" in stop
+    assert not any(log.name in x for log in logs[2:] for x in out)
+    objs = [json.loads(x) for x in cli("stats", root / "t-0", "--on-corrupt", "stop",
+                                       "--format", "json").stdout.splitlines()]
+    assert objs[0]["records"] == want
+    assert objs[0]["not_read"] == [str(log) for log in logs[2:]]
+    proc = cli("stats", root / "t-0", "--on-corrupt", "stop", "--level", "batches")
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines()[-1].startswith(f"total: {want} records in ")
+    [stop] = [x for x in proc.stdout.splitlines() if "stopped" in x]
+    assert logs[1].name in stop and f"byte {bad['position']}" in stop
+
+
+def test_stats_batches_reports_the_missing_offsets_as_the_default_level(tmp_path):
+    """A middle segment's .log gone (its index files left): both levels name
+    the missing offsets and exit 1; the rows hold what kafka-python reads."""
+    root = tmp_path / "d"
+    logs = write_partition(root / "t-0")
+    (root / "replication-offset-checkpoint").write_text(f"0\n1\nt 0 {N}\n")
+    logs[1].unlink()
+    gone = f"offsets [{base(logs[1])}, {base(logs[2])}) are missing"
+    want = sum(len(recs) for _, _, recs in kafka_batches([logs[0], *logs[2:]]))
+    for level in ("segments", "batches"):
+        proc = cli("stats", root, "--level", level)
+        assert proc.returncode == 1, (level, proc.stdout + proc.stderr)
+        [line] = [x for x in proc.stdout.splitlines() if x.startswith("missing: ")]
+        assert gone in line and f"{base(logs[1]):020d}.index" in line, line
+    rows = [json.loads(x) for x in cli("stats", root, "--level", "batches", "--format",
+                                       "json").stdout.splitlines()]
+    [missing] = [r["missing"] for r in rows if "missing" in r]
+    assert (missing["start"], missing["end"]) == (base(logs[1]), base(logs[2]))
+    assert sum(r["records"] for r in rows if "baseOffset" in r) == want
+
+
+def test_stats_of_a_healthy_directory_exits_0_at_both_levels(tmp_path):
+    root = tmp_path / "d"
+    write_partition(root / "t-0")
+    (root / "replication-offset-checkpoint").write_text(f"0\n1\nt 0 {N}\n")
+    for level in ("segments", "batches"):
+        for mode in ("raise", "stop", "skip"):
+            proc = cli("stats", root, "--level", level, "--on-corrupt", mode)
+            assert proc.returncode == 0, (level, mode, proc.stdout + proc.stderr)
+            assert "missing" not in proc.stdout and "skipped" not in proc.stdout
 
 
 # --- reads: evidence of missing data is warned of --------------------------------------

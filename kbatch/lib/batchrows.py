@@ -34,11 +34,18 @@ producerId, producerEpoch, baseSequence, isTransactional, isControl,
 compression (none, gzip, snappy, lz4, zstd), sizeInBytes (the whole
 batch, log overhead included), segment (the segment's path or URL),
 position (the batch's byte in it).
+
+What a records read says in ``Records.skipped`` and ``Records.end`` (the
+damaged ranges ``on_corrupt="skip"`` passed over, where ``"stop"`` ended
+the read) the table says in its schema metadata, ``kbatch.damage``: a JSON
+list with one object per partition that met damage (``table_damage``).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
+
+import json
 
 import numpy as np
 
@@ -79,6 +86,37 @@ def check_level(level) -> str:
     if level not in LEVELS:
         raise ArgumentError(f"level must be one of {', '.join(LEVELS)}, not {level!r}")
     return level
+
+
+class Damage(NamedTuple):
+    """What a batch-level read of one partition passed over or stopped at:
+    its ``skipped`` ranges (``SkippedRange``s, as ``Records.skipped``) and,
+    where ``on_corrupt="stop"`` ended it, the segment it stopped in and
+    that segment's ``end`` (a ``SegmentEnd``, as ``Records.end``)."""
+
+    topic: str | None
+    partition: int | None
+    skipped: tuple
+    stopped_in: str | None = None
+    end: object = None
+
+    def as_dict(self) -> dict:
+        stop = None if self.end is None else {
+            "path": self.stopped_in, "position": self.end.valid_bytes,
+            "error": str(self.end.error) if self.end.error is not None else self.end.reason}
+        return {"topic": self.topic, "partition": self.partition,
+                "skipped": [{**gap._asdict(), "path": str(gap.path)} for gap in self.skipped],
+                "stopped": stop}
+
+
+DAMAGE_KEY = b"kbatch.damage"
+
+
+def table_damage(table) -> list[dict]:
+    """The damage a batch-level read's table carries: ``Damage.as_dict()``
+    per partition that met some ([]: none)."""
+    meta = table.schema.metadata or {}
+    return json.loads(meta[DAMAGE_KEY]) if DAMAGE_KEY in meta else []
 
 
 class BatchPart(NamedTuple):
@@ -243,15 +281,18 @@ def part_arrays(pa, part: BatchPart, unit: str = "ms") -> list:
     return out
 
 
-def batch_table(parts, unit: str = "ms"):
-    """One ``pyarrow.Table`` of ``parts`` (``BatchPart``s), in their order."""
+def batch_table(parts, unit: str = "ms", damage=()):
+    """One ``pyarrow.Table`` of ``parts`` (``BatchPart``s), in their order;
+    ``damage`` (``Damage``s) in its schema metadata (``table_damage``)."""
     pa = optional_module("pyarrow", "arrow", 'read(level="batches")')
     schema = batch_schema(pa, unit)
+    if damage:
+        schema = schema.with_metadata({DAMAGE_KEY: json.dumps([d.as_dict() for d in damage])})
     batches = [pa.RecordBatch.from_arrays(part_arrays(pa, p, unit), schema=schema)
                for p in parts if len(p.counts)]
     return pa.Table.from_batches(batches, schema=schema)
 
 
-__all__ = ["BATCH_COLUMNS", "BatchPart", "LEVELS", "batch_schema", "batch_table",
-           "check_level", "count_batches", "decoded_counts", "kept_part", "merge_parts",
-           "part_arrays", "spark_ddl"]
+__all__ = ["BATCH_COLUMNS", "BatchPart", "DAMAGE_KEY", "Damage", "LEVELS", "batch_schema",
+           "batch_table", "check_level", "count_batches", "decoded_counts", "kept_part",
+           "merge_parts", "part_arrays", "spark_ddl", "table_damage"]

@@ -73,7 +73,7 @@ import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import missing, plan as planner
-from kbatch.lib.batchrows import (BatchPart, batch_table, check_level, count_batches,
+from kbatch.lib.batchrows import (BatchPart, Damage, batch_table, check_level, count_batches,
                                   decoded_counts, kept_part)
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
 from kbatch.lib.index import TxnIndex
@@ -664,24 +664,27 @@ class PartitionLog:
         if check_level(level) == "batches":
             _batch_level_mode(timestamp_mode)
             _no_view_in_batches(view)
-            return batch_table(self.batch_parts(start_offset, end_offset, start_timestamp,
-                                                end_timestamp, opts, options, log_start,
-                                                high_watermark))
+            damage: list = []
+            parts = self.batch_parts(start_offset, end_offset, start_timestamp, end_timestamp,
+                                     opts, options, log_start, high_watermark, damage)
+            return batch_table(parts, damage=damage)
         records = self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
                                  timestamp_mode, opts, options, log_start, high_watermark)
         return apply_view(records, view, self.name)
 
     def batch_parts(self, start_offset, end_offset, start_timestamp, end_timestamp,
                     opts: DecodeOptions, options: dict, log_start: int | None = None,
-                    high_watermark: int | None = None) -> list[BatchPart]:
+                    high_watermark: int | None = None,
+                    damage: list | None = None) -> list[BatchPart]:
         """The rows of ``read(level="batches")`` (``kbatch.lib.batchrows``):
         the planned byte ranges walked with ``iter``'s rules (seeks, segment
         ends, ``on_corrupt``), data records not decoded, except those of
         batches the range cuts and of magic 0/1 message sets, which are
         counted exactly (with ``on_corrupt`` "skip" or "stop" all are).
         ``options``: the read's (``isolation`` among them); ``log_start``,
-        ``high_watermark``: as ``read``. Keeps in memory one row per batch
-        read."""
+        ``high_watermark``: as ``read``. ``damage``: a list the read's
+        ``Damage`` is appended to (the skipped ranges, where a stop ended
+        it). Keeps in memory one row per batch read."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, _, lo, hi, _ = self._read_setup(isolation, plain, opts, start_offset,
@@ -691,11 +694,14 @@ class PartitionLog:
         # skip/stop must find malformed records behind a valid CRC: decoded
         decode = opts.on_corrupt != "raise"
         walk = replace(opts, columns=("offset",)) if decode else opts
-        parts = []
+        parts, skipped, stop = [], [], None
         for plan, low, high, chunk in self._plan_iter(lo, hi, walk, UNBOUNDED, 1 << 30,
                                                       ranged=ranged, control_only=not decode,
                                                       high_watermark=high_watermark,
                                                       log_start=log_start):
+            skipped += chunk.skipped
+            if plan is not None and chunk.end is not None and chunk.end.reason == "corrupt":
+                stop = (plan.segment.source.name, chunk.end)
             rows = chunk.batches
             if plan is None or not len(rows):
                 continue
@@ -706,6 +712,9 @@ class PartitionLog:
                                                    state)
             parts.append(kept_part(self.topic, self.partition, plan.segment.source.name,
                                    rows, keep, counts))
+        if damage is not None and (skipped or stop):
+            damage.append(Damage(self.topic, self.partition, tuple(skipped),
+                                 *(stop or (None, None))))
         return parts
 
     def _decode_plans(self, plans: list[ReadPlan], opts: DecodeOptions, drops) -> Records:
@@ -957,10 +966,13 @@ class LogDir:
             lo, hi = ranges.get((p.topic, p.partition), (None, None))
             end = end_offset if hi is None else hi if end_offset is None \
                 else min(hi, end_offset)
+            damage: list = []
             return p.batch_parts(start_offset, end, start_timestamp, end_timestamp, opts,
-                                 options, lo, hi)
+                                 options, lo, hi, damage), damage
         with ThreadPoolExecutor(max_workers=max(1, min(workers, len(parts)))) as pool:
-            return batch_table([x for found in pool.map(one, parts) for x in found])
+            done = list(pool.map(one, parts))
+        return batch_table([x for found, _ in done for x in found],
+                           damage=[d for _, damage in done for d in damage])
 
     def _visible(self, result: dict, visibility: str, log_start=None,
                  ranges: dict | None = None) -> PartitionRecords:

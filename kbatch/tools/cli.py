@@ -251,6 +251,7 @@ def cmd_stats(args) -> int:
     from kbatch.tools.evidence import shortfalls
     from kbatch.tools.progress import Progress
     from kbatch.tools.stats import log_bounds, partition_files, reached, segment_stats, summarize
+    from kbatch.wire import UNBOUNDED
 
     found = _resolve(args.path, storage=_storage(args))
     if args.level == "batches":
@@ -260,36 +261,50 @@ def cmd_stats(args) -> int:
     parts = partition_files(found)
     status = EXIT_OK
     done: dict = {}          # (topic, partition) -> [SegmentStats]
+    not_read: dict = {}      # (topic, partition) -> segments after the damage a stop ended at
+    failed: set = set()      # partitions with a segment that raised
     with Progress(sum(len(segs) for _, _, segs in parts), "stats") as bar:
         for topic, partition, segs in parts:
-            done[(topic, partition)] = []
-            for seg in segs:
+            key = (topic, partition)
+            done[key] = []
+            for i, seg in enumerate(segs):
                 last = seg is segs[-1] if len(segs) > 1 or found.kind is not PathKind.SEGMENT \
                     else seg.last
                 try:
-                    done[(topic, partition)].append(segment_stats(
-                        seg, last_segment=last, validate_crc=not args.no_crc,
-                        on_corrupt=args.on_corrupt))
+                    st = segment_stats(seg, last_segment=last, validate_crc=not args.no_crc,
+                                       on_corrupt=args.on_corrupt)
                 except KbatchError as exc:
                     bar.close()
                     print(f"kbatch stats: {exc}", file=sys.stderr)
                     status = EXIT_PROBLEMS
+                    failed.add(key)
+                    st = None
                 bar.update(1, seg.location.name)
-    bounds = {key: log_bounds(segs, done[(t, p)]) for t, p, segs in parts
-              for key in [(t, p)]}
-    missing = shortfalls(found, {key: (end, {s.base_offset for s in segs})
-                                 for (t, p, segs) in parts
-                                 for key, (_, end) in [((t, p), bounds[(t, p)])]},
+                if st is not None:
+                    done[key].append(st)
+                    if st.end_reason == "corrupt":     # stop: as a read, nothing after it
+                        not_read[key] = segs[i + 1:]
+                        break
+    bounds = {(t, p): log_bounds(segs, done[(t, p)]) for t, p, segs in parts}
+    # where a segment failed or a stop ended the count, the log end is not
+    # known: what lies beyond the segments counted is not weighed
+    missing = shortfalls(found, {(t, p): (UNBOUNDED if (t, p) in failed | set(not_read)
+                                          else bounds[(t, p)][1], {s.base_offset for s in segs})
+                                 for t, p, segs in parts},
                          {(t, p): (segs, reached(segs, done[(t, p)])) for t, p, segs in parts})
     rows = [st for stats in done.values() for st in stats]
-    if missing or not rows and not any(segs for _, _, segs in parts):
-        status = EXIT_PROBLEMS      # missing data, or nothing to read
+    if missing or not_read or any(st.skipped for st in rows) \
+            or not rows and not any(segs for _, _, segs in parts):
+        status = EXIT_PROBLEMS      # missing or damaged data, or nothing to read
     if args.format == "json":
         for (topic, partition), stats in done.items():
             start, end = bounds[(topic, partition)]
+            unread = not_read.get((topic, partition), [])
             print(json.dumps({"topic": topic, "partition": partition, **summarize(stats),
-                              "log_start_offset": start, "log_end_offset": end,
-                              "segments": [_stats_json(s) for s in stats]}))
+                              "log_start_offset": start,
+                              "log_end_offset": None if unread else end,
+                              "segments": [_stats_json(s) for s in stats],
+                              "not_read": [s.name for s in unread]}))
         for m in missing:
             print(json.dumps({"missing": {"topic": m.topic, "partition": m.partition,
                                           "start": m.start, "end": m.end,
@@ -299,6 +314,7 @@ def cmd_stats(args) -> int:
     for (topic, partition), stats in done.items():
         tot = summarize(stats)
         start, end = bounds[(topic, partition)]
+        unread = not_read.get((topic, partition))
         name = (f"{topic}-{partition}" if topic is not None and topic != ""
                 else str(stats[0].path).rsplit("/", 1)[0] if stats else "?")
         if start is None:
@@ -306,17 +322,21 @@ def cmd_stats(args) -> int:
             continue
         print(f"{name}: {tot['records']} records in {tot['batches']} batches, "
               f"{tot['control_records']} control, offsets "
-              f"{_range(tot['first_offset'], tot['last_offset'])}, log [{start}, {end}), "
+              f"{_range(tot['first_offset'], tot['last_offset'])}, "
+              f"log [{start}, {'?' if unread else end}), "
               f"{_when(tot['min_timestamp'])} .. {_when(tot['max_timestamp'])}, "
               f"{tot['bytes']} bytes, codecs {','.join(tot['codecs']) or '-'}, "
               f"{tot['producers']} producers")
         for s in stats:
-            print(f"  {s.path.rsplit('/', 1)[-1]}: {s.records} records, {s.batches} batches, "
+            file = s.path.rsplit('/', 1)[-1]
+            print(f"  {file}: {s.records} records, {s.batches} batches, "
                   f"{s.control_records} control, offsets {_range(s.first_offset, s.last_offset)}, "
                   f"{_when(s.min_timestamp)} .. {_when(s.max_timestamp)}, {s.bytes} bytes, "
                   f"codecs {','.join(s.codecs) or '-'}, magic {','.join(map(str, s.magics)) or '-'}, "
                   f"{len(s.producers)} producers, {s.transactional_batches} transactional batches"
                   + (f", ends: {s.end_reason}" if s.end_reason else ""))
+            _print_damage(file, s.skipped, s.valid_bytes if s is stats[-1] and unread is not None
+                          else None, s.error, unread)
     for m in missing:
         print(f"missing: {m.describe()}")
     total = summarize(rows)
@@ -326,12 +346,50 @@ def cmd_stats(args) -> int:
     return status
 
 
+def _print_damage(file: str, skipped: list[dict], stopped_at: int | None, error: str | None,
+                  not_read: list | None) -> None:
+    """The lines of a segment's damage: each range ``--on-corrupt skip``
+    passed over, and where ``stop`` ended the count (``stopped_at``: the
+    byte; ``not_read``: the partition's segments after it, None: unknown)."""
+    from kbatch.lib.records import SkippedRange
+    from kbatch.tools.verify_rules import damaged_range
+    for gap in skipped:
+        print(f"  {file}: skipped {damaged_range(SkippedRange(**gap))}")
+    if stopped_at is not None:
+        later = "" if not_read is None else f" ({len(not_read)} later segment(s) not read)"
+        print(f"  {file}: stopped at byte {stopped_at}: {error}{later}")
+
+
+class _NotShortfalls:
+    """A logging filter: the ``kbatch`` logger's missing-data warnings
+    (``kbatch.lib.missing``) left to the command, which prints them itself."""
+
+    @staticmethod
+    def filter(record) -> bool:
+        return not hasattr(record, "shortfall")
+
+
 def _stats_batches(args, found) -> int:
     """``stats --level batches``: a line (or JSON object) per batch of the
-    read (``kbatch.lib.batchrows``), then the total."""
+    read (``kbatch.lib.batchrows``), what it skipped or stopped at
+    (``table_damage``) and what is missing (as at the segments level),
+    then the total. Exit 1 on damage or missing data."""
+    import logging
+
+    from kbatch.lib.batchrows import table_damage
     from kbatch.lib.log import read_table
-    table = read_table(found, level="batches", isolation=args.isolation,
-                       validate_crc=not args.no_crc, on_corrupt=args.on_corrupt)
+    from kbatch.tools.evidence import shortfalls
+    from kbatch.tools.stats import batch_level_ends
+    quiet = _NotShortfalls()
+    logging.getLogger("kbatch").addFilter(quiet)
+    try:
+        table = read_table(found, level="batches", isolation=args.isolation,
+                           validate_crc=not args.no_crc, on_corrupt=args.on_corrupt)
+    finally:
+        logging.getLogger("kbatch").removeFilter(quiet)
+    damage = table_damage(table)
+    missing = shortfalls(found, *batch_level_ends(found, table, damage))
+    status = EXIT_PROBLEMS if damage or missing else EXIT_OK
     columns = {name: table.column(name).to_pylist() for name in table.column_names}
     for name in ("firstTimestamp", "maxTimestamp"):    # milliseconds, as dump's JSON
         ts = table.column(name).cast("int64").to_pylist()
@@ -341,7 +399,17 @@ def _stats_batches(args, found) -> int:
     if args.format == "json":
         for r in rows:
             print(json.dumps(r))
-        return EXIT_OK
+        for d in damage:
+            where = {"topic": d["topic"], "partition": d["partition"]}
+            for gap in d["skipped"]:
+                print(json.dumps({"skipped": {**where, **gap}}))
+            if d["stopped"]:
+                print(json.dumps({"stopped": {**where, **d["stopped"]}}))
+        for m in missing:
+            print(json.dumps({"missing": {"topic": m.topic, "partition": m.partition,
+                                          "start": m.start, "end": m.end,
+                                          "evidence": m.evidence}}))
+        return status
     for r in rows:
         flags = "".join([" transactional" if r["isTransactional"] else "",
                          " control" if r["isControl"] else ""])
@@ -350,8 +418,18 @@ def _stats_batches(args, found) -> int:
               f"{r['sizeInBytes']} bytes, {r['compression']}, producer {r['producerId']} "
               f"epoch {r['producerEpoch']} sequence {r['baseSequence']}, "
               f"{_when(r['firstTimestamp'])} .. {_when(r['maxTimestamp'])}{flags}")
+    for d in damage:
+        name = f"{d['topic']}-{d['partition']}"
+        for gap in d["skipped"]:
+            _print_damage(f"{name} {gap['path'].rsplit('/', 1)[-1]}", [gap], None, None, None)
+        if d["stopped"]:
+            stop = d["stopped"]
+            _print_damage(f"{name} {stop['path'].rsplit('/', 1)[-1]}", [], stop["position"],
+                          stop["error"], None)
+    for m in missing:
+        print(f"missing: {m.describe()}")
     print(f"total: {total} records in {len(rows)} batches")
-    return EXIT_OK
+    return status
 
 
 # --- verify -------------------------------------------------------------
@@ -516,8 +594,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--no-crc", action="store_true", help="do not check CRCs")
     p.add_argument("--on-corrupt", choices=["raise", "stop", "skip"], default="raise",
-                   help="damaged data: report the segment as failed (raise), count up to it "
-                        "(stop), or count past it, listing the skipped bytes (skip)")
+                   help="damaged data (exit 1 whichever): report the segment as failed and "
+                        "count the others (raise), count its partition up to it, as a read "
+                        "with on_corrupt=stop ends there (stop), or count past it, listing "
+                        "the skipped bytes (skip)")
     p.add_argument("--level", choices=["segments", "batches"], default="segments",
                    help="segments: per partition and segment (default); batches: a row per "
                         "batch from the CRC-checked headers, records = what a read returns")

@@ -19,6 +19,7 @@ from kbatch.lib.open import expect, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.segment import decode_options
 from kbatch.lib.storage import Storage
+from kbatch.wire import UNBOUNDED
 
 
 @dataclass
@@ -39,6 +40,7 @@ class SegmentStats:
     valid_bytes: int = 0
     end_offset: int | None = None   # one past the last batch's last offset (markers count)
     end_reason: str | None = None
+    error: str | None = None      # what ended it ("corrupt": on_corrupt="stop" met damage)
     skipped: list = field(default_factory=list)   # damaged ranges passed over (dicts)
 
     def as_dict(self) -> dict:
@@ -100,6 +102,7 @@ def stats_of_chunks(chunks, path: str, size: int, last_segment: bool,
         if chunk.end is not None:
             st.valid_bytes = chunk.end.valid_bytes
             st.end_reason = chunk.end.reason
+            st.error = None if chunk.end.error is None else str(chunk.end.error)
             trailing = chunk.end.trailing_bytes
             if not last_segment and st.end_reason in ("truncated", "zero_padding"):
                 _inner_damage(st, path, trailing, on_corrupt)
@@ -118,7 +121,7 @@ def _inner_damage(st: SegmentStats, path: Path, trailing: int, on_corrupt: str) 
     if on_corrupt == "raise":
         raise error
     if on_corrupt == "stop":
-        st.end_reason = "corrupt"
+        st.end_reason, st.error = "corrupt", str(error)
         return
     st.skipped.append({"path": str(path), "start": st.valid_bytes,
                        "stop": st.valid_bytes + trailing, "reason": st.end_reason,
@@ -176,6 +179,52 @@ def reached(segments: list, stats: list[SegmentStats]) -> dict[int, int]:
     base = {seg.name: seg.base_offset for seg in segments}
     return {base[st.path]: base[st.path] if st.end_offset is None else st.end_offset
             for st in stats if st.end_reason is None and not st.skipped}
+
+
+def batch_level_ends(found, table, damage: list[dict]) -> tuple[dict, dict]:
+    """``(ends, reached)`` of a batch-level read of ``found`` (its
+    ``table`` and ``table_damage``) for ``kbatch.tools.evidence.shortfalls``:
+    each partition's log end from a walk over its last segment's tail
+    (``kbatch.lib.plan.log_end_offset``), and the segments read whole to a
+    batch boundary with one past the last offset of each. The rows give a
+    lower bound (read_committed leaves some out): a segment whose rows end
+    short of the next one is walked (its batch headers) for its end. A
+    partition the read met damage in: its log end is not weighed
+    (``UNBOUNDED``) and its damaged segments are not looked at."""
+    from kbatch.lib.plan import log_end_offset
+    if found.kind is PathKind.SEGMENT:
+        return {}, {}          # a segment alone: nothing to weigh it against
+    tops = {}
+    if table.num_rows:
+        grouped = table.group_by("segment").aggregate([("lastOffset", "max")])
+        tops = dict(zip(grouped.column("segment").to_pylist(),
+                        grouped.column("lastOffset_max").to_pylist()))
+    hurt = {(d["topic"], d["partition"]): {g["path"] for g in d["skipped"]}
+            | {(d["stopped"] or {}).get("path")} for d in damage}
+    ends, reached = {}, {}
+    for topic, partition, segs in partition_files(found):
+        key = (topic, partition)
+        bases = {s.base_offset for s in segs}
+        if not segs:
+            ends[key] = (None, bases)
+            continue
+        end = UNBOUNDED if key in hurt else log_end_offset(segs, True)
+        ends[key] = (end, bases)
+        whole = {}
+        for seg, after in zip(segs, segs[1:]):
+            if seg.source.name in hurt.get(key, ()):
+                continue
+            low = tops.get(seg.source.name)
+            if low is not None and low + 1 >= after.base_offset:
+                whole[seg.base_offset] = low + 1
+                continue
+            bounds = seg.batch_bounds()
+            stop = int(bounds["position"][-1] + bounds["size"][-1]) if len(bounds) else 0
+            if stop == seg.size:        # its valid data ends at a batch boundary
+                whole[seg.base_offset] = int(bounds["last_offset"].max()) + 1 if len(bounds) \
+                    else seg.base_offset
+        reached[key] = (segs, whole)
+    return ends, reached
 
 
 def summarize(stats: list[SegmentStats]) -> dict:

@@ -46,12 +46,7 @@ class SegmentReport:
         out = [f"CRC mismatch in batch at byte {pos} (base offset {base})"
                for pos, base in self.crc_failures]
         out += self.offset_problems + self.index_problems + self.timeindex_problems
-        for gap in self.skipped:
-            after = ("the end of the file" if gap.offset_after is None
-                     else f"offset {gap.offset_after}")
-            before = "the start" if gap.offset_before is None else f"offset {gap.offset_before}"
-            out.append(f"damaged bytes {gap.start}-{gap.stop} ({gap.reason}) between "
-                       f"{before} and {after}: {gap.error or gap.reason}")
+        out += [damaged_range(gap) for gap in self.skipped]
         if self.error and not self.skipped:
             out.append(f"corrupt data: {self.error}")
         elif self.end_reason == "truncated":
@@ -62,6 +57,14 @@ class SegmentReport:
             out.append(f"{self.trailing_bytes} zero bytes after byte {self.valid_bytes} in a "
                        f"segment that is not the last one (Kafka trims a segment when it rolls)")
         return out
+
+
+def damaged_range(gap) -> str:
+    """A ``SkippedRange`` in words (what ``verify`` and ``stats`` print)."""
+    after = "the end of the file" if gap.offset_after is None else f"offset {gap.offset_after}"
+    before = "the start" if gap.offset_before is None else f"offset {gap.offset_before}"
+    return (f"damaged bytes {gap.start}-{gap.stop} ({gap.reason}) between {before} and "
+            f"{after}: {gap.error or gap.reason}")
 
 
 @dataclass

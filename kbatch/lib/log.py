@@ -332,6 +332,7 @@ class PartitionLog:
         # the listing the segments came from (None: not at hand), which says
         # what else is there (kbatch.lib.missing: index files without a .log)
         self.listing = None if listing is None else list(listing)
+        self._listing_claims: tuple | None = None
         # tiered re-uploads may overlap: each holds offsets up to the next one's base
         self.overlapping = storage.layout == "tiered"
         self._txn_cache: tuple | None = None
@@ -581,6 +582,18 @@ class PartitionLog:
         starts = [] if log_start is None else [log_start]
         found = missing.read_shortfalls(self, reached, claims, starts, log_end)
         missing.warn(missing.clip(found, lo, hi), self.name)
+
+    def listing_claims(self) -> tuple[list, list]:
+        """``(claims, orphans)`` of the files beside the segments in the
+        partition's listing (``kbatch.lib.missing.side_file_claims``: index
+        files without their ``.log``, whose last entries are read then, and
+        producer snapshots), worked out once; none without a plain listing."""
+        if self._listing_claims is None:
+            plain = self.listing is not None and self.storage.layout == "plain"
+            self._listing_claims = missing.side_file_claims(
+                self.location, {s.base_offset for s in self.segments}, self.listing) \
+                if plain else ([], [])
+        return self._listing_claims
 
     def warn_missing(self, lo: int, hi: int, high_watermark: int | None = None,
                      log_start: int | None = None) -> None:

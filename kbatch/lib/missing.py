@@ -241,8 +241,8 @@ def cut_segments(topic, partition, segments, reached: dict) -> list[Shortfall]:
 def read_shortfalls(plog, reached: dict, claims: list[Claim] = (), starts: list[int] = (),
                     log_end=None) -> list[Shortfall]:
     """The shortfalls a read of ``plog`` (a ``PartitionLog``) can tell
-    from what it has at hand: the listing the partition was opened with,
-    the index files of segments read to their end short of the next one
+    from what it has at hand: the listing the partition was opened with
+    (``PartitionLog.listing_claims``), the index files of segments read to their end short of the next one
     (``cut_segments``), and ``claims`` (the high watermark of a consumer's
     view; ``starts``: its log start offset). ``reached``: as
     ``cut_segments`` takes it, every segment the read took to the end of
@@ -253,12 +253,10 @@ def read_shortfalls(plog, reached: dict, claims: list[Claim] = (), starts: list[
     stopped before the end and says nothing there."""
     segments = plog.segments
     bases = {s.base_offset for s in segments}
-    claims, orphans, out = list(claims), [], []
-    if plog.storage.layout == "plain":
-        if plog.listing is not None:
-            found, orphans = side_file_claims(plog.location, bases, plog.listing)
-            claims += found
-        out = cut_segments(plog.topic, plog.partition, segments, reached)
+    found, orphans = plog.listing_claims()
+    claims = list(claims) + found
+    out = cut_segments(plog.topic, plog.partition, segments, reached) \
+        if plog.storage.layout == "plain" else []
     end = None
     if segments:
         last = segments[-1].base_offset

@@ -23,7 +23,7 @@ from typing import Iterator
 from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.entry import read_segment
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.open import Partition, resolve
+from kbatch.lib.open import resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.records import Records
 from kbatch.lib.storage import Storage

@@ -68,7 +68,10 @@ def kafka_load(files: dict[str, bytes]) -> dict[str, bytes]:
         lo, hi = min(s for s, _ in spans), max(e for _, e in spans)
         files = {n: b for n, b in files.items()
                  if n.endswith(".swap") or _offset_of(n) is None or not lo <= _offset_of(n) < hi}
-    return {n[:-len(".swap")] if n.endswith(".swap") else n: b for n, b in files.items()}
+    loaded = {n: b for n, b in files.items() if not n.endswith(".swap")}
+    # renamed over the file of that name (an empty swap's span is empty)
+    loaded.update({n[:-len(".swap")]: b for n, b in files.items() if n.endswith(".swap")})
+    return loaded
 
 
 def expected(files: dict[str, bytes]) -> list[tuple[int, bytes]]:
@@ -109,6 +112,10 @@ CASES = {
     "stale-indexes": {name(0, ".log"): OLD0, name(0, ".index"): struct.pack(">ii", 90, 6930),
                       name(100, ".log"): OLD1, name(100, ".index"): struct.pack(">ii", 90, 6930),
                       name(0, ".log.swap"): CLEANED, name(200, ".log"): LIVE},
+    # a cleaned group whose records were all removed: an empty swap still
+    # takes the place of the segment of its name
+    "empty-swap": {name(0, ".log"): OLD0, name(100, ".log"): OLD1,
+                   name(0, ".log.swap"): b"", name(200, ".log"): LIVE},
     # a swap whose data runs past the next segment's base replaces it too
     "swap-spans-two": {name(0, ".log.swap"): batches(0, 250, b"new", step=5),
                        name(100, ".log"): OLD1, name(200, ".log"): LIVE,

@@ -28,7 +28,8 @@ is read as Kafka's LogLoader completes it on start-up:
                    (one at or above is an interrupted split: not used)
     its span       [base, its last batch's last offset + 1)
     replaced       every plain segment whose base offset lies in
-                   [least swap base, greatest swap end): not read
+                   [least swap base, greatest swap end), or is a swap's
+                   base (the swap is renamed over it): not read
     read           the swap segment, with its ``.index.swap``,
                    ``.timeindex.swap``, ``.txnindex.swap`` (the replaced
                    segment's index files are not its own)
@@ -343,7 +344,11 @@ def list_segments(location: Location, storage, entries: list[Entry] | None = Non
              if e.is_file and segment_base(e.name) is not None]
     swapped, span = _interrupted_swaps(location, entries, named)
     if swapped:
-        replaced = [s for s in found if span[0] <= s.base_offset < span[1]]
+        # the span's segments, and those a swap is renamed over (an empty
+        # swap's span is empty, yet it takes its name)
+        named_over = {s.base_offset for s in swapped}
+        replaced = [s for s in found
+                    if span[0] <= s.base_offset < span[1] or s.base_offset in named_over]
         log.warning("%s: an interrupted segment swap (the log cleaner's or a split's): %s "
                     "read in place of %s, as a broker completes it on start-up",
                     location, ", ".join(s.location.name for s in swapped),

@@ -571,6 +571,19 @@ def planned(rd, start):
     return end, rd.partitions(start, end)
 
 
+def assert_replaced(rd, packs, fail: str, caplog, case: str = "") -> None:
+    """Reading ``packs`` finds their object replaced: ``DataLossError``, or
+    (``failOnDataLoss=false``) no rows and the warning."""
+    if fail == "true":
+        with pytest.raises(DataLossError, match="replaced after it was planned"):
+            read_packs(rd, packs)
+        return
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+        assert read_packs(rd, packs) == [], case
+    assert "replaced after it was planned" in caplog.text, case
+
+
 def read_packs(rd, packs):
     """The rows of planned input partitions, read by a pickled reader."""
     remote = pickle.loads(pickle.dumps(rd))
@@ -644,14 +657,7 @@ def test_an_object_rewritten_after_planning_stays_replaced(tmp_path, stores, cap
                 end, packs = planned(rd, start)
                 assert end == {"orders": {"0": 20}}
                 put(f"{prefix}/{seg}", new)
-                if fail == "true":
-                    with pytest.raises(DataLossError, match="replaced after it was planned"):
-                        read_packs(rd, packs)
-                else:
-                    caplog.clear()
-                    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
-                        assert read_packs(rd, packs) == [], case
-                    assert "replaced after it was planned" in caplog.text, case
+                assert_replaced(rd, packs, fail, caplog, case)
 
 
 def test_a_segment_compacted_under_its_name_after_planning_stays_replaced(tmp_path, stores,
@@ -694,14 +700,7 @@ def test_a_segment_compacted_under_its_name_after_planning_stays_replaced(tmp_pa
             rd, end, packs = uploaded[prefix]
             assert end == {"t": {"0": 20}}
             put(f"{prefix}/{seg0}", new)
-            if fail == "true":
-                with pytest.raises(DataLossError, match="replaced after it was planned"):
-                    read_packs(rd, packs)
-            else:
-                caplog.clear()
-                with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
-                    assert read_packs(rd, packs) == []
-                assert "replaced after it was planned" in caplog.text
+            assert_replaced(rd, packs, fail, caplog)
 
 
 def test_an_object_uploaded_again_while_planning_is_listed_again(tmp_path, stores,

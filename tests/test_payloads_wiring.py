@@ -84,6 +84,53 @@ def test_schema_ids_in_headers(tmp_path):
     assert records.to_arrow(decode={"value": reg}).column("value").to_pylist() == [41, 42]
 
 
+# a record whose bare datum (its schema id, 1, in a header) begins 00 00 00 00 07: read as
+# framed it would be schema id 7, a string, and decode without an error
+WIDE = {"type": "record", "name": "W", "fields": [{"name": n, "type": "long"} for n in "abcde"]
+        + [{"name": "s", "type": "string"}]}
+WIDE_VALUE = {"a": 0, "b": 0, "c": 0, "d": 0, "e": -4, "s": "hello"}
+
+
+def write_header_framed(tmp_path):
+    """A registry export (ids 1: WIDE, 7: a string) and one record of WIDE
+    whose schema id is in its ``__value_schema_id`` header; fastavro's
+    value of the datum (the truth)."""
+    from tests.registry_ref import avro_read
+    (tmp_path / "reg.json").write_text(json.dumps(export(("w-value", 1, 1, WIDE), ("s-value", 1, 7, "string"))))
+    datum = avro_bytes(WIDE, WIDE_VALUE)
+    assert datum[:5] == b"\x00\x00\x00\x00\x07"
+    kbatch.write_log(tmp_path / "w-0", [{"key": b"k", "value": datum,
+                                         "headers": [("__value_schema_id", b"\x00\x00\x00\x00\x01")]}])
+    return kbatch.registry(str(tmp_path / "reg.json")), avro_read(datum, WIDE)
+
+
+def test_header_schema_ids_in_a_projected_read(tmp_path):
+    """``read(columns=[...])`` with the headers reads the header's id as the
+    whole read does; without them the decode is refused (whether an id is in
+    a header cannot be told), never the datum read as framed."""
+    from kbatch.errors import ColumnNotReadError
+    reg, truth = write_header_framed(tmp_path)
+    log = kbatch.open_log(tmp_path / "w-0")
+    assert log.read().to_arrow(decode={"value": reg}).column("value").to_pylist() == [truth]
+    table = log.read(columns=["value", "headers"]).to_arrow(decode={"value": reg})
+    assert table.column("value").to_pylist() == [truth]
+    for on_error in ("raise", "null"):
+        with pytest.raises(ColumnNotReadError, match="add 'headers' to columns="):
+            log.read(columns=["value"]).to_arrow(decode={"value": reg}, on_error=on_error)
+    with pytest.raises(ColumnNotReadError, match="__key_schema_id"):
+        log.read(columns=["key"]).to_arrow(decode={"key": reg})
+    # nothing to decode: nothing refused
+    assert log.read(5, 6, columns=["value"]).to_arrow(decode={"value": reg}).num_rows == 0
+
+
+def test_dump_takes_schema_ids_from_headers(tmp_path, capfd):
+    reg, truth = write_header_framed(tmp_path)
+    seg = tmp_path / "w-0" / "00000000000000000000.log"
+    assert main(["dump", "--registry", str(tmp_path / "reg.json"), str(seg)]) == 0
+    row = json.loads(capfd.readouterr().out.splitlines()[0])
+    assert row["value"] == truth and "value_error" not in row
+
+
 def test_command_line_schemas_and_dump(tmp_path, capfd):
     data = write(tmp_path, bad=True)
     assert main(["schemas", str(data)]) == 0

@@ -8,10 +8,16 @@ null row and ``<name>_error`` says why (null where the value decoded).
 
 Schema ids carried in headers (``__value_schema_id`` / ``__key_schema_id``,
 Confluent's HeaderSchemaIdSerializer) are handed over per row when any
-record has such a header.
+record has such a header. A read that left the headers out (``columns=``
+without "headers") hands over ``HeadersNotRead`` instead: a decoder that
+takes schema ids from headers (``kbatch.Registry``) refuses it, since a
+header-framed datum would otherwise be read as if its value were framed.
 """
 
 from __future__ import annotations
+
+from kbatch.errors import ColumnNotReadError
+from kbatch.lib.columns import MissingColumn
 
 DECODABLE = ("key", "value")
 HEADER_OF = {"key": b"__key_schema_id", "value": b"__value_schema_id"}
@@ -44,12 +50,31 @@ def apply(table, records, decode: dict, on_error: str):
     return table
 
 
+class HeadersNotRead:
+    """What ``schema_id_headers`` gives for records read without their
+    headers: whether a schema id is in a header cannot be told."""
+
+    def __init__(self, which: str, projection: tuple = ()):
+        self.which = which
+        self.projection = tuple(projection)
+
+    def error(self) -> ColumnNotReadError:
+        asked = ", ".join(self.projection) if self.projection else "a projection"
+        return ColumnNotReadError(
+            f"decoding {self.which!r}: the headers were not read (columns=[{asked}]), and a "
+            f"schema id may be in a {HEADER_OF[self.which].decode()} header (the value then "
+            f"is the bare datum): add 'headers' to columns=")
+
+
 def schema_id_headers(records, which: str):
     """Per record, the bytes of its ``__key_schema_id`` / ``__value_schema_id``
     header (``which``: "key" or "value"; None without one), or None when no
-    record has one (checked on the header keys' bytes first)."""
+    record has one (checked on the header keys' bytes first);
+    ``HeadersNotRead`` when a projection left the headers out."""
     header = HEADER_OF[which]
     headers = getattr(records, "headers", None)
+    if isinstance(headers, MissingColumn):
+        return HeadersNotRead(which, headers.projection)
     keys = getattr(headers, "keys", None)
     if keys is None or header not in keys.data.tobytes():
         return None

@@ -16,6 +16,7 @@ import numpy as np
 
 from kbatch._core._avro import Status
 from kbatch.errors import PayloadError, SchemaError, UnknownSchemaError
+from kbatch.lib.decoded import HeadersNotRead
 from kbatch.lib.records import optional_module
 from kbatch.payloads import avro_schema, framing, json_decode, protobuf_schema
 from kbatch.payloads.avro_decode import AvroReader
@@ -199,13 +200,19 @@ class Registry:
         its offset and schema id; ``"null"``: a bad value is a null row, and
         with ``with_errors=True`` the result is ``(array, errors)``, errors a
         string array (null where the row decoded). ``header_ids``: per row,
-        the bytes of a ``__value_schema_id`` header (or None). ``message``:
+        the bytes of a ``__value_schema_id`` header (or None; a
+        ``kbatch.lib.decoded.HeadersNotRead``: the headers were not read, and
+        a column with any non-null value is refused). ``message``:
         Protobuf only, the full name of the message to decode (needed when
         a column holds several; rows of another message fail)."""
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
         optional_module("pyarrow", "registry", "Registry.decode()")
         rows = rows_of(column)
+        if isinstance(header_ids, HeadersNotRead):
+            if rows.valid.any():        # a header-framed datum would read as framed
+                raise header_ids.error()
+            header_ids = None
         frames = framing.split(rows) if header_ids is None else framing.from_headers(rows, list(header_ids))
         n = len(rows)
         if frames.guids is not None:

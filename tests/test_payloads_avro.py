@@ -249,6 +249,41 @@ def test_evolution_across_five_versions_matches_fastavro_resolution():
     assert arr.to_pylist() == [{"id": i, "name": f"user{i}"} for i in range(40)]
 
 
+ORDER_V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
+ORDER_V2 = {"type": "record", "name": "Order", "fields": [
+    {"name": "id", "type": "long"}, {"name": "status", "type": "string", "default": "NEW"}]}
+
+
+def shared_id_registry():
+    """Id 1 registered under orders-value and audit-value (the same text, one
+    id, as the registry does), id 2 orders-value's second version."""
+    return make_registry(("orders-value", 1, 1, ORDER_V1), ("audit-value", 1, 1, ORDER_V1),
+                         ("orders-value", 2, 2, ORDER_V2))
+
+
+def test_without_a_subject_each_id_has_its_own_reader_whatever_its_neighbours():
+    """No subject, no topic: an id read alone and beside others decodes to
+    the same value (fastavro's, with that id's reader), or the column is
+    refused; never one value alone and another beside id 2."""
+    reg = shared_id_registry()
+    a = avro_bytes(ORDER_V1, {"id": 42})
+    b = avro_bytes(ORDER_V2, {"id": 43, "status": "PAID"})
+    # id 1's subjects disagree on a latest version: it reads with its own schema
+    assert reg.decode([frame(1, a)]).to_pylist() == [avro_read(a, ORDER_V1)]
+    assert reg.decode([frame(1, a), None, frame(1, a)]).to_pylist() == [avro_read(a, ORDER_V1), None,
+                                                                         avro_read(a, ORDER_V1)]
+    # id 2 is in orders-value only: its latest
+    assert reg.decode([frame(2, b)]).to_pylist() == [avro_read(b, ORDER_V2, ORDER_V2)]
+    with pytest.raises(SchemaError, match=r"different reader schemas .*pass subject="):
+        reg.decode([frame(1, a), frame(2, b)])
+    got = reg.decode([frame(1, a), frame(2, b)], subject="orders-value").to_pylist()
+    assert got == [avro_read(a, ORDER_V1, ORDER_V2), avro_read(b, ORDER_V2, ORDER_V2)]
+    # the topic's subject, when the registry holds it, is the reader (as Spark's default)
+    assert reg.decode([frame(1, a)], topic_subject="orders-value").to_pylist() == [
+        avro_read(a, ORDER_V1, ORDER_V2)]
+    assert reg.decode([frame(1, a)], topic_subject="nowhere-value").to_pylist() == [avro_read(a, ORDER_V1)]
+
+
 def test_a_field_without_default_fails_the_rows_of_that_writer_only():
     reader = {"type": "record", "name": "User", "namespace": "ev", "fields": [
         {"name": "id", "type": "long"}, {"name": "email", "type": "string"}]}

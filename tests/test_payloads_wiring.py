@@ -131,6 +131,33 @@ def test_dump_takes_schema_ids_from_headers(tmp_path, capfd):
     assert row["value"] == truth and "value_error" not in row
 
 
+def test_every_door_reads_with_the_topic_subject_whatever_the_range(tmp_path, capfd):
+    """Id 1 is in orders-value and audit-value, id 2 is orders-value v2: in
+    the topic orders, every read (whole, a range, chunks of one, dump)
+    decodes offset 0 with orders-value's latest, as Spark plans it."""
+    from tests.registry_ref import avro_read
+    from tests.test_payloads_avro import ORDER_V1, ORDER_V2
+    (tmp_path / "reg.json").write_text(json.dumps(export(
+        ("orders-value", 1, 1, ORDER_V1), ("audit-value", 1, 1, ORDER_V1), ("orders-value", 2, 2, ORDER_V2))))
+    reg = kbatch.registry(str(tmp_path / "reg.json"))
+    a = avro_bytes(ORDER_V1, {"id": 42})
+    b = avro_bytes(ORDER_V2, {"id": 43, "status": "PAID"})
+    truth = [avro_read(a, ORDER_V1, ORDER_V2), avro_read(b, ORDER_V2, ORDER_V2)]
+    kbatch.write_log(tmp_path / "orders-0", [{"key": b"x", "value": frame(1, a)},
+                                             {"key": b"y", "value": frame(2, b)}], batch_records=1)
+    log = kbatch.open_log(tmp_path / "orders-0")
+    dec = {"value": reg}
+    assert log.read().to_arrow(decode=dec).column("value").to_pylist() == truth
+    assert log.read(0, 1).to_arrow(decode=dec).column("value").to_pylist() == truth[:1]
+    assert log.read(1, 2).to_arrow(decode=dec).column("value").to_pylist() == truth[1:]
+    chunks = [c.to_arrow(decode=dec).column("value").to_pylist() for c in log.iter(chunk_records=1)]
+    assert [v for c in chunks for v in c] == truth
+    assert kbatch.open_log_dir(tmp_path).read("orders").to_arrow(decode=dec).column("value").to_pylist() == truth
+    seg = tmp_path / "orders-0" / "00000000000000000000.log"
+    assert main(["dump", "--registry", str(tmp_path / "reg.json"), str(seg)]) == 0
+    assert [json.loads(line)["value"] for line in capfd.readouterr().out.splitlines()] == truth
+
+
 def test_command_line_schemas_and_dump(tmp_path, capfd):
     data = write(tmp_path, bad=True)
     assert main(["schemas", str(data)]) == 0
@@ -180,3 +207,15 @@ def test_dump_writes_valid_json_for_nan_and_infinities(tmp_path, capfd):
     line = capfd.readouterr().out.splitlines()[0]
     row = json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON literal {c}"))
     assert row["value"] == {"x": "NaN", "xs": ["Infinity", "-Infinity", 1.5]}
+
+
+@pytest.mark.parametrize("name, topic", [
+    ("/data/orders.v2-3/00000000000000000000.log", "orders.v2"),
+    ("s3://bucket/data/my-topic-0/00000000000000000042.log", "my-topic"),
+    ("s3://bucket/orders-AbCdEfGhIjKlMnOpQrStUv/7/00000000000000000000-AbCdEfGhIjKlMnOpQrStUv.log", "orders"),
+    ("/copied/00000000000000000000.log", None),
+    ("/data/orders-0.abc-delete/00000000000000000000.log", None),
+    ("00000000000000000000.log", None)])
+def test_the_topic_a_segment_file_names(name, topic):
+    from kbatch.lib.paths import topic_of_file
+    assert topic_of_file(name) == topic

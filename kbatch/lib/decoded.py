@@ -2,8 +2,10 @@
 ``decode={"value": registry, "key": registry}`` replaces each named binary
 column by what the decoder makes of it (a typed Arrow array, one row per
 record). A decoder is any object with ``decode(column, *, offsets,
-on_error, with_errors, header_ids)`` (``kbatch.Registry`` is one); this
-layer knows nothing of schemas. With ``on_error="null"`` a bad value is a
+on_error, with_errors, header_ids, topic_subject)`` (``kbatch.Registry`` is
+one; ``topic_subject``: ``<topic>-value`` / ``<topic>-key`` where the
+records' files name their topic, else None); this layer knows nothing of
+schemas. With ``on_error="null"`` a bad value is a
 null row and ``<name>_error`` says why (null where the value decoded).
 
 Schema ids carried in headers (``__value_schema_id`` / ``__key_schema_id``,
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from kbatch.errors import ColumnNotReadError
 from kbatch.lib.columns import MissingColumn
+from kbatch.lib.paths import topic_of_file
 
 DECODABLE = ("key", "value")
 HEADER_OF = {"key": b"__key_schema_id", "value": b"__value_schema_id"}
@@ -43,11 +46,21 @@ def apply(table, records, decode: dict, on_error: str):
         at = table.column_names.index(name)
         header_ids = schema_id_headers(records, name)
         decoded, errors = dec.decode(table.column(name), offsets=records.offset, on_error=on_error,
-                                     with_errors=True, header_ids=header_ids)
+                                     with_errors=True, header_ids=header_ids,
+                                     topic_subject=topic_subject(records, name))
         table = table.set_column(at, name, decoded)
         if on_error == "null":
             table = table.add_column(at + 1, f"{name}_error", errors)
     return table
+
+
+def topic_subject(records, which: str) -> str | None:
+    """The TopicNameStrategy subject of the records' keys or values
+    (``<topic>-key`` / ``<topic>-value``), the topic named by the folders of
+    their segment files (``kbatch.lib.paths.topic_of_file``, as
+    ``open_log`` names it); None unless every file names the same topic."""
+    topics = {topic_of_file(s) for s in records.sources if s is not None}
+    return f"{topics.pop()}-{which}" if len(topics) == 1 and None not in topics else None
 
 
 class HeadersNotRead:

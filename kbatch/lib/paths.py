@@ -117,6 +117,19 @@ def tiered_object(name: str) -> tuple[int, str, str] | None:
     return int(match.group(1)), match.group(2), match.group(3)
 
 
+def topic_of_file(name) -> str | None:
+    """The topic a segment file's path or URL names, as opening its
+    partition reads it: its folder ``<topic>-<partition>``, or a tiered
+    bucket's ``<topic>-<topicId>/<partition>/``; None when it names neither."""
+    parts = str(name).replace("\\", "/").rstrip("/").split("/")
+    if len(parts) >= 2 and (found := parse_partition_dir(parts[-2])) is not None:
+        return found[0]
+    if len(parts) >= 3 and tiered_partition_dir(parts[-2]) is not None:
+        tiered = tiered_topic_dir(parts[-3])
+        return tiered[0] if tiered else None
+    return None
+
+
 def uuid_text(value) -> str | None:
     """A Kafka Uuid as its object-key form (22 characters of URL-safe
     base64), from that form, a canonical 8-4-4-4-12 string or 16 bytes."""

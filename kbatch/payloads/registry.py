@@ -3,9 +3,16 @@ holds (``kbatch.payloads.sources``) and ``Registry`` answers lookups and
 decodes framed keys and values into Arrow (``decode``).
 
 Which reader schema a column is decoded with: ``reader_schema=`` when
-given; else the latest live version of ``subject=``; else the subject every
-schema id of the column is registered under (its latest live version); a
-column of one schema id and no such subject reads with that schema itself.
+given; else the latest live version of ``subject=``; else, when the records'
+topic is known (``topic_subject=``, ``<topic>-value`` / ``-key``, which
+``to_arrow`` and ``kbatch dump`` pass) and the registry holds that subject
+live, its latest version (as Spark's default ``valueSubject``). Else each
+schema id has a reader of its own, whatever else is in the column: the
+latest live version of the one live subject it is registered under (or of
+several whose latest versions are the same schema), else the id's own
+schema; a column whose ids have different readers is refused
+(``SchemaError``: pass ``subject=``). So a value decodes to the same thing
+in every chunk, range and door.
 """
 
 from __future__ import annotations
@@ -191,7 +198,7 @@ class Registry:
 
     def decode(self, column, *, reader_schema=None, subject: str | None = None, on_error: str = "raise",
                offsets=None, header_ids=None, with_errors: bool = False, max_depth: int = 4,
-               message: str | None = None):
+               message: str | None = None, topic_subject: str | None = None):
         """A ``pyarrow.Array``, one row per value of ``column`` (a kbatch
         binary column, a pyarrow binary array or a list of bytes); null or
         empty values are null rows. ``offsets``: the records' offsets, named
@@ -204,11 +211,18 @@ class Registry:
         ``kbatch.lib.decoded.HeadersNotRead``: the headers were not read, and
         a column with any non-null value is refused). ``message``:
         Protobuf only, the full name of the message to decode (needed when
-        a column holds several; rows of another message fail)."""
+        a column holds several; rows of another message fail).
+        ``topic_subject``: the column's TopicNameStrategy subject
+        (``<topic>-value``), the reader when neither ``subject=`` nor
+        ``reader_schema=`` is given and the registry holds it live (the
+        module docstring has the whole rule)."""
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'null', not {on_error!r}")
         optional_module("pyarrow", "registry", "Registry.decode()")
         rows = rows_of(column)
+        if subject is None and reader_schema is None and topic_subject is not None \
+                and self.state.versions(topic_subject):
+            subject = topic_subject
         if isinstance(header_ids, HeadersNotRead):
             if rows.valid.any():        # a header-framed datum would read as framed
                 raise header_ids.error()
@@ -399,22 +413,32 @@ class Registry:
         return reader
 
     def _reader_id(self, subject, present: list) -> int | None:
+        """The schema id the column is read with (None: no id, no subject)."""
         if subject is not None:
             return self.latest(subject).id
-        if not present:
-            return None
-        common = None
-        for sid in present:
-            names = {v.subject for v in self.state.subjects_of(sid)}
-            common = names if common is None else common & names
-        live = sorted(s for s in (common or ()) if self.state.versions(s))
-        if len(live) == 1:
-            return self.latest(live[0]).id
-        if len(present) == 1:
-            return present[0]
-        if not live:
-            raise SchemaError(f"schema ids {present} share no subject: pass subject= or reader_schema=")
-        raise SchemaError(f"schema ids {present} are all in subjects {live}: pass subject= or reader_schema=")
+        readers = {sid: self._own_reader(sid) for sid in present}
+        if len(set(readers.values())) <= 1:
+            return next(iter(readers.values()), None)
+        told = "; ".join(f"id {sid}: {self._reader_story(sid, r)}" for sid, r in readers.items())
+        raise SchemaError(f"schema ids {present} have different reader schemas ({told}): "
+                          "pass subject= or reader_schema=")
+
+    def _live_subjects(self, sid: int) -> list[str]:
+        """The subjects, with a live version, that register ``sid``."""
+        return sorted({v.subject for v in self.state.subjects_of(sid) if self.state.versions(v.subject)})
+
+    def _own_reader(self, sid: int) -> int:
+        """The reader of a value of ``sid`` when no subject is known, from
+        ``sid`` alone: the latest live version of the subjects it is
+        registered under when they agree on one, else ``sid`` itself."""
+        latest = {self.latest(s).id for s in self._live_subjects(sid)}
+        return latest.pop() if len(latest) == 1 else sid
+
+    def _reader_story(self, sid: int, reader: int) -> str:
+        subjects = self._live_subjects(sid)
+        if reader != sid or len(subjects) == 1:
+            return f"the latest of {subjects[0]!r} (id {reader})"
+        return f"its own schema ({'in subjects ' + ', '.join(map(repr, subjects)) if subjects else 'in no live subject'})"
 
     def _error(self, i: int, status, errpos, frames, offsets, reasons) -> PayloadError:
         st = int(status[i])

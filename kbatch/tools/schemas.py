@@ -17,7 +17,7 @@ import sys
 import uuid
 from typing import TextIO
 
-from kbatch.lib.decoded import schema_id_headers
+from kbatch.lib.decoded import schema_id_headers, topic_subject
 from kbatch.lib.entry import iter_segment
 from kbatch.payloads import registry as open_registry
 
@@ -74,14 +74,16 @@ def dump_decoded(path, out: TextIO, registry_source: str, *, storage=None, max_b
                  validate_crc: bool = True) -> int:
     """One JSON line per data record: offset, timestamp, key (UTF-8 text or
     base64) and the value decoded (its schema id from a ``__value_schema_id``
-    header where it has one, as ``to_arrow(decode=)``); a value that does not decode is null with
+    header where it has one, read with the topic's subject when the file's
+    folder names the topic, as ``to_arrow(decode=)``); a value that does not decode is null with
     ``value_error``. Returns 1 when any value failed, else 0."""
     reg = open_registry(registry_source, **({"storage": storage} if storage else {}))
     failed = 0
     kw = {"storage": storage} if storage else {}
     for chunk in iter_segment(path, stop=max_bytes, chunk_records=1 << 16, validate_crc=validate_crc, **kw):
         values, errors = reg.decode(chunk.value, offsets=chunk.offset, on_error="null", with_errors=True,
-                                    header_ids=schema_id_headers(chunk, "value"))
+                                    header_ids=schema_id_headers(chunk, "value"),
+                                    topic_subject=topic_subject(chunk, "value"))
         values, errors = values.to_pylist(), errors.to_pylist()
         for i, key in enumerate(chunk.key.to_pylist()):
             row = {"offset": int(chunk.offset[i]), "timestamp": int(chunk.timestamp[i]),

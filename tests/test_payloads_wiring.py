@@ -219,3 +219,72 @@ def test_dump_writes_valid_json_for_nan_and_infinities(tmp_path, capfd):
 def test_the_topic_a_segment_file_names(name, topic):
     from kbatch.lib.paths import topic_of_file
     assert topic_of_file(name) == topic
+
+
+def test_dump_prints_dates_and_times_beyond_pythons_years(tmp_path, capfd):
+    """Avro timestamps and dates of years 10000, 0 and -1 (valid Avro and
+    Arrow; Python's datetime holds years 1-9999): every row printed, such a
+    value as ISO 8601 text with an expanded year, the others as before."""
+    schema = {"type": "record", "name": "T", "fields": [
+        {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "days", "type": {"type": "array", "items": {"type": "int", "logicalType": "date"}}},
+        {"name": "us", "type": ["null", {"type": "long", "logicalType": "local-timestamp-micros"}]}]}
+    (tmp_path / "reg.json").write_text(json.dumps(export(("t-value", 1, 1, schema))))
+    day_ms = 86_400_000
+    year_10000 = 2_932_897 * day_ms       # days from 1970-01-01 to 10000-01-01
+    year_0 = -719_528                     # days from 1970-01-01 back to 0000-01-01
+    rows = [{"ms": year_10000 + 1, "days": [year_0, year_0 - 1, 0], "us": year_0 * day_ms * 1000 - 1},
+            {"ms": 1_700_000_000_000, "days": [19_000], "us": None}]
+    seg = tmp_path / "t-0" / "00000000000000000000.log"
+    seg.parent.mkdir()
+    # written as integers: fastavro's writer takes them as the datum's ints
+    plain = {"type": "record", "name": "T", "fields": [
+        {"name": "ms", "type": "long"}, {"name": "days", "type": {"type": "array", "items": "int"}},
+        {"name": "us", "type": ["null", "long"]}]}
+    kbatch.write_segment(seg, [{"value": frame(1, avro_bytes(plain, r))} for r in rows])
+    assert main(["dump", "--registry", str(tmp_path / "reg.json"), str(seg)]) == 0
+    out = [json.loads(line)["value"] for line in capfd.readouterr().out.splitlines()]
+    assert out[0] == {"ms": "+10000-01-01T00:00:00.001000+00:00",
+                      "days": ["0000-01-01", "-0001-12-31", "1970-01-01"],
+                      "us": "-0001-12-31T23:59:59.999999"}
+    import datetime
+    utc = datetime.timezone.utc
+    assert out[1] == {"ms": datetime.datetime.fromtimestamp(1_700_000_000, utc).isoformat(),
+                      "days": [(datetime.date(1970, 1, 1) + datetime.timedelta(19_000)).isoformat()],
+                      "us": None}
+
+
+def test_dump_prints_json_schema_dates_of_year_zero(tmp_path, capfd):
+    schema = {"type": "object", "properties": {"t": {"type": "string", "format": "date-time"},
+                                               "d": {"type": "string", "format": "date"}}}
+    entries = export(("j-value", 1, 1, schema))
+    entries[0]["schemaType"] = "JSON"
+    (tmp_path / "reg.json").write_text(json.dumps(entries))
+    texts = ['{"t": "0000-01-01T00:00:00Z", "d": "0000-02-29"}', '{"t": "2024-05-06T07:08:09.5Z"}']
+    kbatch.write_log(tmp_path / "j-0", [{"value": frame(1, t.encode())} for t in texts])
+    seg = tmp_path / "j-0" / "00000000000000000000.log"
+    assert main(["dump", "--registry", str(tmp_path / "reg.json"), str(seg)]) == 0
+    out = [json.loads(line)["value"] for line in capfd.readouterr().out.splitlines()]
+    assert out == [{"t": "0000-01-01T00:00:00+00:00", "d": "0000-02-29"},
+                   {"t": "2024-05-06T07:08:09.500000+00:00", "d": None}]
+
+
+def test_the_expanded_iso_text_agrees_with_isoformat_inside_pythons_years():
+    """``_iso_instant`` (used only where datetime cannot go) lays values out
+    as ``isoformat`` does wherever both can: checked on days across the
+    whole range, leap days and fractions."""
+    import datetime
+    import random
+    from kbatch.tools.schemas import _iso_day, _iso_instant
+    utc = datetime.timezone.utc
+    rng = random.Random(7)
+    lo, hi = datetime.datetime(1, 1, 1, tzinfo=utc), datetime.datetime(9999, 12, 31, 23, 59, 59, tzinfo=utc)
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=utc)
+    for _ in range(2000):
+        us = rng.randrange(int((lo - epoch).total_seconds()) * 10**6, int((hi - epoch).total_seconds()) * 10**6)
+        us -= us % rng.choice([1, 1000, 10**6])
+        when = epoch + datetime.timedelta(microseconds=us)
+        assert _iso_instant(us, "us", True) == when.isoformat()
+        assert _iso_instant(us // 1000, "ms", False) == when.replace(
+            tzinfo=None, microsecond=when.microsecond // 1000 * 1000).isoformat()
+        assert _iso_day(us // 86_400_000_000) == when.date().isoformat()

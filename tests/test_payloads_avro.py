@@ -284,6 +284,18 @@ def test_without_a_subject_each_id_has_its_own_reader_whatever_its_neighbours():
     assert reg.decode([frame(1, a)], topic_subject="nowhere-value").to_pylist() == [avro_read(a, ORDER_V1)]
 
 
+@pytest.mark.parametrize("text", ["null", '"null"', ' {"type": "null"} '])
+def test_a_top_level_null_schema(text):
+    """The schema null, written bare (as a registry export may hold a
+    primitive) or quoted: its datum is no bytes, read as fastavro reads it."""
+    reg = kbatch.registry([{"subject": "n-value", "version": 1, "id": 1, "schema": text}])
+    arr, errors = reg.decode([frame(1, b""), frame(1, b"x")], on_error="null", with_errors=True)
+    assert arr.to_pylist() == [avro_read(b"", "null"), None]
+    with pytest.raises(ValueError):
+        avro_read(b"x", "null")
+    assert errors[0].as_py() is None and "left over" in errors[1].as_py()
+
+
 def test_a_field_without_default_fails_the_rows_of_that_writer_only():
     reader = {"type": "record", "name": "User", "namespace": "ev", "fields": [
         {"name": "id", "type": "long"}, {"name": "email", "type": "string"}]}

@@ -97,6 +97,8 @@ def parse(text: str | dict | list, names: Names | None = None) -> AvroType:
             if not bare.replace(".", "").replace("_", "").isalnum():
                 raise SchemaError(f"an Avro schema that is not JSON: {exc}") from None
             obj = bare          # a bare type name ("string"), as some tools register it
+        if obj is None:         # the text null: the bare type name null, unquoted
+            obj = "null"
     else:
         obj = text
     names = names if names is not None else Names()

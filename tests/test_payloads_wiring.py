@@ -123,6 +123,40 @@ def test_header_schema_ids_in_a_projected_read(tmp_path):
     assert log.read(5, 6, columns=["value"]).to_arrow(decode={"value": reg}).num_rows == 0
 
 
+def test_a_projected_read_of_records_without_headers_decodes(tmp_path):
+    """The decoder counts the records whose headers a projection left out:
+    where none had any there is no schema id header to miss, and
+    ``read(columns=["value"])`` decodes (whole, ranged, chunked, joined
+    across segments, and as the table view); one record with an unrelated
+    header makes the whole read's decode refused, not a guess."""
+    from kbatch.errors import ColumnNotReadError
+    from tests.registry_ref import avro_read
+    (tmp_path / "reg.json").write_text(json.dumps(export(("p-value", 1, 1, WIDE))))
+    reg = kbatch.registry(str(tmp_path / "reg.json"))
+    datum = avro_bytes(WIDE, WIDE_VALUE)
+    truth = avro_read(datum, WIDE)
+    rows = [{"key": b"k%d" % i, "value": frame(1, datum)} for i in range(6)]
+    kbatch.write_log(tmp_path / "p-0", rows, batch_records=2, segment_bytes=200)
+    assert len(list((tmp_path / "p-0").glob("*.log"))) > 1
+    log = kbatch.open_log(tmp_path / "p-0")
+    dec = {"value": reg}
+    assert log.read(columns=["value"]).headers.unread_rows == 0
+    for records in (log.read(columns=["key", "value"]), log.read(1, 5, columns=["key", "value"]),
+                    log.read(columns=["key", "value"], view="latest")):
+        assert records.to_arrow(decode=dec).column("value").to_pylist() == [truth] * len(records)
+    chunks = list(log.iter(columns=["value"], chunk_records=3))
+    assert len(chunks) > 1
+    assert sum((c.to_arrow(decode=dec).column("value").to_pylist() for c in chunks), []) \
+        == [truth] * 6
+    kbatch.write_log(tmp_path / "q-0", rows[:3] + [dict(rows[3], headers=[("trace", b"1")])] + rows[4:])
+    log = kbatch.open_log(tmp_path / "q-0")
+    assert log.read(columns=["value"]).headers.unread_rows == 1
+    with pytest.raises(ColumnNotReadError, match="some records had headers"):
+        log.read(columns=["value"]).to_arrow(decode=dec)
+    assert log.read(columns=["value", "headers"]).to_arrow(decode=dec).column("value").to_pylist() \
+        == [truth] * 6
+
+
 def test_dump_takes_schema_ids_from_headers(tmp_path, capfd):
     reg, truth = write_header_framed(tmp_path)
     seg = tmp_path / "w-0" / "00000000000000000000.log"

@@ -82,6 +82,7 @@ cdef struct RecordColumns:
     bint skip_value      # value
     bint skip_payload    # both (skip_key and skip_value)
     bint skip_headers    # headers
+    Py_ssize_t unread_header_rows   # with skip_headers: records that had headers
 
 
 # A snapshot of the lengths, to undo a batch that failed half-way.
@@ -89,6 +90,7 @@ cdef struct ColumnsMark:
     Py_ssize_t n
     Py_ssize_t key_bytes, value_bytes, key_nulls, value_nulls
     Py_ssize_t headers, hkey_bytes, hvalue_bytes, hvalue_nulls
+    Py_ssize_t unread_header_rows
 
 
 cdef int growbuf_grow(GrowBuf *b, Py_ssize_t extra) noexcept nogil

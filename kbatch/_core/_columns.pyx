@@ -124,6 +124,7 @@ cdef int columns_init(RecordColumns *c) noexcept nogil:
     """Empty columns ready to append to; buffers are kept if present."""
     cdef int k
     c.n = 0
+    c.unread_header_rows = 0
     for k in range(N_FIXED):
         c.fixed[k].role = fixed_role(k)
         c.fixed[k].len = 0
@@ -182,6 +183,7 @@ cdef ColumnsMark columns_mark(const RecordColumns *c) noexcept nogil:
     m.hkey_bytes = c.hkey.data.len
     m.hvalue_bytes = c.hvalue.data.len
     m.hvalue_nulls = c.hvalue.null_count
+    m.unread_header_rows = c.unread_header_rows
     return m
 
 
@@ -216,6 +218,7 @@ cdef void columns_rollback(RecordColumns *c, const ColumnsMark *m,
     whole records were, as when read_committed drops a decoded batch)."""
     cdef int k
     c.n = m.n
+    c.unread_header_rows = m.unread_header_rows
     for k in range(N_FIXED):
         c.fixed[k].len = m.n * fixed_width(k)
     c.headers.len = (m.n + 1) * 4
@@ -289,8 +292,9 @@ cdef dict columns_take(RecordColumns *c):
         "header_key": None if c.skip_headers else _binary_take(&c.hkey),
         "header_value": None if c.skip_headers else _binary_take(&c.hvalue),
     })
-    if c.skip_headers:
+    if c.skip_headers:    # and how many records had headers that were not read
         out["headers"] = None
+        out["unread_header_rows"] = c.unread_header_rows
     if columns_init(c) != 0:
         raise MemoryError()
     return out

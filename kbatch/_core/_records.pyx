@@ -457,6 +457,8 @@ cdef int _decode(record_mode *mode, RecordColumns *cols, ErrorInfo *err,
                     if _headers_reserve(&hdr, cols, hcount) != 0:
                         return set_error(err, E_NOMEM, rec_start, -1, 0, 0)
                     _prefetch_header_columns(&hdr)
+                else:       # said, so a decode can tell whether a schema id header was left out
+                    cols.unread_header_rows += 1
                 for j in range(hcount):
                     st = read_varint(&rec, &hklen)
                     if unlikely(st != CUR_OK):

@@ -486,12 +486,16 @@ class MissingColumn:
     naming the column and the projection. It holds no memory.
     """
 
-    __slots__ = ("name", "length", "projection")
+    __slots__ = ("name", "length", "projection", "unread_rows")
 
-    def __init__(self, name: str, length: int, projection: tuple = ()):
+    def __init__(self, name: str, length: int, projection: tuple = (),
+                 unread_rows: int | None = None):
         self.name = name
         self.length = int(length)
         self.projection = tuple(projection)
+        # headers only: how many of these records had headers that were not
+        # read (0: none had any); None: not known (a part of a read that had some)
+        self.unread_rows = unread_rows
 
     def __len__(self) -> int:
         return self.length
@@ -507,7 +511,7 @@ class MissingColumn:
     def __getitem__(self, i):
         if isinstance(i, slice):
             return MissingColumn(self.name, len(range(*i.indices(self.length))),
-                                 self.projection)
+                                 self.projection, self._part_unread())
         self._refuse()
 
     def to_pylist(self):
@@ -517,12 +521,19 @@ class MissingColumn:
         self._refuse()
 
     def take(self, indices) -> "MissingColumn":
-        return MissingColumn(self.name, len(as_indices(indices, self.length)), self.projection)
+        return MissingColumn(self.name, len(as_indices(indices, self.length)), self.projection,
+                             self._part_unread())
+
+    def _part_unread(self) -> int | None:
+        """``unread_rows`` of some of these records: 0 stays 0, else unknown."""
+        return 0 if self.unread_rows == 0 else None
 
     @staticmethod
     def concat(parts) -> "MissingColumn":
         parts = list(parts)
-        return MissingColumn(parts[0].name, sum(len(p) for p in parts), parts[0].projection)
+        unread = [p.unread_rows for p in parts]
+        return MissingColumn(parts[0].name, sum(len(p) for p in parts), parts[0].projection,
+                             None if None in unread else sum(unread))
 
     @property
     def nbytes(self) -> int:

@@ -11,8 +11,10 @@ null row and ``<name>_error`` says why (null where the value decoded).
 Schema ids carried in headers (``__value_schema_id`` / ``__key_schema_id``,
 Confluent's HeaderSchemaIdSerializer) are handed over per row when any
 record has such a header. A read that left the headers out (``columns=``
-without "headers") hands over ``HeadersNotRead`` instead: a decoder that
-takes schema ids from headers (``kbatch.Registry``) refuses it, since a
+without "headers") still counts the records that had headers (the decoder
+walks them): when none had any, there is no schema id header to miss;
+otherwise ``HeadersNotRead`` is handed over, and a decoder that takes
+schema ids from headers (``kbatch.Registry``) refuses it, since a
 header-framed datum would otherwise be read as if its value were framed.
 """
 
@@ -65,7 +67,8 @@ def topic_subject(records, which: str) -> str | None:
 
 class HeadersNotRead:
     """What ``schema_id_headers`` gives for records read without their
-    headers: whether a schema id is in a header cannot be told."""
+    headers when some had headers: whether a schema id is in one cannot be
+    told."""
 
     def __init__(self, which: str, projection: tuple = ()):
         self.which = which
@@ -74,20 +77,22 @@ class HeadersNotRead:
     def error(self) -> ColumnNotReadError:
         asked = ", ".join(self.projection) if self.projection else "a projection"
         return ColumnNotReadError(
-            f"decoding {self.which!r}: the headers were not read (columns=[{asked}]), and a "
-            f"schema id may be in a {HEADER_OF[self.which].decode()} header (the value then "
-            f"is the bare datum): add 'headers' to columns=")
+            f"decoding {self.which!r}: the headers were not read (columns=[{asked}]), some "
+            f"records had headers, and a schema id may be in a "
+            f"{HEADER_OF[self.which].decode()} header (the value then is the bare datum): "
+            "add 'headers' to columns=")
 
 
 def schema_id_headers(records, which: str):
     """Per record, the bytes of its ``__key_schema_id`` / ``__value_schema_id``
     header (``which``: "key" or "value"; None without one), or None when no
     record has one (checked on the header keys' bytes first);
-    ``HeadersNotRead`` when a projection left the headers out."""
+    ``HeadersNotRead`` when a projection left out headers that some record
+    had (or whether any had is not known)."""
     header = HEADER_OF[which]
     headers = getattr(records, "headers", None)
-    if isinstance(headers, MissingColumn):
-        return HeadersNotRead(which, headers.projection)
+    if isinstance(headers, MissingColumn):     # unread: none there, or not known
+        return None if headers.unread_rows == 0 else HeadersNotRead(which, headers.projection)
     keys = getattr(headers, "keys", None)
     if keys is None or header not in keys.data.tobytes():
         return None

@@ -347,7 +347,8 @@ class RecordColumn:
         if self.kind == "fixed":
             return data[self.name]
         if data[self.name] is None:     # left out by a projection (columns=[...])
-            return MissingColumn(self.name, data["n"], data.get("projection", ()))
+            return MissingColumn(self.name, data["n"], data.get("projection", ()),
+                                 data.get("unread_header_rows") if self.kind == "headers" else None)
         if self.kind == "binary":
             parts = data[self.name]
             if "views" in parts:    # zero_copy: views into data["buffers"]

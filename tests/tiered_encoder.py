@@ -109,8 +109,12 @@ class Encoder:
     def encode_segment(self, log: bytes, offset_index: bytes, time_index: bytes,
                        txn_index: bytes | None, *, topic: str, topic_id: str, partition: int,
                        start_offset: int, end_offset: int, segment_id: str | None = None,
-                       event_ms: int | None = None) -> dict[str, bytes]:
-        """``{object key without prefix: bytes}`` of one segment."""
+                       event_ms: int | None = None,
+                       leader_epochs: dict[int, int] | None = None) -> dict[str, bytes]:
+        """``{object key without prefix: bytes}`` of one segment.
+        ``leader_epochs``: its ``segmentLeaderEpochs`` (epoch -> first
+        offset of that epoch in the segment; default ``{0: start}``)."""
+        epochs = {0: start_offset} if leader_epochs is None else leader_epochs
         segment_id = segment_id or kafka_uuid()
         key = aad = None
         if self.encrypt:
@@ -137,7 +141,8 @@ class Encoder:
                                self.chunk_size + (28 if self.encrypt else 0)),
                            "finalTransformedChunkSize": sizes[-1] if sizes else 0}
         files = [("offset", live_index(offset_index, 8)), ("timestamp", live_index(time_index, 12)),
-                 ("producerSnapshot", b""), ("leaderEpoch", b"0\n1\n0 %d\n" % start_offset)]
+                 ("producerSnapshot", b""), ("leaderEpoch", b"0\n%d\n" % len(epochs) + b"".join(
+                     b"%d %d\n" % kv for kv in sorted(epochs.items())))]
         if txn_index is not None:
             files.append(("transaction", txn_index))
         indexes, blob = {}, bytearray()
@@ -159,7 +164,7 @@ class Encoder:
                 "id": segment_id},
             "startOffset": start_offset, "endOffset": end_offset, "maxTimestampMs": 0,
             "brokerId": 0, "eventTimestampMs": event_ms or int(time.time() * 1000),
-            "segmentLeaderEpochs": {"0": start_offset}}
+            "segmentLeaderEpochs": {str(e): o for e, o in sorted(epochs.items())}}
         stem = f"{topic}-{topic_id}/{partition}/{start_offset:020d}-{segment_id}"
         return {stem + ".log": b"".join(chunks), stem + ".indexes": bytes(blob),
                 stem + ".rsm-manifest": json.dumps(manifest).encode()}

@@ -89,6 +89,7 @@ from kbatch.lib.storage import STORAGE_KEYS as STORAGE_ARGS, Storage
 from kbatch.lib.tables import PartitionRecords
 from kbatch.lib.timestamps import to_millis
 from kbatch.lib.txn import TxnState, check_isolation
+from kbatch.lib.uploads import served
 from kbatch.wire import INT64_MIN, UNBOUNDED
 
 TIMESTAMP_MODES = ("offsets", "exact")
@@ -255,7 +256,8 @@ def _has_content(chunk: Records) -> bool:
 
 def _below_limits(records: Records, limits: list[int | None]) -> Records:
     """Tiered uploads that overlap: the records of run piece ``i`` below
-    ``limits[i]`` (the next segment's base offset holds the rest)."""
+    ``limits[i]`` (``Segment.limit``: another upload serves the rest,
+    ``kbatch.lib.uploads``)."""
     if all(limit is None for limit in limits) or not len(records.batches):
         return records
     bound = np.array([UNBOUNDED if x is None else x for x in limits], np.int64)
@@ -333,8 +335,6 @@ class PartitionLog:
         # what else is there (kbatch.lib.missing: index files without a .log)
         self.listing = None if listing is None else list(listing)
         self._listing_claims: tuple | None = None
-        # tiered re-uploads may overlap: each holds offsets up to the next one's base
-        self.overlapping = storage.layout == "tiered"
         self._txn_cache: tuple | None = None
 
     def __repr__(self) -> str:
@@ -346,8 +346,7 @@ class PartitionLog:
     def plan(self, lo: int, hi: int, *, read_follows: bool = True) -> list[ReadPlan]:
         """The byte ranges to decode for offsets ``[lo, hi)`` (``kbatch.lib.plan``;
         ``read_follows=False``: the bytes are read elsewhere, Spark's executors)."""
-        return planner.plan(self.segments, lo, hi, self.use_index, overlapping=self.overlapping,
-                            read_follows=read_follows)
+        return planner.plan(self.segments, lo, hi, self.use_index, read_follows=read_follows)
 
     def offset_for_timestamp(self, timestamp, *, log_start: int | None = None,
                              **options) -> int | None:
@@ -407,9 +406,9 @@ class PartitionLog:
         if self._txn_cache is None or self._txn_cache[0] != key:
             tables, controls, shift = [], [], 0
             for i, seg in enumerate(self.segments):
-                whole = Records.concat(list(seg.source.chunks(
+                whole = served(Records.concat(list(seg.source.chunks(
                     opts, control_only=True, chunk_records=TXN_CHUNK_RECORDS,
-                    chunk_bytes=TXN_CHUNK_BYTES)))
+                    chunk_bytes=TXN_CHUNK_BYTES))), seg.limit)
                 tables.append(whole.batches.with_source(np.array([i], dtype=np.int32)))
                 controls.append(whole.control.shifted(shift))
                 shift += len(whole.batches)
@@ -531,7 +530,7 @@ class PartitionLog:
             source = plan.segment.source
             drop = None if drops is None else drops.get(source.name)
             # a whole read keeps every record the files hold (whatever its offset);
-            # a tiered upload's records stop where the next upload starts
+            # a tiered upload's records stop where it stops serving (kbatch.lib.uploads)
             low = lo if ranged else INT64_MIN
             high = hi if ranged else UNBOUNDED
             if plan.limit is not None:
@@ -616,11 +615,10 @@ class PartitionLog:
         active = self.segments[-1]
         return [Piece(s.source, 0, None, s is active, self._next_base(s)) for s in segments]
 
-    def _limits(self, segments: Sequence[Segment]) -> list[int | None]:
-        """Tiered: each segment's records stop at the next one's base."""
-        if not self.overlapping:
-            return [None] * len(segments)
-        return [self._next_base(s) for s in segments]
+    @staticmethod
+    def _limits(segments: Sequence[Segment]) -> list[int | None]:
+        """Tiered: one past the last offset each segment serves (``Segment.limit``)."""
+        return [s.limit for s in segments]
 
     def read(self, start_offset: int | None = None, end_offset: int | None = None, *,
              start_timestamp=None, end_timestamp=None, timestamp_mode: str = "offsets",
@@ -765,7 +763,7 @@ class PartitionLog:
         if recheck and _steered(plans):
             # damage after an index seek: the walk decides (a lying entry
             # cannot make a damaged read differ from the exhaustive one)
-            plans = planner.plan(self.segments, lo, hi, False, overlapping=self.overlapping)
+            plans = planner.plan(self.segments, lo, hi, False)
             records = self._decode_plans(plans, opts, drops)
         if records.end is None or records.end.reason != "corrupt":    # (stop: end says it)
             self._warn_missing(lo, hi, _reached(records, plans, lo), high_watermark, log_start)

@@ -8,15 +8,17 @@ every store: ``base_offset``, ``size``, ``source`` (its original bytes:
 ``kbatch.lib.sources``), ``offset_index``/``time_index``/``txn_index``
 (the live entries, by the one rule of ``kbatch.lib.index``),
 ``batch_bounds()`` (a cached walk over its batch headers) and
-``claimed_end`` (a tiered manifest's ``endOffset``: a claim, never trusted
-to drop or keep a record). Index files are read with a bound: no more
+``claimed_end`` (a tiered manifest's ``endOffset``: with its start and
+leader epochs it decides which of overlapping uploads serves an offset,
+``kbatch.lib.uploads``, as Kafka's remote log metadata does; ``limit``:
+one past the last offset it serves, None for a plain segment). Index files are read with a bound: no more
 entries than the segment's size can hold batches.
 
 ``list_segments(location, storage)`` lists a partition: plain segment
 files by name; tiered segments by manifest (a segment whose state in
-``remote_log_metadata`` is not ``COPY_SEGMENT_FINISHED`` is left out; of
-several uploads with one start offset, the one whose manifest names the
-latest ``eventTimestampMs``). Transient files (``.deleted``, ``.cleaned``)
+``remote_log_metadata`` is not ``COPY_SEGMENT_FINISHED`` is left out;
+uploads that overlap are resolved by ``kbatch.lib.uploads``: the ones
+read, each with the ``limit`` of the offsets it serves). Transient files (``.deleted``, ``.cleaned``)
 and names above the largest offset are not segments.
 
 An interrupted segment swap (the log cleaner's, or a split's: LocalLog's
@@ -44,16 +46,17 @@ import functools
 import logging
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import CorruptRecordError, KbatchError
 from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY, OffsetIndex, TimeIndex, \
     TxnIndex
 from kbatch.lib.paths import file_offset, segment_base, swap_segment_base, tiered_object
 from kbatch.lib.sources import CHECK_BYTES, RemoteBytes
-from kbatch.lib import tiered
+from kbatch.lib import tiered, uploads
 from kbatch.lib.tree import Entry, Location, by_name, locate
 from kbatch.wire import INT64_MIN, Codec
 
@@ -74,6 +77,8 @@ class Segment:
     listing by name (index files not in it are not looked for)."""
 
     claimed_end: int | None = None
+    limit: int | None = None      # tiered: one past the last offset it serves (kbatch.lib.uploads)
+    served_end: int | None = None
     last = True        # the last segment of its partition (a torn tail is damage elsewhere)
 
     def __init__(self, location, entry: Entry | None = None, siblings: dict | None = None):
@@ -231,6 +236,9 @@ class TieredSegment(Segment):
         self._entries = entries
         self._keys = keys
         self._manifest_raw: bytes | None = None
+        self.notes: list[str] = []        # what the overlap rule set aside (kbatch.lib.uploads)
+        self.undecided: list[str] = []
+        self.shadowed: list = []          # uploads not read, whose offsets this one serves
         self.index_path = self.timeindex_path = self.txnindex_path = None
 
     @property
@@ -266,6 +274,7 @@ class TieredSegment(Segment):
     def __getstate__(self):
         state = super().__getstate__()
         state.pop("manifest", None)
+        state["shadowed"] = []        # (the executor reads this upload alone)
         state["_manifest_raw"] = self.manifest_bytes()   # the executor fetches no manifest
         return state
 
@@ -413,17 +422,68 @@ def _tiered_segments(location: Location, entries: list[Entry], storage) -> list[
             continue
         stem = e.name[:-len(parsed[2]) - 1]
         objects.setdefault(stem, {})[parsed[2]] = e
-    by_start: dict[int, list] = {}
+    found = []
     for stem, objs in objects.items():
         if "rsm-manifest" not in objs:
             continue      # not (yet) a finished upload: the manifest is written last
         start, uuid, _ = tiered_object(stem + ".log")
         if states is not None and states.get(uuid) != "COPY_SEGMENT_FINISHED":
             continue      # not (or no longer) a finished copy: never read
-        by_start.setdefault(start, []).append(
-            TieredSegment(location.child(stem + ".log"), objs, storage.keys))
-    out = []
-    for start in sorted(by_start):
-        uploads = sorted(by_start[start], key=lambda s: s.segment_id)
-        out.append(uploads[0] if len(uploads) == 1 else max(uploads, key=lambda s: s.event_ms))
-    return out
+        found.append(TieredSegment(location.child(stem + ".log"), objs, storage.keys))
+    return served_uploads(location, found)
+
+
+def _upload(seg: "TieredSegment") -> uploads.Upload:
+    """What ``kbatch.lib.uploads`` needs of ``seg``, from its manifest (a
+    manifest without ``endOffset``: the last offset its batch headers hold;
+    one that cannot be read: nothing known, its read raises)."""
+    try:
+        meta = seg.manifest.metadata
+        end = seg.claimed_end
+        if end is None:
+            bounds = seg.batch_bounds()
+            end = int(bounds["last_offset"].max()) if len(bounds) else None
+    except (KbatchError, OSError):
+        return uploads.Upload(seg.base_offset, None, None, 0, seg.segment_id)
+    return uploads.Upload(seg.base_offset, end, uploads.epochs_of(meta), seg.event_ms,
+                          seg.segment_id)
+
+
+def served_uploads(location: Location, found: list["TieredSegment"]) -> list[Segment]:
+    """The uploads of a tiered partition that are read, by start offset,
+    each with ``limit`` (one past the last offset it serves, None: all it
+    holds), ``served_end`` (one past its last valid offset by its
+    manifest) and ``notes``/``undecided`` (what the rule of
+    ``kbatch.lib.uploads`` set aside, and overlaps it could not decide by
+    leader epoch: warned of here)."""
+    found = sorted(found, key=lambda s: (s.base_offset, s.segment_id))
+    if not found:
+        return []
+    if len(found) == 1:       # nothing to resolve: no manifest is fetched
+        described = [uploads.Upload(found[0].base_offset, None, None)]
+    else:                     # one manifest GET each, a few at a time
+        with ThreadPoolExecutor(max_workers=min(8, len(found))) as pool:
+            described = list(pool.map(_upload, found))
+    res = uploads.resolve(described)
+    kept = [found[i] for i in res.kept]
+    for seg, limit, i in zip(kept, res.limits, res.kept):
+        seg.limit = limit
+        end = described[i].end
+        seg.served_end = None if end is None else end + 1 if limit is None \
+            else min(end + 1, limit)
+    for i, holder in res.dropped:
+        name = found[i].location.name
+        if holder is None:
+            kept[0].notes.append(f"{name} is not read: it holds no record of the "
+                                 "leader-epoch chain (a diverged leader's upload)")
+            continue
+        found[holder].notes.append(f"{name} is not read: {found[holder].location.name} "
+                                   "holds all its offsets")
+        found[holder].shadowed.append(found[i])
+    for i, at, why in res.diverged:
+        (found[i] if i in res.kept else kept[0]).notes.append(
+            f"{found[i].location.name}: not read from offset {at}: {why}")
+    for text in res.undecided:
+        kept[0].undecided.append(text)
+        log.warning("%s: %s", location, text)
+    return kept

@@ -21,6 +21,7 @@ index files. Each of these is a claim that offsets existed:
     weigh(...)           the shortfalls of one partition, from its claims
     cut_short(...)       the index files of a segment that lost its tail
     unnamed(...)         a partition the checkpoint files name, with no directory
+    upload_gaps(...)     tiered: offsets between two uploads that no upload holds
     read_shortfalls(...) what a read of a partition had at hand, weighed
 
 ``verify`` and ``kbatch stats`` report every shortfall as a problem (exit
@@ -238,6 +239,21 @@ def cut_segments(topic, partition, segments, reached: dict) -> list[Shortfall]:
     return out
 
 
+def upload_gaps(topic, partition, segments) -> list[Shortfall]:
+    """A shortfall per gap between the uploads a tiered partition reads
+    (``segments``, by start offset; ``kbatch.lib.uploads``): offsets from
+    one past where an upload's valid records end by its manifest up to the
+    next one's start, which no upload holds."""
+    out = []
+    for seg, after in zip(segments, segments[1:]):
+        end = getattr(seg, "served_end", None)
+        if end is not None and end < after.base_offset:
+            out.append(Shortfall(topic, partition, end, after.base_offset, [
+                f"the manifest of {seg.location.name} ends at offset {end - 1}, the next "
+                f"upload starts at {after.base_offset}"]))
+    return out
+
+
 def read_shortfalls(plog, reached: dict, claims: list[Claim] = (), starts: list[int] = (),
                     log_end=None) -> list[Shortfall]:
     """The shortfalls a read of ``plog`` (a ``PartitionLog``) can tell
@@ -256,7 +272,7 @@ def read_shortfalls(plog, reached: dict, claims: list[Claim] = (), starts: list[
     found, orphans = plog.listing_claims()
     claims = list(claims) + found
     out = cut_segments(plog.topic, plog.partition, segments, reached) \
-        if plog.storage.layout == "plain" else []
+        if plog.storage.layout == "plain" else upload_gaps(plog.topic, plog.partition, segments)
     end = None
     if segments:
         last = segments[-1].base_offset
@@ -303,4 +319,4 @@ def warn(found: list[Shortfall], where: str) -> None:
 
 __all__ = ["CLAIMING", "Claim", "SIDE_SUFFIXES", "Shortfall", "checkpoint_claim",
            "checkpoint_claims", "clip", "cut_segments", "cut_short", "read_shortfalls",
-           "side_file_claims", "summary", "unnamed", "warn", "warn_unnamed", "weigh"]
+           "side_file_claims", "summary", "unnamed", "upload_gaps", "warn", "warn_unnamed", "weigh"]

@@ -64,15 +64,22 @@ class ReadPlan:
     index_seek: bool = False     # start or stop may have come from an index entry
 
 
+def serves_until(segments, i: int) -> int:
+    """One past the last offset segment ``i`` serves: the next segment's
+    base offset, or its ``limit`` when that comes first (a tiered upload
+    another one overlaps, ``kbatch.lib.uploads``); ``UNBOUNDED`` for the
+    last one without a limit."""
+    seg = segments[i]
+    nxt = segments[i + 1].base_offset if i + 1 < len(segments) else UNBOUNDED
+    limit = getattr(seg, "limit", None)
+    return nxt if limit is None else min(nxt, limit)
+
+
 def segments_for(segments, lo: int, hi: int) -> list[int]:
     """Indexes of the segments that may hold offsets in ``[lo, hi)``: a
-    segment holds offsets from its base up to the next one's base."""
-    out = []
-    for i, seg in enumerate(segments):
-        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else UNBOUNDED
-        if nxt > lo and seg.base_offset < hi:
-            out.append(i)
-    return out
+    segment holds offsets from its base up to ``serves_until``."""
+    return [i for i, seg in enumerate(segments)
+            if serves_until(segments, i) > lo and seg.base_offset < hi]
 
 
 def checked_batch(seg, position: int, read_follows: bool = False):
@@ -175,17 +182,18 @@ def check_seek(plan: ReadPlan) -> None:
 
 
 def plan(segments, lo: int, hi: int, use_index: bool, *,
-         overlapping: bool = False, read_follows: bool = True) -> list[ReadPlan]:
-    """The byte ranges to decode for offsets ``[lo, hi)``. ``overlapping``
-    (tiered uploads): each segment's records stop at the next segment's
-    base offset (``ReadPlan.limit``), the next one holds them.
+         read_follows: bool = True) -> list[ReadPlan]:
+    """The byte ranges to decode for offsets ``[lo, hi)``. A tiered
+    upload's records stop at its ``limit`` (``ReadPlan.limit``): another
+    upload serves the rest (``kbatch.lib.uploads``).
     ``read_follows=False``: only planned here (Spark's driver), read
     elsewhere: an object's index checks fetch only the batches they check."""
     plans = []
     chosen = segments_for(segments, lo, hi)
     for k, i in enumerate(chosen):
         seg = segments[i]
-        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        until = serves_until(segments, i)
+        nxt = None if until >= UNBOUNDED else until
         start = start_position(seg, lo, use_index, read_follows) if k == 0 else 0
         whole_tail = (nxt is not None and nxt <= hi) or hi >= UNBOUNDED
         stop = None if k < len(chosen) - 1 or whole_tail else stop_position(seg, hi, use_index)
@@ -195,7 +203,7 @@ def plan(segments, lo: int, hi: int, use_index: bool, *,
         # headers, as Kafka's fetch does), so damage met is decided by the walk
         seek_start = k == 0 and lo > seg.base_offset
         seek_stop = k == len(chosen) - 1 and not whole_tail
-        plans.append(ReadPlan(seg, start, stop, nxt if overlapping else None,
+        plans.append(ReadPlan(seg, start, stop, getattr(seg, "limit", None),
                               use_index and (seek_start or seek_stop)))
     return plans
 
@@ -295,17 +303,20 @@ def offset_for_timestamp(segments, timestamp: int, opts, use_index: bool,
     for k, seg in enumerate(segments):
         if k + 1 < len(segments) and segments[k + 1].base_offset <= floor:
             continue            # wholly below the log start
+        # a tiered upload another one overlaps: the rest is that one's
+        until = UNBOUNDED if getattr(seg, "limit", None) is None else serves_until(segments, k)
         pieces = _hinted_rows(seg, timestamp) if use_index else iter([seg.batch_bounds()])
         for rows in pieces:
             for i in np.flatnonzero((rows["max_timestamp"] >= timestamp)
-                                    & (rows["last_offset"] >= floor)).tolist():
+                                    & (rows["last_offset"] >= floor)
+                                    & (rows["base_offset"] < until)).tolist():
                 position, size = int(rows["position"][i]), int(rows["size"][i])
                 # one batch of a search: the read that follows confirms the object
                 with seg.source.window(position, position + size, confirm=False) as view:
                     records = Records.concat(list(decode_chunks(
                         view, seg.name, opts, start=position, stop=position + size)))
                 hits = np.flatnonzero((records.timestamp >= timestamp)
-                                      & (records.offset >= floor))
+                                      & (records.offset >= floor) & (records.offset < until))
                 if len(hits):
                     if hasattr(pieces, "close"):
                         pieces.close()

@@ -452,7 +452,9 @@ def cmd_verify(args) -> int:
     else:
         for s in report.segments:
             state = "ok" if s.ok else "PROBLEMS"
-            print(f"{s.path}: {state}: {s.batches} batches, {s.records} records, "
+            served = "" if s.served is None or s.served == s.records else \
+                f" ({s.served} read from it, the rest from another upload)"
+            print(f"{s.path}: {state}: {s.batches} batches, {s.records} records{served}, "
                   f"{s.control_records} control, valid bytes {s.valid_bytes}"
                   + (f", {s.trailing_bytes} trailing bytes ({s.end_reason})"
                      if s.trailing_bytes else ""))

@@ -23,7 +23,8 @@ from __future__ import annotations
 from kbatch.errors import KbatchError
 from kbatch.lib.checkpoints import OFFSET_FILES
 from kbatch.lib.missing import (CLAIMING, SIDE_SUFFIXES, Claim, Shortfall, checkpoint_claims,
-                                cut_segments, side_file_claims, summary, unnamed, weigh)
+                                cut_segments, side_file_claims, summary, unnamed,
+                                upload_gaps, weigh)
 from kbatch.lib.open import Resolved
 from kbatch.lib.paths import PathKind, parse_partition_dir
 
@@ -83,6 +84,8 @@ def shortfalls(found: Resolved, ends: dict[tuple, tuple[int | None, set]],
         starts = [c.end for c in checkpoint.get(key, []) if "log start" in c.why]
         if reached and key in reached and found.storage.layout == "plain":
             out += cut_segments(key[0], key[1], *reached[key])
+        elif reached and key in reached:
+            out += upload_gaps(key[0], key[1], reached[key][0])
         out += weigh(key[0], key[1], end, bases, claims, orphans, starts)
     if found.kind is not PathKind.PARTITION:
         for key, claims in sorted(checkpoint.items()):

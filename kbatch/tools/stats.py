@@ -19,6 +19,7 @@ from kbatch.lib.open import expect, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.segment import decode_options
 from kbatch.lib.storage import Storage
+from kbatch.lib.uploads import served
 from kbatch.wire import UNBOUNDED
 
 
@@ -52,6 +53,9 @@ def segment_stats(segment, *, last_segment: bool | None = None, **options) -> Se
     path or a URL; storage keywords as ``kbatch.open_log``); keeps one chunk
     in memory.
 
+    A tiered upload of a partition counts only the offsets it serves
+    (``Segment.limit``, ``kbatch.lib.uploads``).
+
     Options: those of ``iter_segment``. A segment that is not the last of
     its partition (``last_segment=False``; None: as its directory says) must
     end at a batch boundary: a
@@ -68,8 +72,10 @@ def segment_stats(segment, *, last_segment: bool | None = None, **options) -> Se
     # offsets and timestamps are all it needs: the record loop skims the rest
     options.setdefault("columns", ("offset", "timestamp"))
     opts = decode_options("stats", options)
-    return stats_of_chunks(seg.source.chunks(opts, chunk_records=1 << 20, chunk_bytes=32 << 20),
-                           seg.name, seg.size, last_segment, opts.on_corrupt)
+    chunks = seg.source.chunks(opts, chunk_records=1 << 20, chunk_bytes=32 << 20)
+    if seg.limit is not None:     # a tiered upload: what another one serves is counted there
+        chunks = (served(chunk, seg.limit) for chunk in chunks)
+    return stats_of_chunks(chunks, seg.name, seg.size, last_segment, opts.on_corrupt)
 
 
 def stats_of_chunks(chunks, path: str, size: int, last_segment: bool,

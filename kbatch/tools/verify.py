@@ -12,12 +12,15 @@ zero padding, or the first corrupt batch).
 
 from __future__ import annotations
 
+import numpy as np
+
 from kbatch.errors import KbatchError
 from kbatch.lib.files import NotRegularFileError
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import expect, resolve
 from kbatch.lib.paths import SEGMENT_NAME, PathKind, segment_base
+from kbatch.lib.records import BatchTable
 from kbatch.lib.storage import Storage
 from kbatch.tools.evidence import shortfalls
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport,  # noqa: F401
@@ -47,8 +50,11 @@ def verify_segment(segment, *, last_segment: bool | None = None, **options) -> S
     opts = verify_options(options)
     last_segment = seg.last if last_segment is None else last_segment
     report = SegmentReport(seg.name, seg.base_offset, seg.size, last_segment=last_segment)
-    batches = walk(report, seg.source.chunks(opts, chunk_records=CHUNK_RECORDS,
-                                             chunk_bytes=CHUNK_BYTES))
+    chunks = seg.source.chunks(opts, chunk_records=CHUNK_RECORDS, chunk_bytes=CHUNK_BYTES)
+    if seg.limit is not None:      # a tiered upload: its offsets another one serves
+        report.served = 0
+        chunks = _count_served(report, chunks, seg.limit)
+    batches = walk(report, chunks)
     index_problems: list[str] = []
     idx = _side_file(seg, "offset_index", _side_name(seg, ".index"), index_problems)
     time_problems: list[str] = []
@@ -57,6 +63,13 @@ def verify_segment(segment, *, last_segment: bool | None = None, **options) -> S
     report.index_problems = index_problems + report.index_problems
     report.timeindex_problems = time_problems + report.timeindex_problems
     return report
+
+
+def _count_served(report: SegmentReport, chunks, limit: int):
+    """``chunks``, counting in ``report.served`` their records below ``limit``."""
+    for chunk in chunks:
+        report.served += int((chunk.offset < limit).sum())
+        yield chunk
 
 
 def _side_file(seg: Segment, attribute: str, name: str, out: list[str]):
@@ -97,6 +110,7 @@ def verify(path, *, on_segment=None, **options) -> VerifyReport:
         result = verify_partition(log, options, on_segment)
         reports += result.segments
         problems += result.partition_problems
+        notes += result.notes
         key = (log.topic, log.partition)
         ends[key] = (_log_end(log, result.segments), {s.base_offset for s in log.segments})
         reached[key] = (log.segments, _reached(result.segments))
@@ -128,6 +142,60 @@ def _log_end(log: PartitionLog, reports: list[SegmentReport]) -> int | None:
     return max(end, log.segments[-1].base_offset)
 
 
+def _batches(seg, options: dict):
+    """Every batch header of ``seg`` (data records not decoded)."""
+    opts = verify_options(dict(options))
+    chunks = seg.source.chunks(opts, control_only=True, chunk_records=CHUNK_RECORDS,
+                               chunk_bytes=CHUNK_BYTES)
+    tables = [c.batches for c in chunks]
+    return BatchTable.concat(tables) if tables else BatchTable.empty()
+
+
+def compare_copies(a, b, options: dict) -> list[str]:
+    """Where uploads ``a`` and ``b`` hold the same offsets, batches of the
+    same offsets whose bytes (CRC) differ: a problem when their leader
+    epochs are equal too (Kafka's rule cannot tell the copies apart), else
+    decided by the leader-epoch chain (not listed). Batches that do not
+    line up at all are a problem."""
+    x, y = _batches(a, options), _batches(b, options)
+    if not len(x) or not len(y):
+        return []
+    lo = max(int(x.base_offset.min()), int(y.base_offset.min()))
+    hi = min(int(x.last_offset.max()), int(y.last_offset.max()))
+    if lo > hi:
+        return []
+    theirs = {int(o): k for k, o in enumerate(y.base_offset.tolist())}
+    out = []
+    for k in np.flatnonzero((x.base_offset >= lo) & (x.last_offset <= hi)).tolist():
+        base = int(x.base_offset[k])
+        j = theirs.get(base)
+        same_epoch = j is not None and x.partition_leader_epoch[k] == y.partition_leader_epoch[j]
+        if j is None or int(x.last_offset[k]) != int(y.last_offset[j]):
+            out.append(f"{a.location.name} and {b.location.name} both hold offset {base} in "
+                       "batches that do not line up: which copy Kafka serves is not known")
+        elif int(x.crc[k]) != int(y.crc[j]) and same_epoch:
+            out.append(f"{a.location.name} and {b.location.name} hold different bytes for "
+                       f"offsets {base}..{int(x.last_offset[k])} in the same leader epoch "
+                       f"{int(x.partition_leader_epoch[k])}: which copy Kafka serves is not known")
+        if len(out) >= 3:
+            break
+    return out
+
+
+def _diverged_copies(log: PartitionLog, options: dict) -> list[str]:
+    """``compare_copies`` of every two uploads of ``log`` that hold some
+    of the same offsets: each one read with the uploads it makes redundant,
+    and each one with the next (``kbatch.lib.uploads``)."""
+    out = []
+    for k, seg in enumerate(log.segments):
+        for other in seg.shadowed:
+            out += compare_copies(seg, other, options)
+        nxt = log.segments[k + 1] if k + 1 < len(log.segments) else None
+        if nxt is not None and seg.claimed_end is not None and seg.claimed_end >= nxt.base_offset:
+            out += compare_copies(seg, nxt, options)
+    return [f"{log.location.name}: {p}" for p in out]
+
+
 def verify_partition(log: PartitionLog, options: dict, on_segment=None) -> VerifyReport:
     """The segments of one partition checked, and the partition's own
     rules: segment names above the largest offset, base offsets that do not
@@ -138,7 +206,12 @@ def verify_partition(log: PartitionLog, options: dict, on_segment=None) -> Verif
         reports.append(verify_segment(seg, last_segment=seg is log.segments[-1], **options))
         if on_segment:
             on_segment(seg.name)
-    problems = []
+    problems, notes = [], []
+    if log.storage.layout == "tiered":     # the overlap rule's (kbatch.lib.uploads)
+        for seg in log.segments:
+            notes += [f"{log.location.name}: {n}" for n in seg.notes]
+            problems += [f"{log.location.name}: {u}" for u in seg.undecided]
+        problems += _diverged_copies(log, options)
     if log.storage.layout == "plain":
         problems = [f"{log.location.name}/{e.name}: not a segment name (above the largest "
                     "offset)" for e in log.location.list()
@@ -148,4 +221,4 @@ def verify_partition(log: PartitionLog, options: dict, on_segment=None) -> Verif
                 problems.append(f"{log.location.name}/{cur.path.rsplit('/', 1)[-1]}: base "
                                 f"offset {cur.base_offset} is not above the previous segment's "
                                 f"last offset {prev.last_offset}")
-    return VerifyReport(reports, problems)
+    return VerifyReport(reports, problems, notes)

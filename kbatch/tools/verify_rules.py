@@ -34,6 +34,7 @@ class SegmentReport:
     timeindex_problems: list = field(default_factory=list)  # text
     skipped: list = field(default_factory=list)   # SkippedRange: damaged bytes passed over
     last_segment: bool = True      # False: a torn tail or zero padding is damage
+    served: int | None = None      # tiered: its records the partition reads (None: all)
 
     @property
     def ok(self) -> bool:
@@ -83,7 +84,7 @@ class VerifyReport:
 
     @property
     def records(self) -> int:
-        return sum(s.records for s in self.segments)
+        return sum(s.records if s.served is None else s.served for s in self.segments)
 
 
 CHUNK_RECORDS, CHUNK_BYTES = 1 << 18, 64 << 20

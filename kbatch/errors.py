@@ -62,7 +62,9 @@ class LimitExceededError(CorruptRecordError):
 
 class FileChangedError(CorruptRecordError):
     """The file was truncated or replaced while kbatch read its mapping (a
-    SIGBUS caught by the guard, or a size that changed while it was opened)."""
+    SIGBUS caught by the guard, or a size that changed while it was opened),
+    or an object in storage is no longer the one listed (``kbatch.lib.objects``;
+    reads of whole partitions list again first: ``kbatch.lib.relist``)."""
 
     def __reduce__(self):
         return (_rebuild_as, (type(self), self.reason, self.path, self.position,

@@ -8,13 +8,19 @@ of the same bytes:
 - an object overwritten while one read is in flight, or between two reads
   of one ``PartitionLog``, gives the records of one version (the local read
   of those bytes) or a ``CorruptRecordError`` naming the object: never
-  records of two versions, never bytes kept from a version that is gone.
+  records of two versions, never bytes kept from a version that is gone;
+- a read of whole partitions that overlaps a sync uploading the active
+  segment again after appends (or a segment rewritten under its name) lists
+  the partition again and answers with the partition as it is then, whole
+  (the local read of those bytes, and the values encoded), warned of;
+  a partition that keeps changing still raises after three reads.
 """
 
 from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import pickle
 import struct
@@ -30,7 +36,7 @@ import fsspec  # noqa: E402
 from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
 
 import kbatch  # noqa: E402
-from kbatch.errors import CorruptRecordError  # noqa: E402
+from kbatch.errors import CorruptRecordError, FileChangedError  # noqa: E402
 
 from .kafka_ref import build_batch  # noqa: E402
 from .remote_s3 import BUCKET, S3  # noqa: E402
@@ -354,6 +360,215 @@ def test_a_same_size_rewrite_read_by_the_same_log(s3, versions, store):
                 {"new": kbatch.open_log(versions["new"]).read(1500, 1501)}, f"{url}/{LOG}")
     assert _values(kbatch.open_log(url, **opts).read(start_offset=1400)) == \
         _values(want["new"])
+
+
+# --- F3: the active segment uploaded again after appends (a sync) --------------
+# ``aws s3 sync`` of a broker's log directory uploads the active segment again
+# once the broker appended to it: a new object (another size and ETag), the
+# old bytes and more. A read of whole partitions that overlaps the upload
+# lists the partition again and reads that listing (kbatch.lib.relist).
+
+ROLLED, ACTIVE, MORE = 120, 180, 60        # one-record batches of about 1 KB
+ACTIVE_LOG = f"{ROLLED:020d}.log"
+
+
+def run_of(tag: bytes, first: int, n: int) -> list[bytes]:
+    """``n`` one-record batches at offsets ``first``..., values ``tag +
+    offset`` (kafka-python encodes them)."""
+    return [build_batch([(1_700_000_000_000 + i, b"k%04d" % i, tag + b"%04d" % i + b"x" * PAD,
+                          [])], base_offset=i) for i in range(first, first + n)]
+
+
+def encoded(state: str) -> list[bytes]:
+    """The values a state of the ``synced`` partition holds, as encoded."""
+    rolled = b"CMP" if state == "rewritten" else b"ROL"
+    active = ACTIVE + MORE if state == "synced" else ACTIVE
+    return ([rolled + b"%04d" % i + b"x" * PAD for i in range(ROLLED)]
+            + [b"ACT%04d" % i + b"x" * PAD for i in range(ROLLED, ROLLED + active)])
+
+
+@pytest.fixture(scope="module")
+def synced(tmp_path_factory):
+    """A data directory holding ``t-0`` (a rolled segment and the active
+    one) in three states: as listed; as a sync uploads it after ``MORE``
+    batches were appended to the active segment; with its rolled segment
+    rewritten (the same size, other records: values CMP...). Beside it
+    ``t-1``, the same in all three."""
+    active = run_of(b"ACT", ROLLED, ACTIVE + MORE)
+    rolled = b"".join(run_of(b"ROL", 0, ROLLED))
+    states = {"listed": {LOG: rolled, ACTIVE_LOG: b"".join(active[:ACTIVE])},
+              "synced": {LOG: rolled, ACTIVE_LOG: b"".join(active)},
+              "rewritten": {LOG: b"".join(run_of(b"CMP", 0, ROLLED)),
+                            ACTIVE_LOG: b"".join(active[:ACTIVE])}}
+    out = {}
+    for name, files in states.items():
+        out[name] = tmp_path_factory.mktemp(f"sync-{name}")
+        write_partition(out[name] / "t-0", files)
+        write_partition(out[name] / "t-1", {LOG: b"".join(run_of(b"ONE", 0, 50))})
+        assert _values(kbatch.open_log(out[name] / "t-0").read()) == encoded(name)
+    return out
+
+
+def _part(target):
+    """The partition ``t-0`` of a data directory (a path or a URL)."""
+    return f"{target}/t-0" if isinstance(target, str) else target / "t-0"
+
+
+def _rows(table) -> list:
+    """A batch-level table without the column naming the file (a path here, a URL there)."""
+    return table.drop_columns(["segment"]).to_pylist()
+
+
+SYNC_READS = {
+    "log read": lambda t, **kw: _values(kbatch.open_log(_part(t), **kw).read()),
+    "log read from": lambda t, **kw: _values(kbatch.open_log(_part(t), **kw).read(100)),
+    "log batches": lambda t, **kw: _rows(kbatch.open_log(_part(t), **kw).read(level="batches")),
+    "read_table": lambda t, **kw: kbatch.read_table(t, **kw).column("value").to_pylist(),
+    "read_table committed": lambda t, **kw: kbatch.read_table(
+        t, isolation="read_committed", **kw).column("value").to_pylist(),
+    "read_table batches": lambda t, **kw: _rows(kbatch.read_table(t, level="batches", **kw)),
+    "log dir from": lambda t, **kw: _values(kbatch.open_log_dir(t, **kw).read(start_offset=100)[("t", 0)]),
+}
+
+
+def _upload_after_get(s3, key: str, data: bytes, skip: int = 0) -> None:
+    """``data`` uploaded at ``key`` once the next GET of it was answered."""
+    s3.proxy.after_next_get(key, lambda: s3.fs.pipe_file(f"{BUCKET}/{key}", data), skip)
+
+
+@pytest.mark.parametrize("how", sorted(SYNC_READS))
+def test_a_read_overlapping_a_sync_answers_with_the_synced_partition(s3, synced, how, caplog):
+    """The sync lands after the read's first GET of the active segment: the
+    read lists again and answers with the synced partition, whole."""
+    prefix = "sync-" + how.replace(" ", "-")
+    s3.put_dir(str(synced["listed"]), prefix)
+    _upload_after_get(s3, f"{prefix}/t-0/{ACTIVE_LOG}",
+                      (synced["synced"] / "t-0" / ACTIVE_LOG).read_bytes())
+    read = SYNC_READS[how]
+    with caplog.at_level(logging.WARNING, logger="kbatch.remote"):
+        got = read(f"s3://{BUCKET}/{prefix}", storage_options=s3.options(), block=BLOCK)
+    want = {state: read(synced[state]) for state in ("listed", "synced")}
+    assert got == want["synced"] != want["listed"]
+    assert "object changed since it was listed" in caplog.text
+    assert f"listing s3://{BUCKET}/{prefix}/t-0 again" in caplog.text
+
+
+def test_a_data_directory_read_again_reads_only_the_partition_that_changed(s3, synced):
+    """read_table of the data directory while ``t-0`` is synced: ``t-0`` is
+    listed and read again, ``t-1`` is read once."""
+    prefix = "sync-dir-once"
+    s3.put_dir(str(synced["listed"]), prefix)
+
+    def t1_gets() -> int:
+        return sum(1 for m, path, _ in s3.proxy.log if m == "GET" and "/t-1/" in path)
+    url, opts = f"s3://{BUCKET}/{prefix}", dict(storage_options=s3.options(), block=BLOCK)
+    s3.proxy.reset()
+    kbatch.read_table(url, **opts)
+    once = t1_gets()
+    _upload_after_get(s3, f"{prefix}/t-0/{ACTIVE_LOG}",
+                      (synced["synced"] / "t-0" / ACTIVE_LOG).read_bytes())
+    s3.proxy.reset()
+    got = kbatch.read_table(url, **opts)
+    assert t1_gets() == once > 0
+    assert got.to_pydict() == kbatch.read_table(synced["synced"]).to_pydict()
+
+
+def test_a_partition_that_keeps_changing_raises(s3, synced, caplog):
+    """Every read finds the active segment uploaded again, longer: after
+    three reads (two new listings, each warned of) the error is raised."""
+    prefix = "sync-forever"
+    s3.put_dir(str(synced["listed"]), prefix)
+    key = f"{prefix}/t-0/{ACTIVE_LOG}"
+    active = run_of(b"ACT", ROLLED, ACTIVE + MORE)
+    uploads = []
+
+    def upload():       # after every GET of the active segment: one batch longer
+        uploads.append(1)
+        s3.fs.pipe_file(f"{BUCKET}/{key}", b"".join(active[:ACTIVE + min(len(uploads), MORE)]))
+        s3.proxy.after_next_get(key, upload)
+    s3.proxy.after_next_get(key, upload)
+    log = kbatch.open_log(f"s3://{BUCKET}/{prefix}/t-0", storage_options=s3.options(),
+                          block=BLOCK)
+    try:
+        with caplog.at_level(logging.WARNING, logger="kbatch.remote"):
+            with pytest.raises(FileChangedError, match="object changed since it was listed"):
+                log.read()
+    finally:
+        s3.proxy.after_next_get("(none)", lambda: None)
+    assert caplog.text.count("again and reading it again") == 2
+    assert "read 3 of at most 3" in caplog.text
+
+
+def test_a_log_read_again_after_a_sync_reads_the_synced_partition(s3, synced):
+    """A PartitionLog opened before the sync: its next read finds the
+    object changed, lists again, and from then on is the new listing."""
+    prefix = "sync-reused"
+    s3.put_dir(str(synced["listed"]), prefix)
+    log = kbatch.open_log(f"s3://{BUCKET}/{prefix}/t-0", storage_options=s3.options())
+    assert _values(log.read()) == encoded("listed")
+    new = (synced["synced"] / "t-0" / ACTIVE_LOG).read_bytes()
+    s3.fs.pipe_file(f"{BUCKET}/{prefix}/t-0/{ACTIVE_LOG}", new)
+    assert _values(log.read()) == encoded("synced")
+    assert log.segments[-1].size == len(new)
+    s3.proxy.reset()
+    assert _values(log.read(ROLLED + ACTIVE)) == encoded("synced")[ROLLED + ACTIVE:]
+    assert s3.proxy.requests.get("HEAD") == 1      # one segment read, confirmed once
+
+
+@pytest.mark.parametrize("store", ["s3", "memory"])
+def test_a_segment_rewritten_during_a_read_is_read_again_whole(s3, synced, store, caplog):
+    """The rolled segment rewritten under its name (the same size, other
+    records: a cleaner's swap) after the read's first range of it: the read
+    lists again and answers with the rewritten partition, whole."""
+    prefix = f"rewrite-during-{store}"
+    new = (synced["rewritten"] / "t-0" / LOG).read_bytes()
+    if store == "s3":
+        s3.put_dir(str(synced["listed"]), prefix)
+        _upload_after_get(s3, f"{prefix}/t-0/{LOG}", new)
+        log = kbatch.open_log(f"s3://{BUCKET}/{prefix}/t-0", storage_options=s3.options(),
+                              block=BLOCK)
+    else:
+        _mem_upload(synced["listed"] / "t-0", prefix)
+        fs = OverwrittenMemory(f"/{prefix}/t-0/{LOG}", new)
+        log = kbatch.open_log(f"/{prefix}/t-0", filesystem=fs, block=BLOCK)
+    with caplog.at_level(logging.WARNING, logger="kbatch.remote"):
+        got = log.read()
+    assert store == "s3" or fs.done
+    assert _values(got) == encoded("rewritten")
+    assert _values(got) == _values(kbatch.open_log(synced["rewritten"] / "t-0").read())
+    assert "object changed since it was listed" in caplog.text
+
+
+def test_an_active_segment_cut_short_during_a_read_on_any_store(synced, caplog):
+    """memory:// (GETs cannot be pinned): the active segment replaced by a
+    shorter one (a truncation, synced) after the read's first range of it.
+    Ranges past the new end come back short, one HEAD says the object
+    changed, and the read lists again: the shorter partition, whole."""
+    prefix = "cut-short-mem"
+    _mem_upload(synced["listed"] / "t-0", prefix)
+    fs = OverwrittenMemory(f"/{prefix}/t-0/{ACTIVE_LOG}",
+                           b"".join(run_of(b"ACT", ROLLED, ACTIVE // 2)))
+    log = kbatch.open_log(f"/{prefix}/t-0", filesystem=fs, block=BLOCK, retries=1)
+    with caplog.at_level(logging.WARNING, logger="kbatch.remote"):
+        got = log.read()
+    assert fs.done
+    assert _values(got) == encoded("listed")[:ROLLED + ACTIVE // 2]
+    assert "object shorter than its listed size" in caplog.text
+    assert f"listing memory:///{prefix}/t-0 again" in caplog.text
+
+
+def test_a_chunked_read_overlapping_a_sync_still_raises(s3, synced):
+    """``iter`` has handed chunks out before the change shows: not read
+    again, it raises (a new read sees the synced partition)."""
+    prefix = "sync-iter"
+    s3.put_dir(str(synced["listed"]), prefix)
+    _upload_after_get(s3, f"{prefix}/t-0/{ACTIVE_LOG}",
+                      (synced["synced"] / "t-0" / ACTIVE_LOG).read_bytes())
+    log = kbatch.open_log(f"s3://{BUCKET}/{prefix}/t-0", storage_options=s3.options(),
+                          block=BLOCK)
+    with pytest.raises(FileChangedError, match="object changed since it was listed"):
+        list(log.iter(chunk_records=50))
+    assert _values(log.read()) == encoded("synced")
 
 
 # --- costs ----------------------------------------------------------------------

@@ -233,14 +233,20 @@ def test_truncated_object_reads_like_a_truncated_file(s3, generated, tmp_path):
     same(got, want)
 
 
-def test_object_shorter_than_listed(s3, generated):
+def test_object_shorter_than_listed(s3, generated, caplog):
+    """The read finds the object shorter than listed (warned of), lists the
+    partition again (kbatch.lib.relist) and reads it as it is now: a
+    segment that is not the last one cut short, which raises."""
     s3.put_dir(str(generated / "orders-2"), "shrunk/orders-2")
     remote = kbatch.open_log(f"s3://{BUCKET}/shrunk/orders-2", storage_options=s3.options())
     remote.segments
     key = f"{BUCKET}/shrunk/orders-2/00000000000000000000.log"
     s3.fs.pipe_file(key, s3.fs.cat_file(key)[:1000])
-    with pytest.raises(CorruptRecordError, match="shorter than its listed size"):
-        remote.read()
+    with caplog.at_level("WARNING", logger="kbatch.remote"):
+        with pytest.raises(CorruptRecordError, match="runs past the end of the file .* not the "
+                                                     "last segment"):
+            remote.read()
+    assert "shorter than its listed size" in caplog.text
 
 
 def test_throttling_is_retried(s3, generated):

@@ -18,6 +18,7 @@ pyspark = pytest.importorskip("pyspark")
 
 import kbatch  # noqa: E402
 
+from .kafka_ref import build_batch  # noqa: E402
 from .remote_s3 import BUCKET, S3  # noqa: E402
 from .test_remote_plain import records  # noqa: E402
 from .test_remote_tiered import last_offsets  # noqa: E402
@@ -129,3 +130,150 @@ def test_local_cluster_read_committed_on_s3(cluster, s3, tmp_path):
     rows = sorted((r["offset"], r["value"]) for r in df.select("offset", "value").collect())
     assert rows == [(int(o), want.value[i]) for i, o in enumerate(want.offset)]
     assert b"v1-0" not in {v for _, v in rows} and len(rows) < 6 * 21
+
+
+# --- an object uploaded again between planning and reading -------------------
+# The batch reader driven as Spark drives it, without a JVM: partitions() on
+# the "driver", read() of pickled copies on an "executor" (the stream's are
+# in tests/test_spark_stream.py). A sync uploads the active segment again
+# after the broker appended to it: the executor reads the planned bytes from
+# the longer object (kbatch.spark.planned), as from a local file appended
+# to. A rewrite (other bytes at the planned positions) is a FileChangedError.
+# Truth: the values kafka-python encoded, and the local read of those bytes.
+
+ROLLED, ACTIVE, MORE = 30, 40, 20
+ACTIVE_LOG = f"t-0/{ROLLED:020d}.log"
+ROLLED_LOG = f"t-0/{0:020d}.log"
+
+
+def run_of(tag: bytes, first: int, n: int) -> list[bytes]:
+    """``n`` one-record batches at offsets ``first``..., values ``tag + offset``."""
+    return [build_batch([(1_700_000_000_000 + i, b"k%04d" % i, tag + b"%04d" % i, [])],
+                        base_offset=i) for i in range(first, first + n)]
+
+
+def encoded(rolled: int = ROLLED, active: int = ACTIVE) -> list[bytes]:
+    return ([b"ROL%04d" % i for i in range(rolled)]
+            + [b"ACT%04d" % i for i in range(ROLLED, ROLLED + active)])
+
+
+LISTED = {ROLLED_LOG: b"".join(run_of(b"ROL", 0, ROLLED)),
+          ACTIVE_LOG: b"".join(run_of(b"ACT", ROLLED, ACTIVE))}
+APPENDED = b"".join(run_of(b"ACT", ROLLED, ACTIVE + MORE))
+
+
+@pytest.fixture(scope="module")
+def stores(s3):
+    """``{name: (URL of a prefix, reader options, put(key, bytes))}``:
+    memory:// and the local S3 server."""
+    import json
+
+    import fsspec
+    mem = fsspec.filesystem("memory")
+    options = {"storage.key": "testing", "storage.secret": "testing",
+               "storage.client_kwargs": json.dumps({"endpoint_url": s3.proxy.url,
+                                                    "region_name": "us-east-1"})}
+    return {"memory": ("memory://spark-sync", {},
+                       lambda key, data: mem.pipe(f"/spark-sync/{key}", data)),
+            "s3": (f"s3://{BUCKET}/spark-sync", options,
+                   lambda key, data: s3.fs.pipe_file(f"{BUCKET}/spark-sync/{key}", data))}
+
+
+def batch_reader(path, options: dict, **extra):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from kbatch.spark import KbatchReader
+    from kbatch.spark.arrow import arrow_schema
+    return KbatchReader({"path": str(path), **options, **extra},
+                        from_arrow_schema(arrow_schema(("value", "offset"))))
+
+
+def read_packs(rd, packs) -> list[bytes]:
+    """The values of planned input partitions read by a pickled reader, in
+    offset order."""
+    import pickle
+    remote = pickle.loads(pickle.dumps(rd))
+    rows = [r for pack in packs for b in remote.read(pickle.loads(pickle.dumps(pack)))
+            for r in b.to_pylist()]
+    return [r["value"] for r in sorted(rows, key=lambda r: r["offset"])]
+
+
+def upload(put, prefix: str, files: dict) -> None:
+    for key, data in files.items():
+        put(f"{prefix}/{key}", data)
+
+
+def local_values(tmp_path, files: dict) -> list[bytes]:
+    """The local read of a partition of ``files``."""
+    for key, data in files.items():
+        (tmp_path / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / key).write_bytes(data)
+    return kbatch.open_log(tmp_path / "t-0").read().value.to_pylist()
+
+
+@pytest.mark.parametrize("store", ["memory", "s3"])
+@pytest.mark.parametrize("split", [None, 300])
+def test_an_object_appended_to_after_planning_reads_the_planned_rows(stores, store, split,
+                                                                     tmp_path, caplog):
+    """Planned, then the sync uploads the active segment again, longer: the
+    planned rows, whether a slice runs to the planned end of the object or
+    stops at a batch inside it."""
+    url, options, put = stores[store]
+    prefix = f"appended-{store}-{split}"
+    upload(put, prefix, LISTED)
+    extra = {} if split is None else {"maxPartitionBytes": str(split)}
+    rd = batch_reader(f"{url}/{prefix}", options, **extra)
+    packs = rd.partitions()
+    assert split is None or sum(len(p.slices) for p in packs) > 2
+    put(f"{prefix}/{ACTIVE_LOG}", APPENDED)
+    with caplog.at_level("WARNING"):
+        assert read_packs(rd, packs) == encoded() == local_values(tmp_path, LISTED)
+    assert "replaced" not in caplog.text
+
+
+REWRITES = {
+    "same size": b"".join(run_of(b"NEW", ROLLED, ACTIVE)),
+    "shorter": LISTED[ACTIVE_LOG][:len(LISTED[ACTIVE_LOG]) // 2],
+    "longer, other bytes": b"".join(run_of(b"NEW", ROLLED, ACTIVE + MORE)),
+    "longer, one planned byte changed": (LISTED[ACTIVE_LOG][:-3] + b"\xff"
+                                         + LISTED[ACTIVE_LOG][-2:] + APPENDED[len(
+                                             LISTED[ACTIVE_LOG]):]),
+}
+
+
+@pytest.mark.parametrize("store", ["memory", "s3"])
+@pytest.mark.parametrize("case", sorted(REWRITES) + ["rolled segment rewritten"])
+def test_an_object_rewritten_after_planning_raises(stores, store, case):
+    """Other bytes at the planned positions (a rewrite of the same size, a
+    truncation, a longer object that is not an append, a rolled segment
+    compacted under its name): FileChangedError on the executor, never rows
+    of the new object read at the planned positions."""
+    url, options, put = stores[store]
+    prefix = f"rewritten-{store}-{case.replace(' ', '_').replace(',', '')}"
+    upload(put, prefix, LISTED)
+    rd = batch_reader(f"{url}/{prefix}", options)
+    packs = rd.partitions()
+    if case in REWRITES:
+        put(f"{prefix}/{ACTIVE_LOG}", REWRITES[case])
+    else:
+        put(f"{prefix}/{ROLLED_LOG}", b"".join(run_of(b"CMP", 0, ROLLED)))
+    with pytest.raises(kbatch.FileChangedError, match="replaced after it was planned"):
+        read_packs(rd, packs)
+
+
+def test_an_object_uploaded_again_while_planning_is_planned_again(s3, stores, tmp_path,
+                                                                  caplog):
+    """The sync lands between two of the driver's reads of the active
+    segment: planning lists again (warned of) and plans the synced object."""
+    url, options, put = stores["s3"]
+    prefix = "replanned"
+    upload(put, prefix, LISTED)
+    key = f"spark-sync/{prefix}/{ACTIVE_LOG}"
+    s3.proxy.after_next_get(key, lambda: put(f"{prefix}/{ACTIVE_LOG}", APPENDED))
+    rd = batch_reader(f"{url}/{prefix}", options)
+    with caplog.at_level("WARNING", logger="kbatch.remote"):
+        packs = rd.partitions()
+    assert "listing again and planning again" in caplog.text
+    synced = {ROLLED_LOG: LISTED[ROLLED_LOG], ACTIVE_LOG: APPENDED}
+    assert read_packs(rd, packs) == encoded(active=ACTIVE + MORE) == \
+        local_values(tmp_path, synced)

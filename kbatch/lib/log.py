@@ -12,7 +12,11 @@ What a path or URL names, and its segments, come from the one door
 from ``kbatch.lib.plan``; a partition's pieces are decoded by the one run
 loop (``kbatch.lib.chain``) or, chunk by chunk, by each segment's source.
 A local file and an object are two sources, never two code paths: the
-same bytes give the same records, ends, skipped ranges and errors.
+same bytes give the same records, ends, skipped ranges and errors. An
+object that changed since its partition was listed (a sync uploading the
+active segment again after appends) is a new state of the partition: a
+read of whole partitions lists it again and reads that listing
+(``kbatch.lib.relist``), never bytes of two versions.
 Transient files (``.deleted``, ``.cleaned``, ``.swap``) and directories
 (``-delete``, ``-future``, ``-stray``) are skipped, and so are names above the
 largest offset (int64).
@@ -71,7 +75,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
+from kbatch.errors import ArgumentError, CorruptRecordError, FileChangedError, LimitExceededError
 from kbatch.lib import missing, plan as planner
 from kbatch.lib.batchrows import (BatchPart, Damage, batch_table, check_level, count_batches,
                                   decoded_counts, kept_part)
@@ -83,6 +87,7 @@ from kbatch.lib.open import Partition, expect
 from kbatch.lib.paths import PathKind
 from kbatch.lib.plan import ReadPlan
 from kbatch.lib.records import BatchTable, ControlRecords, Records
+from kbatch.lib.relist import caught, read_listed, read_relisted
 from kbatch.lib.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     check_options, decode_options
 from kbatch.lib.storage import STORAGE_KEYS as STORAGE_ARGS, Storage
@@ -340,6 +345,16 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, "
                 f"{len(self.segments)} segments)")
+
+    def relist(self) -> None:
+        """List the partition again: its segments (and what is kept of
+        them: ranges, transactions) are then those the store holds now. A
+        read that found an object changed since the listing calls it
+        (``kbatch.lib.relist``); only a partition made by a listing."""
+        listing = self.location.list()
+        self._setup(Partition(self.topic, self.partition, self.location), self.storage,
+                    self.use_index, list_segments(self.location, self.storage, listing),
+                    listing)
 
     # --- seeking ---------------------------------------------------------
 
@@ -658,6 +673,11 @@ class PartitionLog:
         joined; ``max_read_bytes`` bounds the whole read. Keeps in memory
         the result and one decompressed batch (from object storage, also
         the bytes of one or two planned ranges while they are decoded).
+        In object storage, a read that finds an object changed since the
+        partition was listed lists it again and reads it again, at most
+        three times in all (``kbatch.lib.relist``): the answer is the
+        partition as it is at the last listing, and the log is that
+        listing from then on.
         """
         check_options("PartitionLog.read", options,
                       ("isolation", "view", "log_start", "high_watermark"))
@@ -679,8 +699,9 @@ class PartitionLog:
             parts = self.batch_parts(start_offset, end_offset, start_timestamp, end_timestamp,
                                      opts, options, log_start, high_watermark, damage)
             return batch_table(parts, damage=damage)
-        records = self._read_run(start_offset, end_offset, start_timestamp, end_timestamp,
-                                 timestamp_mode, opts, options, log_start, high_watermark)
+        records = read_relisted(self, lambda: self._read_run(
+            start_offset, end_offset, start_timestamp, end_timestamp, timestamp_mode, opts,
+            options, log_start, high_watermark))
         return apply_view(records, view, self.name)
 
     def batch_parts(self, start_offset, end_offset, start_timestamp, end_timestamp,
@@ -695,7 +716,25 @@ class PartitionLog:
         ``options``: the read's (``isolation`` among them); ``log_start``,
         ``high_watermark``: as ``read``. ``damage``: a list the read's
         ``Damage`` is appended to (the skipped ranges, where a stop ended
-        it). Keeps in memory one row per batch read."""
+        it). Keeps in memory one row per batch read. A partition in object
+        storage whose objects changed since its listing is listed again and
+        read again (``kbatch.lib.relist``)."""
+        found: list = []
+
+        def once():
+            found.clear()       # the damage of the read that answers
+            return self._batch_parts(start_offset, end_offset, start_timestamp,
+                                     end_timestamp, opts, options, log_start, high_watermark,
+                                     found)
+        parts = read_relisted(self, once)
+        if damage is not None:
+            damage += found
+        return parts
+
+    def _batch_parts(self, start_offset, end_offset, start_timestamp, end_timestamp,
+                     opts: DecodeOptions, options: dict, log_start: int | None,
+                     high_watermark: int | None, damage: list) -> list[BatchPart]:
+        """One read of ``batch_parts``, of the segments as listed."""
         isolation = check_isolation(options.get("isolation", "read_uncommitted"))
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, _, lo, hi, _ = self._read_setup(isolation, plain, opts, start_offset,
@@ -723,7 +762,7 @@ class PartitionLog:
                                                    state)
             parts.append(kept_part(self.topic, self.partition, plan.segment.source.name,
                                    rows, keep, counts))
-        if damage is not None and (skipped or stop):
+        if skipped or stop:
             damage.append(Damage(self.topic, self.partition, tuple(skipped),
                                  *(stop or (None, None))))
         return parts
@@ -756,6 +795,8 @@ class PartitionLog:
         try:
             records = self._decode_plans(plans, opts, drops)
             recheck = _damaged(records, plans[-1])
+        except FileChangedError:
+            raise           # not damage: a file or object changed while it was read
         except CorruptRecordError:
             if not _steered(plans):
                 raise
@@ -898,6 +939,9 @@ class LogDir:
 
         ``level="batches"``: one ``pyarrow.Table``, a row per batch of the
         read (``PartitionLog.read``), partitions in (topic, partition) order.
+        A partition in object storage whose objects changed since its
+        listing is listed again and read again (``kbatch.lib.relist``);
+        while it is, the results of the others are kept.
         """
         from kbatch.lib.visibility import check_visibility
         check_visibility(visibility)
@@ -934,21 +978,14 @@ class LogDir:
             return self._viewed(self._visible(result, visibility, log_start, ranges), view,
                                 workers)
 
-        def decode(job):     # a run of a partition's segments into one set of columns
-            p, run, nbytes = job       # (sized once, by _jobs)
-            records = decode_run(p._pieces(run), opts, expect_bytes=nbytes)
-            return _below_limits(records, p._limits(run))
-
         pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+        txn = options if isolation == "read_committed" else None
         try:
-            jobs = _jobs(parts, workers)
-            # the largest first, so the threads finish together
-            order = sorted(range(len(jobs)), key=lambda i: -jobs[i][2])
-            done = (pool.map(decode, [jobs[i] for i in order]) if pool is not None
-                    else (decode(jobs[i]) for i in order))
-            results: list = [None] * len(jobs)
-            for i, rec in zip(order, done):
-                results[i] = rec
+            # a partition whose objects changed since its listing: listed and read again
+            runs = read_listed(parts, lambda logs: _decoded_runs(logs, opts, workers, pool, txn))
+            jobs = [job for found in runs for job, _ in found]
+            results = [rec for found in runs for _, rec in found]
+            del runs
             joined = self._joined(parts, jobs, results, opts, options, isolation,
                                   (visibility, log_start, ranges), pool)
         finally:
@@ -1064,6 +1101,46 @@ def select_topics(partitions: list, topics, where: str) -> list:
             f"{where}: no topic {', '.join(map(repr, missing))} here; topics: "
             f"{', '.join(sorted(known)) or '(none)'}")
     return [p for p in partitions if p.topic in set(wanted)]
+
+
+def _decoded_runs(parts: list, opts: DecodeOptions, workers: int, pool,
+                  txn_options: dict | None = None) -> list:
+    """Per partition of ``parts``, ``[(job, records), ...]``: its runs
+    (``_jobs``) decoded on ``pool`` (the largest first, so the threads
+    finish together) and, with ``txn_options`` (read_committed), its
+    transactions read (``PartitionLog.transaction_state``, kept for
+    ``LogDir._joined``); or, for a partition whose objects changed since
+    its listing, that ``FileChangedError`` (``kbatch.lib.relist``). Keeps
+    in memory the decoded runs."""
+    def decode(job):     # a run of a partition's segments into one set of columns
+        p, run, nbytes = job       # (sized once, by _jobs)
+        return caught(p, lambda: _below_limits(
+            decode_run(p._pieces(run), opts, expect_bytes=nbytes), p._limits(run)))
+    jobs = _jobs(parts, workers)
+    order = sorted(range(len(jobs)), key=lambda i: -jobs[i][2])
+    done = (pool.map(decode, [jobs[i] for i in order]) if pool is not None
+            else (decode(jobs[i]) for i in order))
+    results: list = [None] * len(jobs)
+    for i, rec in zip(order, done):
+        results[i] = rec
+    runs: dict[int, list] = {id(p): [] for p in parts}
+    for job, rec in zip(jobs, results):
+        runs[id(job[0])].append((job, rec))
+    del results
+    return [_settled(p, runs.pop(id(p)), txn_options) for p in parts]
+
+
+def _settled(part: PartitionLog, runs: list, txn_options: dict | None):
+    """``runs`` (``_decoded_runs``) of one partition, or the first
+    ``FileChangedError`` among them or of its transactions."""
+    for _, rec in runs:
+        if isinstance(rec, FileChangedError):
+            return rec
+    if txn_options is not None:
+        state = caught(part, lambda: part.transaction_state(**txn_options))
+        if isinstance(state, FileChangedError):
+            return state
+    return runs
 
 
 ENOUGH_RUNS = 8     # runs decoded at once that already take the memory bandwidth

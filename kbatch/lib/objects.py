@@ -28,12 +28,19 @@ every ranged GET is pinned to the listed ETag (``If-Match``: S3 answers
 read); on every store ``confirm()``, one HEAD once a read's bytes of the
 object are in hand (``kbatch.lib.sources``: once per segment read, not
 per range), checks that the object is still the one listed. An object
-that changed is a ``CorruptRecordError`` naming it ("truncated or
-replaced object"), as an object shorter than listed is: open it again
-to read it as it is now. A segment pickled to another process (a Spark
-executor) is pinned there to the object as that process first finds it
-(one HEAD more): what a change since planning means is the planner's to
-say (Spark's stream reads an object uploaded again after appends).
+that changed is a ``FileChangedError`` (a ``CorruptRecordError``) naming
+it ("truncated or replaced object"), and so is one found shorter than
+listed when a HEAD says it changed (a store without pinned GETs). A read
+of whole partitions then lists the partition again and reads it as it is
+now, at most three times (``kbatch.lib.relist``: the common case is a sync
+uploading the active segment again after appends); a chunked read
+(``iter``) raises it: open the log again to read the object as it is now.
+A segment pickled to another process (a Spark executor) is pinned there
+to the object as that process first finds it (``RangeSource.pin``: one
+HEAD more): what a change since planning means is the planner's to say
+(``kbatch.spark.planned``: Spark reads the planned bytes of an object
+uploaded again after appends, and refuses other bytes at the planned
+positions).
 """
 
 from __future__ import annotations
@@ -303,12 +310,14 @@ class RangeSource:
                     self.identity = object_identity(info)
             return self._size
 
-    def _pin(self) -> None:
-        """The identity of a ``pinned`` source listed without one: the
-        object as it is now (one HEAD)."""
+    def pin(self) -> tuple:
+        """The identity reads are pinned to: the object as listed, or for a
+        ``pinned`` source listed without one, the object as it is now (one
+        HEAD, the first time)."""
         with self._lock:
             if self.identity is None:
                 self.identity = object_identity(self._info())
+            return self.identity
 
     def _info(self) -> dict:
         """The object's metadata as the store has it now (a HEAD)."""
@@ -322,7 +331,7 @@ class RangeSource:
         """One HEAD: the object is still the one listed, else the
         ``CorruptRecordError`` of a replaced object (see the module
         docstring). A read calls it once its bytes are in hand."""
-        self._pin()
+        self.pin()
         now = object_identity(self._info())
         if now != self.identity:
             raise self._replaced(now)
@@ -349,7 +358,7 @@ class RangeSource:
     def _get(self, start: int, stop: int) -> bytes:
         """One ranged GET, pinned to the listed ETag where the store allows."""
         if self.pinned:
-            self._pin()
+            self.pin()
         kind, etag = self.identity[1:] if self.identity else (None, None)
         if kind != "etag" or not _pins_etags(self.fs):
             return self.fs.cat_file(self.path, start=start, end=stop)
@@ -381,11 +390,25 @@ class RangeSource:
             raise self._replaced() from None
         except RemoteError as exc:
             if getattr(exc, "cause_type", None) is _ShortRead:
-                raise CorruptRecordError(
-                    f"object shorter than its listed size {self.size}: a read of bytes "
-                    f"{start}-{stop} returned less (truncated or replaced object)",
-                    path=self.url, position=start) from None
+                raise self._shorter(start, stop) from None
             raise
+
+    def _shorter(self, start: int, stop: int) -> CorruptRecordError:
+        """The error of a read of ``[start, stop)`` that kept returning less:
+        a ``FileChangedError`` when one HEAD finds the object is no longer
+        the one listed (a store that cannot pin GETs), else the object's
+        own damage."""
+        if self.identity is not None:
+            try:
+                now = object_identity(self._info())
+            except RemoteError:
+                now = None
+            if now is not None and now != self.identity:
+                return self._replaced(now)
+        return CorruptRecordError(
+            f"object shorter than its listed size {self.size}: a read of bytes "
+            f"{start}-{stop} returned less (truncated or replaced object)",
+            path=self.url, position=start)
 
     def ranges(self, start: int, stop: int, first: int = FIRST_BLOCK):
         """The ``(start, stop)`` pieces ``blocks`` reads, one at a time (never

@@ -84,7 +84,8 @@ from kbatch.spark import read as spark_read
 from kbatch.spark.arrow import ARROW_TYPES, to_record_batch
 from kbatch.lib.batchrows import spark_ddl
 from kbatch.spark.options import output_columns, output_level, schema_ddl
-from kbatch.spark.plan import Options, SegmentSlice, SlicePack, by_partition, pack, plan
+from kbatch.spark.plan import (Options, SegmentSlice, SlicePack, by_partition, confirm_planned,
+                               pack, plan)
 from kbatch.spark.read import HEADER_COLUMNS
 from kbatch.spark.timefilter import narrow
 
@@ -131,6 +132,8 @@ class KbatchReader(DataSourceReader):
     def read(self, partition):
         if not isinstance(partition, SlicePack):   # Spark's single empty partition
             return iter(())
+        for piece in partition.slices:     # an object uploaded again since planning
+            confirm_planned(piece)
         if self.options.kafka.view == "latest":
             return spark_read.read_latest(partition.slices, self.options.kafka,
                                           self.arrow_schema)

@@ -8,7 +8,12 @@ alike), cut into slices for the executors.
 
 A slice carries its ``Segment`` (``kbatch.lib.logfiles``: a local file, an
 object, a tiered upload with its manifest), so an executor reads its own
-bytes and lists nothing. Offsets follow Spark's Kafka source
+bytes and lists nothing. An object's slice also carries its identity as
+listed and, in a partition's last segment, a few planned bytes
+(``kbatch.spark.planned``): an executor reads the planned range of an
+object a sync uploaded again after appends, and refuses one rewritten
+since planning (``confirm_planned``: ``FileChangedError``). An object that
+changes while the driver plans is planned again from new listings. Offsets follow Spark's Kafka source
 (``kbatch.spark.options``: starting/ending offsets and timestamps, the
 timestamp strategy, ``assign``/``subscribe`` checked against what is there,
 ``failOnDataLoss``). ``useIndex`` (default true, wherever the files are):
@@ -29,21 +34,25 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql.datasource import InputPartition
 
+from kbatch.errors import FileChangedError
 from kbatch.lib import missing, plan as planner
 from kbatch.lib.log import PartitionLog, check_segment_end
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import resolve
 from kbatch.lib.paths import PathError, PathKind
 from kbatch.lib.records import Records
+from kbatch.lib.relist import ATTEMPTS
 from kbatch.lib.segment import DecodeOptions
 from kbatch.lib.txn import TxnState
 from kbatch.spark.options import KafkaOptions, parse_options
+from kbatch.spark.planned import pinned_identity, planned_samples, replaced_since_planning
 from kbatch.spark.read import group_by_size
 from kbatch.spark.stream import Visible, batch_ranges, file_range
 from kbatch.spark.timefilter import prune, segment_older_than
 from kbatch.wire import UNBOUNDED
 
 log = logging.getLogger("kbatch.spark")
+remote_log = logging.getLogger("kbatch.remote")
 
 
 @dataclass
@@ -102,12 +111,15 @@ class SegmentSlice(InputPartition):
     partition with the positions of the slice's batches whose records it
     leaves out. ``inner``: the slice reaches the end of a segment that is
     not its partition's last (``next_base``: where the next one starts),
-    which must end at a batch boundary."""
+    which must end at a batch boundary. ``identity`` (an object's, as
+    listed) and ``samples`` (its partition's last segment: a few planned
+    bytes) tell the object planned on from one uploaded again since
+    (``kbatch.spark.planned``, ``confirm_planned``)."""
 
     def __init__(self, topic: str | None, partition: int | None, segment: Segment, start: int,
                  stop: int | None, lo: int, hi: int, txn_state: TxnState | None = None,
                  drop_positions: np.ndarray | None = None, inner: bool = False,
-                 next_base: int | None = None):
+                 next_base: int | None = None, samples: tuple | None = None):
         super().__init__(None)
         self.inner, self.next_base = inner, next_base
         self.topic, self.partition, self.segment = topic, partition, segment
@@ -115,6 +127,8 @@ class SegmentSlice(InputPartition):
         self.start, self.stop, self.lo, self.hi = start, stop, lo, hi
         self.txn_state = txn_state
         self.drop_positions = drop_positions
+        self.identity = pinned_identity(segment)
+        self.samples = samples
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.topic}-{self.partition} "
@@ -135,6 +149,22 @@ class SlicePack(InputPartition):
     def __init__(self, slices: list[SegmentSlice]):
         super().__init__(None)
         self.slices = slices
+
+
+def confirm_planned(piece: SegmentSlice) -> None:
+    """On an executor, before ``piece`` is read: its object is the one
+    planned on, or one a sync uploaded again after appends (it grew and
+    still holds the planned bytes: the planned range is read from it, as
+    from a local file appended to); else a ``FileChangedError`` (a rewrite
+    since planning: the planned byte positions are not this object's)."""
+    if piece.identity is None:
+        return
+    now = pinned_identity(piece.segment)
+    if replaced_since_planning(piece, now):
+        raise FileChangedError(
+            f"segment replaced after it was planned (planned at {piece.identity[0]} bytes, "
+            f"now {now[0]} bytes, without the planned bytes at their positions: compacted "
+            "or rewritten): run the query again to read it as it is now", path=piece.path)
 
 
 def pack(slices: list[SegmentSlice], max_bytes: int, min_partitions: int) -> list[SlicePack]:
@@ -268,12 +298,32 @@ def _file_slices(options: Options, files: list) -> list[SegmentSlice]:
             whole = Records.concat(list(seg.source.chunks(options.decode_options(),
                                                           control_only=True)))
             state = TxnState.build(whole.batches, whole.control)
-        slices.append(SegmentSlice(topic, part, seg, 0, None, lo, hi, state))
+        # a lone segment is its own partition's last one
+        slices.append(SegmentSlice(topic, part, seg, 0, None, lo, hi, state,
+                                   samples=planned_samples(seg, 0, None)))
     return slices
 
 
 def plan(options: Options) -> list[SegmentSlice]:
-    """Input partitions for a read (runs on the driver)."""
+    """Input partitions for a read (runs on the driver), planned again from
+    new listings when an object changed while the driver read it (a sync
+    uploaded the active segment again: ``FileChangedError``), as a read of
+    a partition is listed again (``kbatch.lib.relist``): at most
+    ``ATTEMPTS`` plans, each new one warned of on the ``kbatch.remote``
+    logger."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return _plan_once(options)
+        except FileChangedError as exc:
+            if attempt == ATTEMPTS:
+                raise
+            remote_log.warning("%s; listing again and planning again (plan %d of at most %d)",
+                               exc, attempt + 1, ATTEMPTS)
+    raise AssertionError("unreachable")
+
+
+def _plan_once(options: Options) -> list[SegmentSlice]:
+    """One plan, of the paths as listed now."""
     k = options.kafka
     logs, files = sources(options)
     found = [(log_.topic, log_.partition) for log_ in logs]
@@ -368,6 +418,7 @@ def _partition_slices(options: Options, log_: PartitionLog, lo: int, hi: int, st
                     break
         inner = seg_stop is None and i + 1 < len(log_.segments)
         next_base = log_.segments[i + 1].base_offset if inner else None
+        active = i + 1 == len(log_.segments)      # the only segment appended to
         # a tiered upload's records stop where the next upload starts
         upper = hi if rp.limit is None else min(hi, rp.limit)
         for start, stop in planner.split_points(rp.segment, rp.start, seg_stop,
@@ -378,7 +429,8 @@ def _partition_slices(options: Options, log_: PartitionLog, lo: int, hi: int, st
                 drop = drops[rp.segment.source.name]
                 end = UNBOUNDED if stop is None else stop
                 drop = drop[(drop >= start) & (drop < end)]
+            samples = planned_samples(rp.segment, start, stop) if active else None
             slices.append(SegmentSlice(log_.topic, log_.partition, rp.segment, start, stop,
                                        lo, upper, state, drop, inner and stop is None,
-                                       next_base))
+                                       next_base, samples))
     return slices

@@ -38,7 +38,8 @@ plan's checks fetched serves most of them, the rest cost about two small
 ranged reads per partition); an object whose identity changed is read as a
 local file that was appended to when it grew and still holds them at the
 same positions, and is replaced otherwise (the same size or shorter, other
-bytes there, or a segment that was not the last one).
+bytes there, or a segment that was not the last one). The batch reader
+makes the same check (``kbatch.spark.planned``).
 
 The planner keeps in memory one row per batch header of the partitions it
 plans (read_committed: of whole partitions, to resolve transactions); a
@@ -50,7 +51,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import os
 import time
 from typing import Callable
 
@@ -61,13 +61,13 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadLimit, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
 
-from kbatch.errors import CorruptRecordError, FileChangedError
+from kbatch.errors import FileChangedError
 from kbatch.lib import plan as planner
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.logfiles import MIN_BATCH_V2_BYTES, TieredSegment
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathError, PathKind
 from kbatch.lib.visibility import visible_ranges
+from kbatch.spark.planned import file_identity, planned_samples, replaced_since_planning
 from kbatch.spark.read import group_by_size, read_slice
 from kbatch.spark.options import KafkaOptions, OffsetSpec, OptionError, parse_options
 from kbatch.wire import UNBOUNDED
@@ -287,56 +287,6 @@ def rate_limit(start: dict[TP, int], end: dict[TP, int], limit: int) -> dict[TP,
             for tp in end}
 
 
-def file_identity(segment) -> tuple:
-    """What tells a segment file from another one at the same path: a local
-    file's inode (appends keep it; the cleaner's swap and a rewrite do not;
-    not the device, which differs between the hosts of a shared
-    filesystem), an object's version ``(size, ETag or modification time)``
-    (any upload changes it, the one of a sync after appends too:
-    ``holds_planned_bytes`` tells those apart). Raises FileNotFoundError
-    when it is gone."""
-    path = segment.location.local_path()
-    if not segment.location.remote:
-        return (os.stat(path).st_ino,)
-    entry = segment.location.stat()
-    if entry.kind == "missing":
-        raise FileNotFoundError(str(segment.location))
-    return tuple(entry.version)
-
-
-SAMPLE_BYTES = MIN_BATCH_V2_BYTES     # a batch header: base offset, length, epoch, CRC, ...
-
-
-def planned_samples(segment, start: int, stop: int | None) -> tuple | None:
-    """``((position, bytes), ...)``: a few of the bytes a slice of an object
-    (its partition's last segment) was planned on, the batch header at
-    ``start`` and the one at ``stop`` (the checks of the plan fetched both,
-    mostly), or the object's last bytes when the slice runs to its end.
-    None for a local file (an append keeps its inode) and a tiered upload
-    (never appended to: a new upload is a new object)."""
-    if not segment.location.remote or isinstance(segment, TieredSegment):
-        return None
-    size = segment.size
-    end = max(size - SAMPLE_BYTES, 0) if stop is None else stop
-    spans = ((start, min(start + SAMPLE_BYTES, size)), (end, min(end + SAMPLE_BYTES, size)))
-    return tuple((a, segment.source.read(a, b)) for a, b in dict(spans).items() if a < b)
-
-
-def holds_planned_bytes(piece: "StreamSlice", identity: tuple) -> bool:
-    """Whether the object of ``piece``, whose identity is now ``identity``
-    (not the planned one), was appended to: it grew, and still holds the
-    planned samples at their positions. The same size or shorter is a
-    rewrite (a compacted or truncated segment), as are other bytes there
-    (the cleaner's swap of segments cleaned into one under this name)."""
-    if piece.samples is None or identity[0] <= piece.identity[0]:
-        return False
-    raw = piece.segment.source.raw      # the object as it is now, not ranges kept
-    try:
-        return all(raw.read(a, a + len(data)) == data for a, data in piece.samples)
-    except CorruptRecordError:          # shorter than its samples: not the planned bytes
-        return False
-
-
 class StreamSlice(InputPartition):
     """Bytes ``[start, stop)`` of one segment, records with offsets ``[lo, hi)``
     (read_committed: the partition's transaction state and the positions of
@@ -540,10 +490,9 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _read_slice(self, piece: StreamSlice):
         try:
-            identity = file_identity(piece.segment)
             # an object uploaded again after appends still holds the planned
             # bytes: read as a local file that was appended to
-            changed = identity != piece.identity and not holds_planned_bytes(piece, identity)
+            changed = replaced_since_planning(piece, file_identity(piece.segment))
         except FileNotFoundError:
             changed = False         # the read below reports it
         if changed:

@@ -465,3 +465,50 @@ def test_overlapping_uploads_spark_slices(tmp_path):
         slices = pickle.loads(pickle.dumps(plan(options)))
         got = spark_slice_records(slices, options.kafka)
         assert [(o, k, v) for o, k, v in got] == [(o, k, v) for o, (_, k, v) in want.items()]
+
+
+def test_an_unreadable_manifest_never_lets_another_upload_hide_offsets(tmp_path):
+    """A (0..99), B (10..29, its manifest not JSON), C (20..49): B's extent is
+    not known, so which upload serves the offsets from 10 on cannot be
+    decided. Every read that reaches 10 raises B's error (a read of 60..99
+    used to give no record: A was cut where B starts, C read whole);
+    a read below 10 is A's; verify reports B rather than raising."""
+    OVERLAPS["unreadable"] = [(0, 99, {0: 0}, None, 1), (10, 29, {0: 10}, None, 2),
+                              (20, 49, {0: 20}, None, 3)]
+    try:
+        part, logs = overlap_bucket(tmp_path, "unreadable")
+        truth = kafka_serves("unreadable", logs)
+    finally:
+        del OVERLAPS["unreadable"]
+    bad = next(p for p in part.iterdir()
+               if p.name.startswith("00000000000000000010") and p.suffix == ".rsm-manifest")
+    bad.write_bytes(b"{not json")
+    log = kbatch.open_log(str(part), layout="tiered")
+    for lo, hi in ((60, 100), (0, 20), (None, None), (10, 11)):
+        with pytest.raises(kbatch.CorruptRecordError, match="rsm-manifest"):
+            log.read(lo, hi)
+    got = log.read(0, 10)
+    assert [(int(o), v) for o, v in zip(got.offset, got.value.to_pylist())] \
+        == [(o, truth[o][2]) for o in range(10)]
+    report = kbatch.verify(str(part), layout="tiered")
+    assert not report.ok
+    assert any("manifest cannot be read" in p for s in report.segments for p in s.problems())
+
+
+def test_manifests_without_metadata_find_each_upload_end_from_its_tail(tmp_path):
+    """Manifests of older plugin versions carry no remoteLogSegmentMetadata
+    (no endOffset): an upload's last offset is found from its batch headers,
+    walked from its offset index's last entry, and the contained upload
+    still hides no offset (by offsets alone, with a warning: no epochs)."""
+    part, logs = overlap_bucket(tmp_path, "contained")
+    truth = kafka_serves("contained", logs)
+    for manifest in part.glob("*.rsm-manifest"):
+        data = json.loads(manifest.read_bytes())
+        del data["remoteLogSegmentMetadata"]
+        manifest.write_text(json.dumps(data))
+    log = kbatch.open_log(str(part), layout="tiered")
+    for lo, hi in ((None, None), (80, 100), (60, 120)):
+        got = log.read(lo, hi)
+        want = [(o, v[2]) for o, v in truth.items()
+                if (lo is None or o >= lo) and (hi is None or o < hi)]
+        assert [(int(o), v) for o, v in zip(got.offset, got.value.to_pylist())] == want

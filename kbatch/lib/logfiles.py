@@ -78,6 +78,7 @@ class Segment:
 
     claimed_end: int | None = None
     limit: int | None = None      # tiered: one past the last offset it serves (kbatch.lib.uploads)
+    undescribed: Exception | None = None  # tiered: why its manifest could not be read at listing
     served_end: int | None = None
     last = True        # the last segment of its partition (a torn tail is damage elsewhere)
 
@@ -248,7 +249,7 @@ class TieredSegment(Segment):
     def manifest_bytes(self) -> bytes:
         if self._manifest_raw is None:
             entry = self._entries["rsm-manifest"]
-            raw = self.tree.read_small(entry.path, tiered.MAX_MANIFEST_BYTES)
+            raw = self.tree.read_small(entry.path, tiered.MAX_MANIFEST_BYTES, entry.size)
             if raw is None:
                 raise CorruptRecordError("manifest listed but gone", path=self.manifest_url)
             self._manifest_raw = raw
@@ -436,17 +437,37 @@ def _tiered_segments(location: Location, entries: list[Entry], storage) -> list[
 def _upload(seg: "TieredSegment") -> uploads.Upload:
     """What ``kbatch.lib.uploads`` needs of ``seg``, from its manifest (a
     manifest without ``endOffset``: the last offset its batch headers hold;
-    one that cannot be read: nothing known, its read raises)."""
+    one that cannot be read: nothing known, ``seg.undescribed`` is the
+    error, and every read that reaches its start raises it, see
+    ``served_uploads``)."""
     try:
         meta = seg.manifest.metadata
         end = seg.claimed_end
         if end is None:
-            bounds = seg.batch_bounds()
-            end = int(bounds["last_offset"].max()) if len(bounds) else None
-    except (KbatchError, OSError):
+            end = _last_offset(seg)
+    except (KbatchError, OSError) as exc:
+        seg.undescribed = exc
         return uploads.Upload(seg.base_offset, None, None, 0, seg.segment_id)
     return uploads.Upload(seg.base_offset, end, uploads.epochs_of(meta), seg.event_ms,
                           seg.segment_id)
+
+
+def _last_offset(seg: "TieredSegment") -> int | None:
+    """The last offset an upload's batches hold (None: none), for a manifest
+    that does not say: the batch headers walked from the position of its
+    offset index's last entry (the last few chunks are fetched, not the
+    object), or from its start when there is no entry or the entry does not
+    name the start of a batch."""
+    try:
+        index = seg.offset_index
+        tail = int(index.positions[-1]) if len(index) else 0
+    except (KbatchError, OSError):      # no index to go by: the whole walk
+        tail = 0
+    for start in dict.fromkeys((tail, 0)):
+        rows = [r for r in seg.source.header_rows(start) if len(r)]
+        if rows and (start == 0 or int(rows[0]["position"][0]) == start):
+            return max(int(r["last_offset"].max()) for r in rows)
+    return None
 
 
 def served_uploads(location: Location, found: list["TieredSegment"]) -> list[Segment]:
@@ -467,7 +488,10 @@ def served_uploads(location: Location, found: list["TieredSegment"]) -> list[Seg
     res = uploads.resolve(described)
     kept = [found[i] for i in res.kept]
     for seg, limit, i in zip(kept, res.limits, res.kept):
-        seg.limit = limit
+        # an upload that could not be described may hold any offset from its
+        # start on: it takes part in every read from there (and raises its
+        # error, kbatch.lib.plan), so no other upload's cut hides an offset
+        seg.limit = None if seg.undescribed is not None else limit
         end = described[i].end
         seg.served_end = None if end is None else end + 1 if limit is None \
             else min(end + 1, limit)

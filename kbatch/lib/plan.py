@@ -70,6 +70,8 @@ def serves_until(segments, i: int) -> int:
     another one overlaps, ``kbatch.lib.uploads``); ``UNBOUNDED`` for the
     last one without a limit."""
     seg = segments[i]
+    if getattr(seg, "undescribed", None) is not None:
+        return UNBOUNDED        # a tiered upload of unknown extent: it may hold any offset
     nxt = segments[i + 1].base_offset if i + 1 < len(segments) else UNBOUNDED
     limit = getattr(seg, "limit", None)
     return nxt if limit is None else min(nxt, limit)
@@ -192,6 +194,9 @@ def plan(segments, lo: int, hi: int, use_index: bool, *,
     chosen = segments_for(segments, lo, hi)
     for k, i in enumerate(chosen):
         seg = segments[i]
+        if getattr(seg, "undescribed", None) is not None:
+            # which upload serves the offsets from its start cannot be decided
+            raise seg.undescribed
         until = serves_until(segments, i)
         nxt = None if until >= UNBOUNDED else until
         start = start_position(seg, lo, use_index, read_follows) if k == 0 else 0

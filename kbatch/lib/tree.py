@@ -176,8 +176,9 @@ class LocalTree:
         finally:
             os.close(fd)
 
-    def read_small(self, path: str, limit: int) -> bytes | None:
-        """The file whole (None when missing); more than ``limit`` bytes raises."""
+    def read_small(self, path: str, limit: int, size: int | None = None) -> bytes | None:
+        """The file whole (None when missing); more than ``limit`` bytes raises
+        (``size``: as listed, which an object store takes instead of asking)."""
         fd = open_regular(path)
         if fd is None:
             return None
@@ -355,18 +356,20 @@ class ObjectTree:
             raise
         return live_entries(src.read, total, total, dtype, max_entries, zero_ends)
 
-    def read_small(self, path: str, limit: int) -> bytes | None:
+    def read_small(self, path: str, limit: int, size: int | None = None) -> bytes | None:
         from kbatch.lib.objects import MissingObjectError
-        entry = self.stat(path)
-        if entry.kind == "missing":
-            return None
-        if entry.kind != "file":
-            raise RemoteError("is a prefix, not an object", url=self.display(path))
-        if entry.size > limit:
-            raise RemoteError(f"an object of {entry.size} bytes (more than {limit})",
+        if size is None:            # not listed: one metadata request first
+            entry = self.stat(path)
+            if entry.kind == "missing":
+                return None
+            if entry.kind != "file":
+                raise RemoteError("is a prefix, not an object", url=self.display(path))
+            size = entry.size
+        if size > limit:
+            raise RemoteError(f"an object of {size} bytes (more than {limit})",
                               url=self.display(path))
         try:
-            return self.raw(path, entry.size).read(0, entry.size)
+            return self.raw(path, size).read(0, size)
         except MissingObjectError:
             return None
 

@@ -49,6 +49,10 @@ def verify_segment(segment, *, last_segment: bool | None = None, **options) -> S
         storage=storage).segment()
     opts = verify_options(options)
     last_segment = seg.last if last_segment is None else last_segment
+    if seg.undescribed is not None:     # a tiered upload whose manifest cannot be read
+        report = SegmentReport(seg.name, seg.base_offset, 0, last_segment=last_segment)
+        report.error = f"its manifest cannot be read: {seg.undescribed}"
+        return report
     report = SegmentReport(seg.name, seg.base_offset, seg.size, last_segment=last_segment)
     chunks = seg.source.chunks(opts, chunk_records=CHUNK_RECORDS, chunk_bytes=CHUNK_BYTES)
     if seg.limit is not None:      # a tiered upload: its offsets another one serves
@@ -188,9 +192,13 @@ def _diverged_copies(log: PartitionLog, options: dict) -> list[str]:
     and each one with the next (``kbatch.lib.uploads``)."""
     out = []
     for k, seg in enumerate(log.segments):
+        if seg.undescribed is not None:
+            continue        # its manifest cannot be read: its report says so
         for other in seg.shadowed:
             out += compare_copies(seg, other, options)
         nxt = log.segments[k + 1] if k + 1 < len(log.segments) else None
+        if nxt is not None and nxt.undescribed is not None:
+            continue
         if nxt is not None and seg.claimed_end is not None and seg.claimed_end >= nxt.base_offset:
             out += compare_copies(seg, nxt, options)
     return [f"{log.location.name}: {p}" for p in out]

@@ -112,6 +112,12 @@ CASES = {
     "stale-indexes": {name(0, ".log"): OLD0, name(0, ".index"): struct.pack(">ii", 90, 6930),
                       name(100, ".log"): OLD1, name(100, ".index"): struct.pack(">ii", 90, 6930),
                       name(0, ".log.swap"): CLEANED, name(200, ".log"): LIVE},
+    # LogLoader's (or replaceSegments') rename pass cut short after the log:
+    # the cleaned log under its name, its index still .index.swap beside the
+    # replaced segment's stale .index; the swap is renamed over it
+    "index-swap-left": {name(0, ".log"): CLEANED, name(0, ".index"): struct.pack(">ii", 90, 6930),
+                        name(0, ".index.swap"): b"", name(0, ".timeindex.swap"): b"",
+                        name(200, ".log"): LIVE},
     # a cleaned group whose records were all removed: an empty swap still
     # takes the place of the segment of its name
     "empty-swap": {name(0, ".log"): OLD0, name(100, ".log"): OLD1,

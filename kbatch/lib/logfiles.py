@@ -81,6 +81,9 @@ class Segment:
     undescribed: Exception | None = None  # tiered: why its manifest could not be read at listing
     served_end: int | None = None
     last = True        # the last segment of its partition (a torn tail is damage elsewhere)
+    # index files an interrupted swap left as <base>.index.swap (...) beside a
+    # plain segment: LogLoader renames them over the plain ones (list_segments)
+    swapped_sides: frozenset = frozenset()
 
     def __init__(self, location, entry: Entry | None = None, siblings: dict | None = None):
         location = locate(location)      # a path or URL given by hand: through the door
@@ -146,8 +149,11 @@ class Segment:
         except (OSError, CorruptRecordError):
             return None
 
+    def _side_tail(self, suffix: str) -> str:
+        return ".swap" if suffix in self.swapped_sides else self._tail
+
     def _side(self, suffix: str, dtype, smallest: int, zero_ends: bool):
-        path = self._stem + suffix + self._tail
+        path = self._stem + suffix + self._side_tail(suffix)
         size = None
         if self._siblings is not None:
             entry = self._siblings.get(self.tree.name(path))
@@ -184,7 +190,7 @@ class Segment:
         stem = self.tree.name(self._stem)
         out = []
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
-            e = named.get(stem + suffix + self._tail)
+            e = named.get(stem + suffix + self._side_tail(suffix))
             if e is not None and e.is_file:
                 out.append((stem + suffix, e))
         return out
@@ -352,6 +358,7 @@ def list_segments(location: Location, storage, entries: list[Entry] | None = Non
     named = by_name(entries)
     found = [Segment(location.child(e.name), e, named) for e in entries
              if e.is_file and segment_base(e.name) is not None]
+    _swapped_sides(found, entries, named)
     swapped, span = _interrupted_swaps(location, entries, named)
     if swapped:
         # the span's segments, and those a swap is renamed over (an empty
@@ -367,6 +374,36 @@ def list_segments(location: Location, storage, entries: list[Entry] | None = Non
     return sorted(found, key=lambda s: s.base_offset)
 
 
+SIDE_SUFFIXES = (".index", ".timeindex", ".txnindex")
+
+
+def _least_cleaned(entries: list[Entry]) -> int | None:
+    """The smallest offset of a ``.cleaned`` file (a ``.swap`` at or above
+    it is an interrupted split's, which LogLoader deletes)."""
+    return min((file_offset(e.name) for e in entries if e.is_file
+                and e.name.endswith(".cleaned") and file_offset(e.name) is not None),
+               default=None)
+
+
+def _swapped_sides(found: list[Segment], entries: list[Entry], named: dict) -> None:
+    """Plain segments beside which a valid ``<base>.index.swap`` (or
+    ``.timeindex.swap``, ``.txnindex.swap``) was left without its
+    ``.log.swap``: a crash while LogLoader (or replaceSegments) dropped the
+    ``.swap`` suffixes, the log renamed first. LogLoader renames every valid
+    swap file over the file of its name, so that index is the segment's:
+    ``Segment.swapped_sides`` says which (the plain file, if any, is stale)."""
+    least = _least_cleaned(entries)
+    for seg in found:
+        stem = seg.tree.name(seg._stem)
+        sides = frozenset(s for s in SIDE_SUFFIXES if stem + s + ".swap" in named
+                          and (least is None or seg.base_offset < least))
+        if sides:
+            seg.swapped_sides = sides
+            side = seg.tree.display if seg.location.remote else Path
+            for suffix in sides:
+                setattr(seg, suffix[1:] + "_path", side(seg._stem + suffix + ".swap"))
+
+
 def _interrupted_swaps(location: Location, entries: list[Entry], named: dict
                        ) -> tuple[list[Segment], tuple[int, int] | None]:
     """The ``<base>.log.swap`` segments Kafka's LogLoader would rename into
@@ -376,9 +413,7 @@ def _interrupted_swaps(location: Location, entries: list[Entry], named: dict
     swaps = [e for e in entries if e.is_file and swap_segment_base(e.name) is not None]
     if not swaps:
         return [], None
-    cleaned = [file_offset(e.name) for e in entries
-               if e.is_file and e.name.endswith(".cleaned") and file_offset(e.name) is not None]
-    least = min(cleaned, default=None)
+    least = _least_cleaned(entries)
     valid = [Segment(location.child(e.name), e, named) for e in swaps
              if least is None or swap_segment_base(e.name) < least]
     if not valid:
@@ -396,9 +431,7 @@ def loaded_files(location: Location, entries: list[Entry] | None = None) -> dict
     entries = location.list() if entries is None else entries
     files = [e for e in entries if e.is_file]
     _, span = _interrupted_swaps(location, files, by_name(files))
-    cleaned = [file_offset(e.name) for e in files
-               if e.name.endswith(".cleaned") and file_offset(e.name) is not None]
-    least = min(cleaned, default=None)
+    least = _least_cleaned(files)
     out: dict[str, Entry] = {}
     for e in files:
         at = file_offset(e.name)

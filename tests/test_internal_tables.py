@@ -417,3 +417,98 @@ def test_a_checkpoint_of_a_version_line_alone_has_no_entries(tmp_path):
     path = tmp_path / "replication-offset-checkpoint"
     path.write_text("0\n")
     assert read_checkpoint(path) == ("high_watermark", [])
+
+
+def _coordinator_replay(events) -> dict:
+    """The group coordinator's offsets after replaying ``events`` (written
+    from OffsetMetadataManager.replay and replayEndTransactionMarker):
+    ("commit", pid, key, offset) with pid -1 for an ordinary commit,
+    ("tomb", key), ("marker", pid, committed). Returns key -> committed
+    offset of the live commits."""
+    live, pending, open_by_group = {}, {}, {}
+    for at, ev in enumerate(events):
+        if ev[0] == "commit":
+            _, pid, key, value = ev
+            if pid == -1:
+                live[key] = (at, value)
+            else:
+                pending.setdefault(pid, {})[key] = (at, value)
+                open_by_group.setdefault(key[0], set()).add(pid)
+        elif ev[0] == "tomb":
+            key = ev[1]
+            live.pop(key, None)
+            for pid in open_by_group.get(key[0], ()):
+                pending.get(pid, {}).pop(key, None)
+        else:
+            _, pid, committed = ev
+            offsets = pending.pop(pid, None)
+            if offsets is None:
+                continue
+            for key in offsets:
+                open_by_group.get(key[0], set()).discard(pid)
+            if committed:
+                for key, (at_, value) in offsets.items():
+                    if key not in live or at_ > live[key][0]:
+                        live[key] = (at_, value)
+    return {k: v for k, (_, v) in live.items()}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_transactional_offset_commits_count_as_the_coordinator_replays_them(tmp_path, seed):
+    """TxnOffsetCommit records wait for their producer's marker: an aborted
+    or still open one is never the group's live offset (it was, as the last
+    record of its key), a committed one is, unless an ordinary commit with a
+    later record offset came first; a tombstone drops the commits waiting."""
+    import random
+
+    from tests.kafka_ref import ABORT, COMMIT, build_batch, control_batch
+    rnd = random.Random(seed)
+    T0 = 1_700_000_000_000
+    keys = [(g, "t", p) for g in ("g1", "g2") for p in (0, 1)]
+    events, log, open_pids = [], b"", set()
+    for offset in range(60):
+        roll = rnd.random()
+        if roll < 0.3 and open_pids:
+            pid = rnd.choice(sorted(open_pids))
+            open_pids.discard(pid)
+            committed = rnd.random() < 0.5
+            events.append(("marker", pid, committed))
+            log += control_batch(base_offset=offset, producer_id=pid, producer_epoch=0,
+                                 control_type=COMMIT if committed else ABORT, timestamp=T0 + offset)
+            continue
+        key = rnd.choice(keys)
+        if roll < 0.38:
+            events.append(("tomb", key))
+            k, _, _ = _commit(*key, None, T0)
+            log += build_batch([(T0 + offset, k, None, ())], base_offset=offset)
+            continue
+        value = rnd.randrange(0, 400)
+        pid = rnd.choice([-1, -1, 7, 8, 9])
+        k, v, _ = _commit(*key, value, T0 + offset)
+        events.append(("commit", pid, key, value))
+        if pid == -1:
+            log += build_batch([(T0 + offset, k, v, ())], base_offset=offset)
+        else:
+            open_pids.add(pid)
+            log += build_batch([(T0 + offset, k, v, ())], base_offset=offset, producer_id=pid,
+                               producer_epoch=0, transactional=True)
+    (tmp_path / "__consumer_offsets-0").mkdir()
+    (tmp_path / "__consumer_offsets-0" / "00000000000000000000.log").write_bytes(log)
+    for p in (0, 1):
+        kbatch.write_log(tmp_path / f"t-{p}", [{"value": b"x", "timestamp": T0}] * 500)
+    want = _coordinator_replay(events)
+    got = {(r["group"], r["topic"], r["partition"]): r["committed_offset"]
+           for r in latest_lag(consumer_lag(tmp_path)).to_pylist()}
+    assert got == want
+    # each transactional commit says how its transaction ended
+    rows = offset_commits(tmp_path).to_pylist()
+    written = [at for at, e in enumerate(events) if e[0] != "marker"]
+    assert len(rows) == len(written)
+    for row, at in zip(rows, written):
+        ev = events[at]
+        if ev[0] == "tomb" or ev[1] == -1:
+            assert row["transaction"] is None
+            continue
+        later = [e for e in events[at:] if e[0] == "marker" and e[1] == ev[1]]
+        outcome = "open" if not later else ("committed" if later[0][2] else "aborted")
+        assert (row["producer_id"], row["transaction"]) == (ev[1], outcome)

@@ -65,9 +65,11 @@ def consumer_lag(data_dir, *, groups=None, absent: bool = False, **storage):
     0; null when the commit is beyond the log end or the log end is
     unknown) ``, reason`` (why ``lag`` is null: ``committed_beyond_log_end``,
     ``log_end_unknown``) ``, record_offset`` (of the commit record),
-    ``current`` (the group's live offset: its last commit for the partition,
-    not deleted by a later tombstone). Tombstones and undecodable records
-    are left out, and so are partitions whose data is not in ``data_dir``
+    ``current`` (the group's live offset, as the group coordinator replays
+    the commits: ``live_commits``; transactional commits count once their
+    transaction commits). Tombstones, undecodable records and transactional
+    commits that were aborted or are still open are left out, and so are
+    partitions whose data is not in ``data_dir``
     (``absent=True``: only those, with null log end and lag: what
     ``commits_without_data`` lists). ``groups``: only these group names."""
     import pyarrow as pa
@@ -78,16 +80,10 @@ def consumer_lag(data_dir, *, groups=None, absent: bool = False, **storage):
             {(p.topic, p.partition): p for p in found.partitions()})
     commits = offset_commits(found)
     commits = commits.filter(pc.is_null(commits.column("error")))
-    # a key's records all lie in one offsets partition, in record order
-    last = {}
-    for i, key in enumerate(zip(commits.column("group").to_pylist(),
-                                commits.column("topic").to_pylist(),
-                                commits.column("partition").to_pylist())):
-        last[key] = i
-    current = np.zeros(len(commits), bool)
-    current[list(last.values())] = True
-    commits = commits.append_column("current", pa.array(current))
-    keep = pc.invert(commits.column("tombstone"))
+    commits = commits.append_column("current", pa.array(live_commits(commits)))
+    # a transactional commit aborted, or still open, never took effect
+    took = pc.fill_null(pc.equal(commits.column("transaction"), "committed"), True)
+    keep = pc.and_(pc.invert(commits.column("tombstone")), took)
     if groups is not None:
         keep = pc.and_(keep, pc.is_in(commits.column("group"), pa.array(list(groups), pa.string())))
     commits = commits.filter(keep).select(["group", "topic", "partition", "commit_timestamp",
@@ -127,6 +123,52 @@ def consumer_lag(data_dir, *, groups=None, absent: bool = False, **storage):
     return table.sort_by([("group", "ascending"), ("topic", "ascending"),
                           ("partition", "ascending"), ("commit_timestamp", "ascending"),
                           ("record_offset", "ascending")])
+
+
+def live_commits(commits) -> np.ndarray:
+    """bool per row of ``offset_commits``: the group's live offset for its
+    partition, as the group coordinator's replay leaves it
+    (``OffsetMetadataManager.replay``/``replayEndTransactionMarker``). A
+    key's records all lie in one offsets partition; in offset order, with
+    each transaction marker at its offset: an ordinary commit is the live
+    one; a transactional commit waits for its producer's marker (the last
+    of a producer's commits for the key before it counts); COMMIT makes
+    it live when its record offset is above the live one's (a later
+    ordinary commit keeps its place), ABORT drops it; a tombstone deletes
+    the live offset and every commit still waiting; an open transaction
+    never counts. Keeps in memory one list of events per key."""
+    cols = {n: commits.column(n).to_pylist() for n in (
+        "group", "topic", "partition", "tombstone", "record_offset", "producer_id",
+        "transaction", "transaction_end")}
+    events: dict[tuple, list] = {}
+    for i, key in enumerate(zip(cols["group"], cols["topic"], cols["partition"])):
+        at = events.setdefault(key, [])
+        at.append((cols["record_offset"][i], 0, i))
+        if cols["transaction"][i] in ("committed", "aborted"):
+            at.append((cols["transaction_end"][i], 1, i))
+    live = np.zeros(len(commits), bool)
+    for at in events.values():
+        current, waiting, ended = None, {}, set()
+        for offset, kind, i in sorted(at):
+            pid = cols["producer_id"][i]
+            if kind == 1:                     # the marker of i's transaction
+                if (offset, pid) in ended:
+                    continue                  # one marker ends all of its commits
+                ended.add((offset, pid))
+                row = waiting.pop(pid, None)
+                if row is not None and cols["transaction"][row] == "committed" and (
+                        current is None
+                        or cols["record_offset"][row] > cols["record_offset"][current]):
+                    current = row
+            elif cols["tombstone"][i]:
+                current, waiting = None, {}
+            elif cols["transaction"][i] is not None:
+                waiting[pid] = i
+            else:
+                current = i
+        if current is not None:
+            live[current] = True
+    return live
 
 
 def _absent(commits, rows: np.ndarray):

@@ -42,7 +42,53 @@ def offset_commits_schema():
         pa.field("commit_timestamp", pa.timestamp("ms", tz="UTC")),
         pa.field("expire_timestamp", pa.timestamp("ms", tz="UTC")),
         pa.field("tombstone", pa.bool_()), pa.field("key_version", pa.int16()),
-        pa.field("value_version", pa.int16()), pa.field("error", pa.string())])
+        pa.field("value_version", pa.int16()), pa.field("error", pa.string()),
+        pa.field("producer_id", pa.int64()), pa.field("transaction", pa.string()),
+        pa.field("transaction_end", pa.int64())])
+
+
+# how a transactional offset commit's transaction ended (TxnOffsetCommit: the
+# coordinator holds it pending until its producer's marker, see ``transactions``)
+COMMITTED, ABORTED, OPEN = "committed", "aborted", "open"
+
+
+def transactions(records, rows: np.ndarray) -> dict:
+    """Per row of ``records`` in ``rows``: ``producer_id`` (of its batch),
+    ``transaction`` (None: not in a transactional batch; else how its
+    producer's next transaction marker after it ends the transaction:
+    "committed", "aborted", or "open" when no marker follows in what was
+    read) and ``transaction_end`` (that marker's offset, -1 when none)."""
+    batch = records.batch[rows]
+    pid = records.batches.producer_id[batch].astype(np.int64)
+    txn = records.batches.is_transactional[batch].astype(bool)
+    offsets = records.offset[rows]
+    status = np.full(rows.size, None, object)
+    end = np.full(rows.size, -1, np.int64)
+    ctl = records.control
+    ends = (ctl.type == 0) | (ctl.type == 1)
+    markers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for p in np.unique(pid[txn]).tolist():
+        mine = np.flatnonzero(ends & (ctl.producer_id == p))
+        order = np.argsort(ctl.offset[mine], kind="stable")
+        markers[p] = (ctl.offset[mine][order], ctl.type[mine][order])
+    for i in np.flatnonzero(txn).tolist():
+        at, kinds = markers[int(pid[i])]
+        k = int(np.searchsorted(at, offsets[i], side="right"))
+        if k == len(at):
+            status[i] = OPEN
+        else:
+            status[i] = COMMITTED if kinds[k] == 1 else ABORTED
+            end[i] = at[k]
+    return {"producer_id": pid, "transaction": status, "transaction_end": end}
+
+
+def _transaction_columns(records, rows: np.ndarray) -> dict:
+    import pyarrow as pa
+    t = transactions(records, rows)
+    return {"producer_id": pa.array(t["producer_id"], pa.int64()),
+            "transaction": pa.array(t["transaction"].tolist(), pa.string()),
+            "transaction_end": pa.array(t["transaction_end"], pa.int64(),
+                                        mask=t["transaction_end"] < 0)}
 
 
 # public column names: the record's own topic/partition are the offsets topic's
@@ -153,6 +199,7 @@ def decode_commits(records, topic=None, partition=None, file=None):
         "key_version": _prim(cols["kver"][fast], pa.int16()),
         "value_version": _prim(vver, pa.int16(), live),
         "error": pa.nulls(m, pa.string()),
+        **_transaction_columns(records, fast),
     }, schema=offset_commits_schema())
     if slow.size:
         extra = decode_commits_slow(records, slow, topic, partition, file)
@@ -165,7 +212,8 @@ def decode_commits_slow(records, rows: np.ndarray, topic=None, partition=None, f
     """Rows through the schema-driven decoder (errors kept, never raised)."""
     import pyarrow as pa
     out = []
-    for i in rows.tolist():
+    txn = transactions(records, rows)
+    for j, i in enumerate(rows.tolist()):
         d = decode_coordinator("offsets", records.key[i], records.value[i])
         k = d["key"] or {}
         v = d["value"] or {}
@@ -180,7 +228,11 @@ def decode_commits_slow(records, rows: np.ndarray, topic=None, partition=None, f
                     "expire_timestamp": v.get("expire_timestamp"), "tombstone": d["tombstone"],
                     "key_version": d["key_version"], "value_version": d["value_version"],
                     "error": d["error"] or (None if d["known"] else
-                                            f"unknown value version {d['value_version']}")})
+                                            f"unknown value version {d['value_version']}"),
+                    "producer_id": int(txn["producer_id"][j]),
+                    "transaction": txn["transaction"][j],
+                    "transaction_end": int(txn["transaction_end"][j])
+                    if txn["transaction_end"][j] >= 0 else None})
     return pa.Table.from_pylist(out, schema=offset_commits_schema())
 
 
@@ -193,8 +245,14 @@ def offset_commits(source, **options):
     value version 3), ``metadata, commit_timestamp, expire_timestamp`` (only
     value version 1 has it), ``tombstone`` (a deleted commit: value fields
     null), ``record_offset, record_timestamp``, the versions, ``error`` (a
-    record that could not be decoded, its fields null) and where the record
-    lies: ``offsets_topic, offsets_partition, file``.
+    record that could not be decoded, its fields null), where the record
+    lies: ``offsets_topic, offsets_partition, file``, and for a
+    transactional commit (TxnOffsetCommit: the coordinator holds it pending
+    until its producer's transaction marker, applies it on COMMIT and drops
+    it on ABORT) ``producer_id``, ``transaction`` ("committed", "aborted",
+    or "open": no marker after it in what was read; null for an ordinary
+    commit) and ``transaction_end`` (the marker's offset). ``consumer_lag``
+    replays them as the coordinator does.
     """
     import pyarrow as pa
     parts = [decode_commits(p.records, p.topic, p.partition, p.file)

@@ -516,3 +516,39 @@ def test_dirty_ratio_and_the_lag_by_hand(tmp_path):
         compact(src, tmp_path / "f", max_compaction_lag_ms=5)
     with pytest.raises(kbatch.ArgumentError, match="in \\[0, 1\\]"):
         compact(src, tmp_path / "g", min_cleanable_dirty_ratio=1.5)
+
+
+def test_a_transaction_whose_marker_is_not_below_the_high_watermark_is_not_cleaned(tmp_path):
+    """Producer 5's transaction at offset 0 is aborted by a marker at 3, but
+    the high watermark is 3: the broker keeps it among its unreplicated
+    transactions (ProducerStateManager.removeUnreplicatedTransactions drops
+    one once its marker is below the high watermark), so the LSO is 0
+    (UnifiedLog.lastStableOffset) and LogCleanerManager.cleanableOffsets
+    cleans nothing. Once the high watermark passes the marker, [0, 3) is
+    cleaned and the aborted record goes."""
+    dd = tmp_path / "dd"
+    part = dd / "t-0"
+    part.mkdir(parents=True)
+    t = 1_000_000
+    segments = {
+        0: [build_batch([(t, b"a", b"aborted", [])], base_offset=0, producer_id=5,
+                        producer_epoch=0, base_sequence=0, transactional=True),
+            build_batch([(t, b"a", b"a1", [])], base_offset=1)],
+        2: [build_batch([(t, b"b", b"b2", [])], base_offset=2)],
+        3: [control_batch(base_offset=3, producer_id=5, producer_epoch=0, control_type=ABORT,
+                          timestamp=t),
+            build_batch([(t, b"c", b"c4", [])], base_offset=4)],
+        5: [build_batch([(t, b"d", b"d5", [])], base_offset=5)]}
+    for base, batches in segments.items():
+        (part / f"{base:020d}.log").write_bytes(b"".join(batches))
+    for hw, uncleanable, cleaned in ((3, 0, []), (4, 3, [0])):
+        (dd / "replication-offset-checkpoint").write_text(f"0\n1\nt 0 {hw}\n")
+        out = tmp_path / f"out{hw}"
+        [p] = kbatch.compact(str(dd), str(out), now=t + 10).partitions
+        assert p.first_uncleanable_offset == uncleanable
+        first = sorted(out.glob("t-0/*.log"))[0]
+        got = [(r["offset"], r["value"]) for r in read_with_kafka_python(first.read_bytes()).records]
+        assert got == ([(0, b"aborted"), (1, b"a1")] if not cleaned else [(1, b"a1"), (2, b"b2")])
+    (dd / "replication-offset-checkpoint").write_text("0\n1\nt 0 3\n")
+    seen = kbatch.open_log_dir(dd).read(isolation="read_committed", visibility="consumer")
+    assert seen[("t", 0)].offset.tolist() == [] and seen[("t", 0)].last_stable_offset == 0

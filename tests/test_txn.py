@@ -129,6 +129,28 @@ def test_partition_read_committed_matches_model(scenario, data):
 
 
 @given(scenarios(missing_markers=True, max_steps=26), st.data())
+def test_a_consumer_view_is_stable_only_below_the_high_watermark(scenario, data):
+    """With the high watermark known (``read(high_watermark=)``, a data
+    directory's replication-offset-checkpoint with visibility="consumer"),
+    a transaction whose marker is at or above it is still unstable: the
+    LSO stops at its first offset, as the broker's does."""
+    first = scenario.written[0].base_offset
+    log_end = model(scenario.written, scenario.index_entries).log_end_offset
+    hw = data.draw(st.integers(first, log_end), label="high_watermark")
+    exp = model(scenario.written, scenario.index_entries, high_watermark=hw)
+    with partition_dir(scenario) as (root, path):
+        got = kbatch.open_log(path).read(isolation=RC, high_watermark=hw)
+        assert offsets_values(got) == (exp.offsets, exp.values)
+        assert got.last_stable_offset == exp.lso
+        rows = kbatch.open_log(path).read(isolation=RC, high_watermark=hw, level="batches")
+        assert sum(rows.column("records").to_pylist()) == len(exp.offsets)
+        with open(os.path.join(root, "replication-offset-checkpoint"), "w") as f:
+            f.write(f"0\n1\norders 3 {hw}\n")
+        by_dir = kbatch.open_log_dir(root).read(isolation=RC, visibility="consumer", threads=1)
+        assert offsets_values(by_dir[("orders", 3)]) == (exp.offsets, exp.values)
+
+
+@given(scenarios(missing_markers=True, max_steps=26), st.data())
 def test_txnindex_aborts_when_markers_are_missing(scenario, data):
     check_partition(scenario, data)
 

@@ -105,15 +105,20 @@ class Expected:
         return [o for o, _ in pairs], [v for _, v in pairs]
 
 
-def model(batches: list[B], txn_index=()) -> Expected:
+def model(batches: list[B], txn_index=(), high_watermark: int | None = None) -> Expected:
     """What read_committed returns from ``batches`` (offset order) and the
-    ``.txnindex`` entries ``txn_index`` [(producer_id, first, last)].
+    ``.txnindex`` entries ``txn_index`` [(producer_id, first, last)];
+    ``high_watermark``: a consumer's, where known: a transaction whose
+    marker is at or above it is not stable yet (ProducerStateManager keeps
+    it among its unreplicated transactions, removeUnreplicatedTransactions),
+    and the LSO is at most the high watermark (UnifiedLog.lastStableOffset).
 
     An entry aborts its producer's transactional batches in [first, last];
     when the log has no marker of that producer at ``last`` (it was cleaned
     away), the entry ends the transaction there as the ABORT marker would
     (marker offset ``last``, coordinator epoch unknown)."""
     status = {}                     # batch index -> "COMMIT" / "ABORT" / "OPEN"
+    marker_of = {}                  # batch index -> the offset of the marker ending it
     pending: dict[int, list] = {}   # producer id -> batch indexes
     txns = []
 
@@ -125,6 +130,7 @@ def model(batches: list[B], txn_index=()) -> Expected:
             marker_offset, coord = marker.base_offset, marker.coordinator_epoch
         for j in group:
             status[j] = st_
+            marker_of[j] = marker_offset
         if group:
             gb = [batches[j] for j in group]
             txns.append(Txn(pid, gb[0].producer_epoch, gb[0].base_offset, gb[-1].last_offset,
@@ -155,6 +161,10 @@ def model(batches: list[B], txn_index=()) -> Expected:
 
     log_end = max((b.last_offset + 1 for b in batches), default=0)
     open_firsts = [batches[i].base_offset for i, s in status.items() if s == "OPEN"]
+    if high_watermark is not None:
+        open_firsts += [batches[i].base_offset for i, m in marker_of.items()
+                        if m is not None and m >= high_watermark]
+        open_firsts.append(high_watermark)
     lso = min(open_firsts, default=log_end)
 
     offsets, values, all_offsets, all_values, control = [], [], [], [], []

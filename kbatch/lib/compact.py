@@ -236,7 +236,7 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
     opts = DecodeOptions()
     whole = log.read()
     batches, control, _ = log.transaction_tables()
-    state = log.transaction_state()
+    state = log.transaction_state(high_watermark)
     dropped = state.dropped(batches)
     active = log.segments[-1]
     uncleanable = active.base_offset

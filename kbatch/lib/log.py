@@ -434,10 +434,12 @@ class PartitionLog:
                                      self.aborted_transactions()))
         return self._txn_cache[1]
 
-    def transaction_state(self, **options) -> TxnState:
-        """Transactions of the whole partition, for read_committed reads."""
+    def transaction_state(self, high_watermark: int | None = None, **options) -> TxnState:
+        """Transactions of the whole partition, for read_committed reads
+        (``high_watermark``: a consumer's, where known: see ``TxnState.build``)."""
         last_base = self.segments[-1].base_offset if self.segments else 0
-        return TxnState.build(*self.transaction_tables(**options), active_base=last_base)
+        return TxnState.build(*self.transaction_tables(**options), active_base=last_base,
+                              high_watermark=high_watermark)
 
     def aborted_transactions(self) -> TxnIndex:
         """All ``.txnindex`` entries of the partition, in segment order."""
@@ -498,13 +500,13 @@ class PartitionLog:
 
     def _read_setup(self, isolation, options, opts, start_offset, end_offset,
                     start_timestamp, end_timestamp, timestamp_mode,
-                    log_start: int | None = None) -> tuple:
+                    log_start: int | None = None, high_watermark: int | None = None) -> tuple:
         """``(state, drops, lo, hi, window)`` of a read or iter: the
         transactions and dropped batches (read_committed; else None) and
         the range (see ``_offset_range``). ``options``: without isolation."""
         state = drops = None
         if isolation == "read_committed":
-            state = self.transaction_state(**options)
+            state = self.transaction_state(high_watermark, **options)
             drops = self.dropped_batches(state, options)
         lo, hi, window = self._offset_range(start_offset, end_offset, start_timestamp,
                                             end_timestamp, opts, timestamp_mode, log_start)
@@ -739,7 +741,7 @@ class PartitionLog:
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, _, lo, hi, _ = self._read_setup(isolation, plain, opts, start_offset,
                                                end_offset, start_timestamp, end_timestamp,
-                                               "offsets", log_start)
+                                               "offsets", log_start, high_watermark)
         ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp, log_start)
         # skip/stop must find malformed records behind a valid CRC: decoded
         decode = opts.on_corrupt != "raise"
@@ -786,7 +788,7 @@ class PartitionLog:
         plain = {k: v for k, v in options.items() if k != "isolation"}
         state, drops, lo, hi, window = self._read_setup(
             isolation, plain, opts, start_offset, end_offset, start_timestamp,
-            end_timestamp, timestamp_mode, log_start)
+            end_timestamp, timestamp_mode, log_start, high_watermark)
         plans = self.plan(lo, hi) if lo < hi else []
         if not plans:
             self._warn_missing(lo, hi, {}, high_watermark, log_start)
@@ -1080,7 +1082,8 @@ class LogDir:
         if check_isolation(isolation) == "read_committed":
             for p in parts:
                 key = (p.topic, p.partition)
-                result[key] = p.transaction_state(**options).filter(result[key])
+                hw = ranges.get(key, (None, None))[1] if visibility[0] == "consumer" else None
+                result[key] = p.transaction_state(hw, **options).filter(result[key])
         return self._visible(result, *visibility)
 
 

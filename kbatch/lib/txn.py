@@ -11,6 +11,11 @@ What a read_committed consumer sees (SPEC.md section 3), from the log alone:
   transaction. The last stable offset (LSO) is the first offset of the
   earliest open transaction (the log end offset when none is open), and
   read_committed returns nothing at or after it, transactional or not.
+  Where the high watermark is known (a consumer's view), a transaction
+  whose marker is at or above it is not stable yet either (the broker's
+  ProducerStateManager keeps it among the unreplicated transactions until
+  the high watermark passes its marker), and the LSO is never above the
+  high watermark (UnifiedLog.lastStableOffset).
 - Non-transactional batches always pass; control records are never data.
   Control records other than ABORT/COMMIT (KRaft types, unknown types) end
   nothing.
@@ -72,12 +77,15 @@ class TxnState:
 
     @classmethod
     def build(cls, batches: BatchTable, control: ControlRecords,
-              txn_index: TxnIndex | None = None, *, active_base: int = 0) -> "TxnState":
+              txn_index: TxnIndex | None = None, *, active_base: int = 0,
+              high_watermark: int | None = None) -> "TxnState":
         """From a whole log's batch table and control records.
 
         ``active_base``: the base offset of the log's last segment (the active
         one): the log end offset is never below it, so a log whose last
         segment holds no batch ends at that base offset, not at 0.
+        ``high_watermark``: where known, a transaction whose marker is at or
+        above it is unstable too, and the LSO is at most the high watermark.
         """
         is_marker = (control.type == ABORT) | (control.type == COMMIT)
         if len(control):
@@ -102,10 +110,29 @@ class TxnState:
         log_end = max(int(batches.last_offset.max()) + 1 if len(batches) else 0, active_base)
         state = cls(markers, aborted, log_end, log_end)
         verdict = state.verdict(batches)
-        open_batches = verdict == OPEN
-        if open_batches.any():
-            state.last_stable_offset = int(batches.base_offset[open_batches].min())
+        unstable = verdict == OPEN
+        if high_watermark is not None:
+            unstable |= state.ended_at_or_above(batches, verdict, high_watermark)
+            state.last_stable_offset = min(state.last_stable_offset, high_watermark)
+        if unstable.any():
+            state.last_stable_offset = min(state.last_stable_offset,
+                                           int(batches.base_offset[unstable].min()))
         return state
+
+    def ended_at_or_above(self, batches: BatchTable, verdict: np.ndarray,
+                          offset: int) -> np.ndarray:
+        """Per batch: of a transaction whose marker (or ``.txnindex`` stand-in)
+        lies at or above ``offset``."""
+        out = np.zeros(len(batches), bool)
+        ended = np.flatnonzero((verdict == COMMITTED) | (verdict == ABORTED))
+        for pid, (rows,) in _by_producer(batches.producer_id[ended], ended):
+            if pid not in self.markers:
+                continue        # aborted by a .txnindex range alone: its end is known below
+            offsets, _ = self.markers[pid]
+            nxt = np.searchsorted(offsets, batches.last_offset[rows], side="right")
+            closed = nxt < len(offsets)
+            out[rows[closed]] = offsets[nxt[closed]] >= offset
+        return out
 
     def verdict(self, batches: BatchTable) -> np.ndarray:
         """Per batch: PASS (not transactional / control), COMMITTED, ABORTED or OPEN."""

@@ -345,7 +345,9 @@ def _plan_once(options: Options) -> list[SegmentSlice]:
         if lo < hi:
             wanted.append((log_, lo, hi))
     _warn_missing(options, logs, wanted, visible)
-    states = _transactions(options, [w[0] for w in wanted], kwargs)
+    states = _transactions(options, [w[0] for w in wanted], kwargs,
+                           [visible.of_log(w[0])[1] if visible.consumer else None
+                            for w in wanted])
     slices = _file_slices(options, files)
     for (log_, lo, hi), (state, drops) in zip(wanted, states):
         slices += _partition_slices(options, log_, lo, hi, state, drops)
@@ -376,21 +378,23 @@ def _warn_missing(options: Options, logs: list, wanted: list, visible: Visible) 
         missing.warn_unnamed(data_dir, visible.ranges(data_dir), here, read)
 
 
-def _transactions(options: Options, logs: list, kwargs: dict) -> list[tuple]:
+def _transactions(options: Options, logs: list, kwargs: dict,
+                  high_watermarks: list) -> list[tuple]:
     """``(state, drops)`` per partition for read_committed (a pass over
     each partition's batch headers and control records, on the driver's
-    threads: partitions in object storage are fetched in parallel);
+    threads: partitions in object storage are fetched in parallel; with
+    its high watermark where visibility=consumer knows it, TxnState.build);
     ``(None, None)`` otherwise."""
     if options.isolation != "read_committed":
         return [(None, None)] * len(logs)
 
-    def one(log_):
-        state = log_.transaction_state(**kwargs)
+    def one(log_, hw):
+        state = log_.transaction_state(hw, **kwargs)
         return state, log_.dropped_batches(state, kwargs)
     if len(logs) <= 1:
-        return [one(p) for p in logs]
+        return [one(p, hw) for p, hw in zip(logs, high_watermarks)]
     with ThreadPoolExecutor(max_workers=min(8, len(logs))) as pool:
-        return list(pool.map(one, logs))
+        return list(pool.map(one, logs, high_watermarks))
 
 
 def _partition_slices(options: Options, log_: PartitionLog, lo: int, hi: int, state,

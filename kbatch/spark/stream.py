@@ -250,7 +250,7 @@ class Snapshot:
             earliest, end = bounds
             self.visible[tp] = visible.of_log(plog)
             if o.isolation == "read_committed":
-                state = plog.transaction_state(validate_crc=o.validate_crc)
+                state = plog.transaction_state(self.visible[tp][1], validate_crc=o.validate_crc)
                 end = min(end, state.last_stable_offset)
             self.logs[tp], self.earliest[tp], self.end[tp] = plog, earliest, max(end, earliest)
 
@@ -439,14 +439,15 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lo = o.check_loss(tp[0], tp[1], lo, snap.earliest[tp], hi)
             if lo >= hi:
                 continue
-            slices.extend(self._slices(snap.logs[tp], tp, lo, hi))
+            slices.extend(self._slices(snap.logs[tp], tp, lo, hi, snap.visible[tp][1]))
         return self._pack(slices)
 
-    def _slices(self, plog: PartitionLog, tp: TP, lo: int, hi: int) -> list[StreamSlice]:
+    def _slices(self, plog: PartitionLog, tp: TP, lo: int, hi: int,
+                high_watermark: int | None = None) -> list[StreamSlice]:
         o = self.options
         state = drops = None
         if o.isolation == "read_committed":
-            state = plog.transaction_state(validate_crc=o.validate_crc)
+            state = plog.transaction_state(high_watermark, validate_crc=o.validate_crc)
             drops = plog.dropped_batches(state, {"validate_crc": o.validate_crc})
         out = []
         index = {id(seg): i for i, seg in enumerate(plog.segments)}

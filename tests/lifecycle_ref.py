@@ -245,7 +245,9 @@ def retention_model(segments: list[tuple[int, bytes, int]], *, log_start: int, h
     passes of deleteOldSegments (logStartOffset, size, ms), each a prefix
     (deletableSegments: stops at the first miss, at an upper bound above
     the high watermark, at an empty last segment), rolling an empty segment
-    at the log end offset when all would go (deleteSegments)."""
+    at the log end offset when all would go (deleteSegments); a log start
+    above the log end deletes every segment first, as loading the directory
+    does (LogLoader)."""
     infos = []
     end = segments[0][0]
     for base, buf, mtime in segments:
@@ -256,6 +258,10 @@ def retention_model(segments: list[tuple[int, bytes, int]], *, log_start: int, h
             end = max(end, batches[-1]["last_offset"] + 1)
         end = max(end, base)
     hw = end if hw is None else hw
+    if log_start > end:
+        # LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: loading the
+        # directory deletes every segment and opens an empty one at the start
+        return [(s[0], "log_start_offset") for s in infos], log_start, True
     segs, deleted, start, rolled = infos, [], max(log_start, infos[0][0]), False
 
     def prefix(pred):

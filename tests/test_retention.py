@@ -170,3 +170,37 @@ def test_apply_keeps_file_ages_and_epochs_when_nothing_goes(tmp_path):
     assert [d.base_offset for d in again.deleted] == [0]
     assert [d.base_offset for d in retention(tmp_path / "t-0", retention_ms=500,
                                              now=T0 + 1500).partitions[0].deleted] == [0]
+
+
+def test_a_log_start_above_the_log_end_deletes_every_segment(tmp_path):
+    """log-start-offset-checkpoint says 10, the segments hold 0..2: a broker
+    loading the directory deletes every segment and starts an empty one at
+    10 (LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd, clearing the
+    leader epoch cache), as kbatch's recover does; retention plans from
+    that log, and its copy is what the broker would hold."""
+    dd = tmp_path / "dd"
+    part = dd / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(
+        build_batch([(1000, b"a", b"1", []), (1000, b"b", b"2", [])], base_offset=0))
+    (part / "00000000000000000002.log").write_bytes(build_batch([(1001, b"c", b"3", [])],
+                                                                base_offset=2))
+    (part / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    (dd / "log-start-offset-checkpoint").write_text("0\n1\nt 0 10\n")
+    plan = retention(str(dd), now=2000)
+    [p] = plan.partitions
+    assert [d.file for d in p.deleted] == ["00000000000000000000.log", "00000000000000000002.log"]
+    assert p.new_log_start_offset == 10 and p.rolled
+    assert [len(r) for r in plan.lost().values()] == [3]
+    out = tmp_path / "out"
+    plan.apply(str(out))
+    names = sorted(x.name for x in (out / "t-0").iterdir())
+    assert [n for n in names if n.endswith(".log")] == ["00000000000000000010.log"]
+    assert (out / "t-0" / "00000000000000000010.log").stat().st_size == 0
+    assert (out / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 10\n"
+    assert (out / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"
+    assert kbatch.verify(str(out)).ok
+    rec = tmp_path / "rec"
+    kbatch.recover(str(dd), str(rec))
+    assert sorted(x.name for x in (rec / "t-0").iterdir() if x.suffix == ".log") == \
+        [n for n in names if n.endswith(".log")]

@@ -86,6 +86,14 @@ class PartitionPlan:
     deleted: list[Deletion] = field(default_factory=list)
     new_log_start_offset: int = 0
     rolled: bool = False        # a new empty segment at the log end offset first
+    # a log start above the log end: a broker loading the directory deletes
+    # every segment and starts an empty one at the log start (plan_partition)
+    restarted: bool = False
+
+    @property
+    def roll_offset(self) -> int:
+        """The base offset of the empty segment ``rolled`` adds."""
+        return self.new_log_start_offset if self.restarted else self.log_end_offset
     checkpoint_start: int = 0   # the log-start-offset-checkpoint entry as loaded (0: none)
 
     @property
@@ -156,6 +164,14 @@ def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_byte
     three passes of UnifiedLog.deleteOldSegments."""
     segs = list(plan.segments)
     start = plan.log_start_offset
+    if segs and start > plan.log_end_offset:
+        # LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: the log as a
+        # broker loads it has no segment but an empty one at the log start
+        plan.deleted += [Deletion(s.file, s.base_offset, s.size, "log_start_offset")
+                         for s in segs]
+        plan.rolled = plan.restarted = True
+        plan.new_log_start_offset = start
+        return plan
 
     def deletable(predicate) -> list[SegmentInfo]:
         out = []
@@ -306,6 +322,8 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     kept = truncate_from_start(cache, p.checkpoint_start)
                     if p.new_log_start_offset > p.log_start_offset:
                         kept = truncate_from_start(kept, p.new_log_start_offset)
+                    if p.restarted:     # LogLoader clears it (clearAndFlush)
+                        kept = []
                     (out / name).write_text(epoch_file_text(kept))
                 elif stem_base is not None and stem_base in gone:
                     continue        # a deleted segment, its index files and snapshot
@@ -314,7 +332,7 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     _copy(p.log.location.child(e.name), out / name)
                     keep_mtime(p.log.location.child(e.name), out / name)
             if p.rolled:
-                stem = out / f"{p.log_end_offset:020d}"
+                stem = out / f"{p.roll_offset:020d}"
                 for suffix in (".log", ".index", ".timeindex"):
                     Path(f"{stem}{suffix}").write_bytes(b"")
         if not single:

@@ -181,7 +181,7 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
         for d in p.deleted:
             print(f"{name}: delete {d.file} ({d.reason}): {d.bytes} bytes, offsets from "
                   f"{d.base_offset}")
-        roll = (f", after rolling an empty segment at {p.log_end_offset}" if p.rolled else "")
+        roll = (f", after rolling an empty segment at {p.roll_offset}" if p.rolled else "")
         print(f"{name}: {len(p.deleted)} of {len(p.segments)} segments deleted{roll}; new log "
               f"start {p.new_log_start_offset} (was {p.log_start_offset}), log end "
               f"{p.log_end_offset}")

@@ -1,7 +1,9 @@
 """Recovery: ``kbatch.recover(source, dest)``, ``kbatch recover SRC DST``.
 
 What a broker does to a log on an unclean start (LogLoader.recoverLog,
-LogSegment.recover), done on a copy: every batch of every segment is
+LogSegment.recover), done on a copy, and to every segment (the broker
+recovers only those from its recovery point on, and none after a clean
+shutdown; damage below them it would serve): every batch of every segment is
 checked by the rules ``verify`` applies (``kbatch.tools.verify_rules``:
 CRC, sizes, records, offsets that increase and stay above the segment's
 base; ``first_damage`` says where a segment's valid prefix ends), and the

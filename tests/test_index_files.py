@@ -279,3 +279,37 @@ def test_direct_read_of_a_directory_index_raises_the_library_error(tmp_path):
         Segment(seg).offset_index
     with pytest.raises(kbatch.KbatchError):
         Segment(seg).time_index
+
+
+def test_verify_checks_the_index_files_a_broker_sanity_checks(tmp_path):
+    """TransactionIndex.sanityCheck and the iterator refuse an entry whose
+    last offset is below its first or whose version is not 0, and
+    OffsetIndex/TimeIndex.sanityCheck a size that is not a whole number of
+    entries; an entry saying a transaction was aborted where the log holds
+    its producer's COMMIT contradicts the log (read_committed would drop
+    committed records). verify said "ok" to all of them."""
+    import struct
+
+    from tests.kafka_ref import COMMIT, build_batch, control_batch
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = build_batch([(1000 + i, b"k", b"v%d" % i, []) for i in range(5)], base_offset=0,
+                      producer_id=1, producer_epoch=0, base_sequence=0, transactional=True)
+    log += control_batch(base_offset=5, producer_id=1, producer_epoch=0, control_type=COMMIT,
+                         timestamp=2000)
+    (part / "00000000000000000000.log").write_bytes(log)
+    assert kbatch.verify(part).ok
+    entry = lambda version, pid, first, last: struct.pack(">hqqqq", version, pid, first, last, 0)
+    cases = {"COMMIT, not an ABORT": entry(0, 1, 0, 5),
+             "not an aborted transaction's range": entry(0, 1, 5, 0),
+             "version 7": entry(7, 1, 0, 5),
+             "whole number of 34-byte entries": entry(0, 2, 0, 5)[:20]}
+    for says, data in cases.items():
+        (part / "00000000000000000000.txnindex").write_bytes(data)
+        report = kbatch.verify(part)
+        assert not report.ok and any(says in p for s in report.segments for p in s.problems()), \
+            (says, [s.problems() for s in report.segments])
+    (part / "00000000000000000000.txnindex").unlink()
+    (part / "00000000000000000000.index").write_bytes(b"\x00" * 7)
+    report = kbatch.verify(part)
+    assert any("whole number of 8-byte" in p for s in report.segments for p in s.problems())

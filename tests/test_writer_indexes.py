@@ -34,6 +34,7 @@ entry at 4096 bytes proves nothing about the interval: it is skipped.
 from __future__ import annotations
 
 import pathlib
+import shutil
 import struct
 
 from kbatch.lib.writer import LogWriter
@@ -115,6 +116,7 @@ def replay(part: pathlib.Path, out: pathlib.Path, interval: int, appends: str,
     """Re-append every batch of ``part`` into ``out``; ``restarts``: (segment
     name, batch position) before which the broker restarted cleanly."""
     segs = sorted(part.glob("*.log"))
+    shutil.rmtree(out, ignore_errors=True)      # (a writer starts new directories only)
     with LogWriter(out, base_offset=int(segs[0].stem), index_interval_bytes=interval,
                    preallocate_indexes=False, time_index_offset=time_offsets) as w:
         for k, seg in enumerate(segs):

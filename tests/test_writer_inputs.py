@@ -390,3 +390,41 @@ def test_producer_state_a_broker_refuses_is_refused(tmp_path):
     got = read_with_kafka_python(next((tmp_path / "t-0").glob("*.log")).read_bytes())
     data = [b for b in got.batches if not b["is_control"]]
     assert [(b["producer_epoch"], b["base_sequence"]) for b in data] == [(0, 0), (1, 0), (2, 0)]
+
+
+def test_a_directory_holding_a_log_is_refused_and_left_as_it_was(tmp_path):
+    """The writer starts new logs only: a second write_log, or a LogWriter,
+    into a directory holding segments used to overwrite the segment at its
+    base offset (offsets lost, or written twice) with no error."""
+    part = tmp_path / "t-0"
+    kbatch.write_log(part, [{"key": b"k%d" % i, "value": b"v"} for i in range(30)],
+                     segment_bytes=1000)
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    with pytest.raises(kbatch.ArgumentError, match="already holds a log"):
+        kbatch.write_log(part, [{"value": b"new"}])
+    with pytest.raises(kbatch.ArgumentError, match="already holds a log"):
+        kbatch.LogWriter(part, base_offset=30)
+    assert {p.name: p.read_bytes() for p in part.iterdir()} == before
+
+
+def test_a_row_with_an_unknown_field_is_refused_before_anything_is_written(tmp_path):
+    # "valeu" would have been written as a null value: a tombstone
+    for row in ({"key": b"u", "valeu": b"x"}, {"value": b"x", "offset": 5}):
+        with pytest.raises(ValueError, match="unknown field"):
+            kbatch.write_log(tmp_path / "t-0", [row])
+        assert not (tmp_path / "t-0").exists()
+
+
+def test_header_bytes_count_toward_batch_bytes(tmp_path):
+    """Records whose bytes are all in one 300 KB header: batches stay near
+    batch_bytes (one record each here), as kafka-python reads them; they
+    were cut as if headers weighed 8 bytes, into a 900-record batch of
+    270 MB that kbatch's own decompression cap then refused."""
+    from tests.kafka_ref import read_with_kafka_python
+    rows = [{"value": b"v", "headers": [("h", b"x" * 300_000)]} for _ in range(20)]
+    kbatch.write_log(tmp_path / "t-0", rows, codec="zstd")
+    [seg] = (tmp_path / "t-0").glob("*.log")
+    batches = read_with_kafka_python(seg.read_bytes())
+    assert [b["records_count"] for b in batches.batches] == [1] * 20
+    assert [r["headers"][0][1] for r in batches.records] == [b"x" * 300_000] * 20
+    assert len(kbatch.open_log(tmp_path / "t-0").read()) == 20

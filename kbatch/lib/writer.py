@@ -51,9 +51,11 @@ from kbatch._core._encode import encode_records
 from kbatch.lib.columns import BinaryColumn, HeadersColumn
 from kbatch.wire import ATTR_CODEC_MASK, INT64_MAX, INT64_MIN, Attr, ControlType
 from kbatch.lib.compression import codec_id, compress
+from kbatch.errors import ArgumentError
 from kbatch.lib.records import Records
 
 HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte magic-2 batch header
+ROW_FIELDS = frozenset({"key", "value", "timestamp", "headers"})   # of a row given as a mapping
 CRC_FROM = 21
 ATTR_LOG_APPEND_TIME = Attr.LOG_APPEND_TIME
 ATTR_TRANSACTIONAL = Attr.TRANSACTIONAL
@@ -215,6 +217,10 @@ def to_columns(records, *, default_timestamp: int | None = None) -> Columns:
     keys, values, stamps, headers = [], [], [], []
     for rec in records:
         if isinstance(rec, Mapping):
+            unknown = set(rec) - ROW_FIELDS
+            if unknown:     # a typo ("valeu") would write a null value: a tombstone
+                raise ValueError(f"a row has unknown field(s) {sorted(map(str, unknown))} "
+                                 f"(a row's fields: {', '.join(sorted(ROW_FIELDS))})")
             k, v, t, h = rec.get("key"), rec.get("value"), rec.get("timestamp"), rec.get("headers")
         else:
             if isinstance(rec, (str, bytes, bytearray, memoryview)) or not hasattr(rec, "__len__"):
@@ -339,8 +345,12 @@ def _batch_bounds(cols: Columns, batch_records: int, batch_bytes: int,
     n = len(cols)
     if offsets is None and cols.offset is not None:
         offsets = cols.offset
-    sizes = (cols.key.lengths().astype(np.int64) + cols.value.lengths()
-             + np.diff(np.asarray(cols.headers.offsets, np.int64)) * 8 + 8)
+    # each record's key, value and header bytes (8 more per header, 8 per
+    # record: about their varints), so a batch's payload stays near batch_bytes
+    per_header = np.concatenate([[0], np.cumsum(
+        cols.headers.keys.lengths().astype(np.int64) + cols.headers.values.lengths() + 8)])
+    header_bytes = np.diff(per_header[np.asarray(cols.headers.offsets, np.int64)])
+    sizes = (cols.key.lengths().astype(np.int64) + cols.value.lengths() + header_bytes + 8)
     cum = np.concatenate([[0], np.cumsum(sizes)])
     bounds, i = [], 0
     while i < n:
@@ -844,6 +854,7 @@ class LogWriter:
                           time_index_offset=time_index_offset)
         SegmentWriter(io.BytesIO(), base_offset=base_offset, **self._opts)  # checks them
         self.directory = Path(directory)
+        refuse_existing_log(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.codec = codec
         self.preallocate_indexes = bool(preallocate_indexes)
@@ -1023,6 +1034,21 @@ def into_new_directory(dest: Path, write):
         raise
 
 
+def refuse_existing_log(directory: Path) -> None:
+    """``ArgumentError`` when ``directory`` already holds a log (a segment
+    file, or an interrupted swap's or cleaner's): the writer starts new
+    logs only, and would overwrite the segment at its base offset."""
+    if not directory.is_dir():
+        return
+    held = sorted(p.name for p in directory.iterdir()
+                  if p.name.endswith((".log", ".log.swap", ".log.cleaned", ".log.deleted")))
+    if held:
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise ArgumentError(f"{directory}: already holds a log ({shown}): kbatch writes new "
+                            "partition directories only (read this one with kbatch.open_log; "
+                            "write into an empty or new directory)")
+
+
 def write_log(directory, records, *, codec="none", segment_bytes: int = DEFAULT_SEGMENT_BYTES,
               segment_ms: int | None = None,
               batch_records: int = DEFAULT_BATCH_RECORDS, batch_bytes: int = DEFAULT_BATCH_BYTES,
@@ -1038,6 +1064,7 @@ def write_log(directory, records, *, codec="none", segment_bytes: int = DEFAULT_
                   index_interval_bytes=index_interval_bytes).encode(cols, **append_options)
     if segment_ms is not None:
         _int("segment_ms", segment_ms, 1, INT64_MAX)
+    refuse_existing_log(Path(directory))
     with LogWriter(directory, base_offset=base_offset, codec=codec, segment_bytes=segment_bytes,
                    segment_ms=segment_ms, batch_records=batch_records, batch_bytes=batch_bytes,
                    index_interval_bytes=index_interval_bytes) as log:

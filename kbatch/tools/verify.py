@@ -16,6 +16,7 @@ import numpy as np
 
 from kbatch.errors import KbatchError
 from kbatch.lib.files import NotRegularFileError
+from kbatch.lib.index import OFFSET_ENTRY, TIME_ENTRY, TXN_ENTRY
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment
 from kbatch.lib.open import expect, resolve
@@ -23,6 +24,7 @@ from kbatch.lib.paths import SEGMENT_NAME, PathKind, segment_base
 from kbatch.lib.records import BatchTable
 from kbatch.lib.storage import Storage
 from kbatch.tools.evidence import shortfalls
+from kbatch.wire import ControlType
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport,  # noqa: F401
                                        VerifyReport, check, verify_options, walk)
 
@@ -58,7 +60,8 @@ def verify_segment(segment, *, last_segment: bool | None = None, **options) -> S
     if seg.limit is not None:      # a tiered upload: its offsets another one serves
         report.served = 0
         chunks = _count_served(report, chunks, seg.limit)
-    batches = walk(report, chunks)
+    markers: list = []
+    batches = walk(report, _markers_of(chunks, markers))
     index_problems: list[str] = []
     idx = _side_file(seg, "offset_index", _side_name(seg, ".index"), index_problems)
     time_problems: list[str] = []
@@ -66,7 +69,70 @@ def verify_segment(segment, *, last_segment: bool | None = None, **options) -> S
     check(report, batches, idx, _side_name(seg, ".index"), ti, _side_name(seg, ".timeindex"))
     report.index_problems = index_problems + report.index_problems
     report.timeindex_problems = time_problems + report.timeindex_problems
+    report.index_problems += _entry_sizes(seg) + _txn_index_problems(seg, markers)
     return report
+
+
+def _markers_of(chunks, out: list):
+    """``chunks``, each one's ABORT/COMMIT markers kept in ``out`` as
+    ``(producer id, offset) -> type``."""
+    for chunk in chunks:
+        ctl = chunk.control
+        for pid, offset, kind in zip(ctl.producer_id.tolist(), ctl.offset.tolist(),
+                                     ctl.type.tolist()):
+            if kind in (ControlType.ABORT, ControlType.COMMIT):
+                out.append(((pid, offset), kind))
+        yield chunk
+
+
+# bytes per entry of each index file: a size that is not a multiple is
+# refused by Kafka's sanityCheck (OffsetIndex, TimeIndex, TransactionIndex)
+ENTRY_BYTES = {".index": OFFSET_ENTRY.itemsize, ".timeindex": TIME_ENTRY.itemsize,
+               ".txnindex": TXN_ENTRY.itemsize}
+
+
+def _entry_sizes(seg: Segment) -> list[str]:
+    """Index files whose size is not a whole number of entries."""
+    out = []
+    try:
+        files = seg.files()
+    except (KbatchError, OSError):
+        return out
+    for name, entry in files:
+        width = next((w for s, w in ENTRY_BYTES.items() if name.endswith(s)), None)
+        if width and entry.size % width:
+            out.append(f"{name}: {entry.size} bytes, not a whole number of {width}-byte "
+                       "entries (a broker refuses it: CorruptIndexException)")
+    return out
+
+
+def _txn_index_problems(seg: Segment, markers: list) -> list[str]:
+    """The ``.txnindex`` entries Kafka's TransactionIndex refuses (a version
+    other than 0, a last offset below the first), and those the segment's
+    own markers contradict: a COMMIT where the entry says its producer's
+    transaction was aborted, or an entry below the segment's base offset.
+    (An entry whose ABORT marker is gone is not one: the cleaner removes
+    markers and keeps the entries.)"""
+    name = _side_name(seg, ".txnindex")
+    out: list[str] = []
+    txn = _side_file(seg, "txn_index", name, out)
+    if txn is None or not len(txn.producer_id):
+        return out
+    kinds = dict(markers)
+    for k, (pid, first, last, version) in enumerate(zip(
+            txn.producer_id.tolist(), txn.first_offset.tolist(), txn.last_offset.tolist(),
+            txn.version.tolist())):
+        where = f"{name}: entry {k} (producer {pid}, offsets {first}..{last})"
+        if version != 0:
+            out.append(f"{where}: version {version} (a broker reads version 0 only)")
+        elif last < first or first < 0 or pid < 0:
+            out.append(f"{where}: not an aborted transaction's range")
+        elif last < seg.base_offset:
+            out.append(f"{where}: its marker would lie below the segment's base offset "
+                       f"{seg.base_offset}")
+        elif kinds.get((pid, last)) == ControlType.COMMIT:
+            out.append(f"{where}: the marker at {last} is a COMMIT, not an ABORT")
+    return out
 
 
 def _count_served(report: SegmentReport, chunks, limit: int):

@@ -714,3 +714,54 @@ def test_schema_id_in_a_header_carries_the_message_indexes():
     assert plain(arr) == [None, None]
     assert "no message indexes after the schema id" in errors[0].as_py()
     assert "bytes after the message indexes" in errors[1].as_py()
+
+
+def _pb_registry(files: dict, main: str):
+    """One value subject whose schema is ``files[main]``, the others its references."""
+    entries, refs = [], []
+    for k, (path, text) in enumerate(f for f in files.items() if f[0] != main):
+        entries.append({"subject": path, "version": 1, "id": 100 + k, "schemaType": "PROTOBUF",
+                        "schema": text})
+        refs.append({"name": path, "subject": path, "version": 1})
+    entries.append({"subject": "v-value", "version": 1, "id": 1, "schemaType": "PROTOBUF",
+                    "schema": files[main], "references": refs})
+    return kbatch.registry(entries)
+
+
+@pytest.mark.parametrize("case", ["label-before-absolute-type", "proto2-absolute-type",
+                                  "package-after-messages", "minus-apart"])
+def test_schema_text_as_protoc_reads_it(case):
+    """Schema text protoc reads, and kbatch refused or read otherwise: a label
+    before a fully qualified type (``repeated .pkg.T``: how Confluent prints
+    schemas registered from generated classes, and normalized ones); a
+    ``package`` statement after definitions (protoc puts the whole file in
+    it: A.b is pl.B, not another file's B); an enum value ``- 1``. The truth
+    is the protobuf runtime's decode of the same bytes, its classes built
+    by protoc from the same text."""
+    files, main, name, value, index = {
+        "label-before-absolute-type": (
+            {"m.proto": 'syntax = "proto3"; package com.acme; message Item { string sku = 1; }'
+                        ' message Order { string id = 1; repeated .com.acme.Item items = 2;'
+                        ' map<string, .com.acme.Item> by_sku = 3; }'},
+            "m.proto", "com.acme.Order",
+            {"id": "o1", "items": [{"sku": "a"}, {"sku": "b"}], "by_sku": {"a": {"sku": "a"}}},
+            (1,)),
+        "proto2-absolute-type": (
+            {"m.proto": 'syntax = "proto2"; package p; message Sub { optional int32 z = 1; }'
+                        ' message M { optional .p.Sub one = 1; repeated .p.Sub many = 2; }'},
+            "m.proto", "p.M", {"one": {"z": 2}, "many": [{"z": 3}]}, (1,)),
+        "package-after-messages": (
+            {"other.proto": 'syntax = "proto3"; message B { sint32 x = 1; }',
+             "main.proto": 'syntax = "proto3"; import "other.proto"; message A { B b = 1; }'
+                           ' package pl; message B { int32 x = 1; }'},
+            "main.proto", "pl.A", {"b": {"x": 10}}, (0,)),
+        "minus-apart": (
+            {"m.proto": 'syntax = "proto3"; message M { E e = 1; }'
+                        ' enum E { Z = 0; A = - 1; }'},
+            "m.proto", "M", {"e": "A"}, (0,)),
+    }[case]
+    cls = Protos(files).cls(name)
+    raw = cls(**value).SerializeToString()
+    want = expected(cls.FromString(raw))
+    got = plain(_pb_registry(files, main).decode([frame_pb(1, raw, index)]))
+    assert [canon(g) for g in got] == [canon(want)]

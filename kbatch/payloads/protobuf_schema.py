@@ -179,6 +179,8 @@ class _Tokens:
 
     def integer(self) -> int:
         text = self.next()
+        if text == "-" and self.kind() == "num":     # a sign apart: "- 1"
+            text += self.next()
         try:
             return int(text, 0) if not re.fullmatch(r"[-+]?0\d+", text) else int(text, 8)
         except ValueError:
@@ -204,6 +206,7 @@ def parse(text: str, name: str = "schema.proto") -> ProtoFile:
     """One .proto file; type names are resolved later (``Pool``)."""
     t = _Tokens(text, name)
     f = ProtoFile(name)
+    f.package = _file_package(t)
     first = True
     while t.i < len(t.toks):
         word = t.next()
@@ -217,8 +220,8 @@ def parse(text: str, name: str = "schema.proto") -> ProtoFile:
                 raise SchemaError(f"{name}: syntax {f.syntax!r} is neither proto2 nor proto3")
         elif word == "edition":
             raise SchemaError(f"{name}: Protobuf editions are not read (proto2 and proto3 are)")
-        elif word == "package":
-            f.package = t.full_ident().lstrip(".")
+        elif word == "package":         # (read first: _file_package)
+            t.full_ident()
             t.expect(";")
         elif word == "import":
             if t.peek() in ("public", "weak") and t.kind() == "id":
@@ -237,6 +240,29 @@ def parse(text: str, name: str = "schema.proto") -> ProtoFile:
             raise t.error(f"unexpected {word!r}")
         first = False
     return f
+
+
+def _file_package(t: _Tokens) -> str:
+    """The file's package: protoc puts every definition of the file in it,
+    wherever the ``package`` statement stands (one at most)."""
+    found, depth, start = [], 0, True
+    for k, (kind, text, _) in enumerate(t.toks):
+        if kind != "str" and text == "{":
+            depth += 1
+        elif kind != "str" and text == "}":
+            depth -= 1
+        elif depth == 0 and start and text == "package" and kind != "str":
+            found.append(k)
+        start = kind != "str" and text in (";", "}")
+    if len(found) > 1:
+        raise SchemaError(f"{t.where}: more than one package statement")
+    if not found:
+        return ""
+    k, parts = found[0] + 1, []
+    while k < len(t.toks) and t.toks[k][1] != ";":
+        parts.append(t.toks[k][1])
+        k += 1
+    return "".join(parts).lstrip(".")
 
 
 def _join(scope: str, name: str) -> str:
@@ -359,7 +385,10 @@ def _message_body(t: _Tokens, m: MessageDef, syntax: str, oneof: str | None) -> 
                                      scope=m.full_name))
         else:
             label = None
-            if word in ("optional", "required", "repeated") and t.peek(1) not in ("=", "."):
+            # a label word starting a field is its label, as protoc's parser
+            # takes it, also before a fully qualified type (``repeated
+            # .pkg.T``: how Confluent prints schemas from generated classes)
+            if word in ("optional", "required", "repeated") and t.peek(1) != "=":
                 label = t.next()
             if t.peek() == "group":
                 raise t.error("proto2 groups are not read")

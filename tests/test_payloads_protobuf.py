@@ -765,3 +765,12 @@ def test_schema_text_as_protoc_reads_it(case):
     want = expected(cls.FromString(raw))
     got = plain(_pb_registry(files, main).decode([frame_pb(1, raw, index)]))
     assert [canon(g) for g in got] == [canon(want)]
+
+
+def test_a_oneof_of_more_members_than_its_column_holds_is_a_schema_error():
+    # its column is an int8 dictionary: 129 members raised "malformed field 128"
+    members = " ".join(f"int32 m{k} = {k};" for k in range(1, 130))
+    text = f'syntax = "proto3"; package big; message M {{ oneof choice {{ {members} }} }}'
+    reg = _pb_registry({"m.proto": text}, "m.proto")
+    with pytest.raises(SchemaError, match="oneof choice has 129 members"):
+        reg.decode([frame_pb(1, b"\x08\x07")])

@@ -194,6 +194,9 @@ class Layout:
             children.append(node)
         which = []
         for o in m.oneofs:
+            if len(oneof_members[o]) > 128:     # its column: int8 dictionary indices
+                raise SchemaError(f"message {m.full_name}: oneof {o} has "
+                                  f"{len(oneof_members[o])} members; kbatch reads at most 128")
             col = self._col(ColKind.K_FIXED, 1)
             which.append(col)
             node = PNode("oneof", col, pa.dictionary(pa.int8(), pa.string()))

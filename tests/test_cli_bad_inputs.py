@@ -271,3 +271,29 @@ def table() -> str:
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     print(table())
+
+
+def test_txn_says_a_torn_inner_segment_and_exits_1(tmp_path, capfd):
+    """A partition whose first segment (not its last) lost its last 7 bytes:
+    a read raises there, stats and verify exit 1; txn printed its report and
+    exited 0. A partition that is not __transaction_state is not read as
+    one (it was, raising CRC errors that --no-crc did not silence)."""
+    from kbatch.tools.cli import main
+    from tests.kafka_ref import build_batch
+    part = tmp_path / "data" / "t-0"
+    part.mkdir(parents=True)
+    first = b"".join(build_batch([(1000, b"k", b"v%d" % i, [])], base_offset=i) for i in range(5))
+    (part / "00000000000000000000.log").write_bytes(first[:-7])
+    (part / "00000000000000000005.log").write_bytes(build_batch([(1000, b"k", b"v", [])],
+                                                                base_offset=5))
+    for target in (tmp_path / "data", part):
+        assert main(["txn", str(target)]) == 1
+        err = capfd.readouterr().err
+        assert "00000000000000000000.log" in err and "not its partition's last" in err
+    bad = tmp_path / "crc" / "t-0"
+    bad.mkdir(parents=True)
+    seg = bytearray(build_batch([(1000, b"k", b"v", [])], base_offset=0))
+    seg[-1] ^= 0xFF
+    (bad / "00000000000000000000.log").write_bytes(bytes(seg))
+    assert main(["txn", "--no-crc", str(bad)]) == 0
+    assert "CRC" not in capfd.readouterr().err

@@ -263,11 +263,12 @@ def extend_txn(parser: argparse.ArgumentParser, cmd_txn) -> None:
     def run(args) -> int:
         status = cmd_txn(args)
         found = resolve(args.path, _storage_of(args))    # as cmd_txn found it
-        if found.kind is PathKind.SEGMENT:
-            return status
+        if found.kind is PathKind.SEGMENT or (found.kind is PathKind.PARTITION
+                                              and found.topic != "__transaction_state"):
+            return status       # no __transaction_state to join with
         from kbatch.internal.producer_ids import producer_ids
         from kbatch.internal.transactions import transaction_log
-        ids = producer_ids(_rows(transaction_log(found)))
+        ids = producer_ids(_rows(transaction_log(found, validate_crc=not args.no_crc)))
         if not ids.states:
             return status
         if args.format == "json":

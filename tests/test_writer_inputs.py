@@ -428,3 +428,20 @@ def test_header_bytes_count_toward_batch_bytes(tmp_path):
     assert [b["records_count"] for b in batches.batches] == [1] * 20
     assert [r["headers"][0][1] for r in batches.records] == [b"x" * 300_000] * 20
     assert len(kbatch.open_log(tmp_path / "t-0").read()) == 20
+
+
+def test_only_a_log_makes_a_directory_taken(tmp_path, capfd):
+    """Files that are not segments (notes.log, a folder x.log, .deleted
+    leftovers a broker deletes) do not make a directory taken; kbatch
+    sample --force into a directory holding a sample says so up front."""
+    from kbatch.tools.cli import main
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "notes.log").write_text("n")
+    (part / "x.log").mkdir()
+    (part / "00000000000000000000.log.deleted").write_bytes(b"old")
+    kbatch.write_log(part, [{"value": b"v"}])
+    assert len(kbatch.open_log(part).read()) == 1
+    assert main(["sample", str(tmp_path / "s"), "--records", "200"]) == 0
+    assert main(["sample", str(tmp_path / "s"), "--records", "200", "--force"]) == 2
+    assert "already holds logs" in capfd.readouterr().err

@@ -52,6 +52,7 @@ from kbatch.lib.columns import BinaryColumn, HeadersColumn
 from kbatch.wire import ATTR_CODEC_MASK, INT64_MAX, INT64_MIN, Attr, ControlType
 from kbatch.lib.compression import codec_id, compress
 from kbatch.errors import ArgumentError
+from kbatch.lib.paths import file_offset, segment_base, swap_segment_base
 from kbatch.lib.records import Records
 
 HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte magic-2 batch header
@@ -1036,12 +1037,14 @@ def into_new_directory(dest: Path, write):
 
 def refuse_existing_log(directory: Path) -> None:
     """``ArgumentError`` when ``directory`` already holds a log (a segment
-    file, or an interrupted swap's or cleaner's): the writer starts new
-    logs only, and would overwrite the segment at its base offset."""
+    file, or an interrupted swap's or cleaner's; ``.deleted`` files, which a
+    broker deletes on load, and other files do not count): the writer
+    starts new logs only, and would overwrite the segment at its base offset."""
     if not directory.is_dir():
         return
-    held = sorted(p.name for p in directory.iterdir()
-                  if p.name.endswith((".log", ".log.swap", ".log.cleaned", ".log.deleted")))
+    held = sorted(p.name for p in directory.iterdir() if p.is_file() and (
+        segment_base(p.name) is not None or swap_segment_base(p.name) is not None
+        or (p.name.endswith(".log.cleaned") and file_offset(p.name) is not None)))
     if held:
         shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
         raise ArgumentError(f"{directory}: already holds a log ({shown}): kbatch writes new "

@@ -521,6 +521,7 @@ def _torn_inner_segments(found) -> list[str]:
 # --- sample and main ----------------------------------------------------
 
 def cmd_sample(args) -> int:
+    from kbatch.lib.paths import segment_base
     from kbatch.tools.sample import write_sample
 
     target = Path(args.directory)
@@ -528,6 +529,13 @@ def cmd_sample(args) -> int:
         raise UsageError(f"{target}: exists and is not a directory")
     if target.exists() and any(target.iterdir()) and not args.force:
         raise UsageError(f"{target} is not empty (use --force to write into it)")
+    if target.exists():
+        logs = sorted(p.name for p in target.iterdir() if p.is_dir() and any(
+            segment_base(f.name) is not None for f in p.iterdir()))
+        if logs:        # the writer starts new partition directories only
+            raise UsageError(f"{target} already holds logs ({', '.join(logs[:3])}"
+                             f"{' ...' if len(logs) > 3 else ''}): remove them or choose "
+                             "another directory")
     start = time.perf_counter()
     summary = write_sample(target, records=args.records, seed=args.seed,
                            segment_bytes=args.segment_bytes)
@@ -665,7 +673,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=seed_value, default=7)
     p.add_argument("--segment-bytes", type=segment_bytes, default=1 << 20,
                    help="roll segments at this size (1024..2147483647)")
-    p.add_argument("--force", action="store_true", help="write into a non-empty directory")
+    p.add_argument("--force", action="store_true",
+                   help="write into a non-empty directory (one without partition logs)")
     p.set_defaults(func=cmd_sample)
 
     p = sub.add_parser("main", help="the main job: sample (or LOG_DIR) -> Spark -> Parquet",

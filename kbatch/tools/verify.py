@@ -86,7 +86,8 @@ def _markers_of(chunks, out: list):
 
 
 # bytes per entry of each index file: a size that is not a multiple is
-# refused by Kafka's sanityCheck (OffsetIndex, TimeIndex, TransactionIndex)
+# refused by Kafka's sanityCheck (OffsetIndex, TimeIndex; a broker's load
+# runs TransactionIndex's and rebuilds the others of recovered segments)
 ENTRY_BYTES = {".index": OFFSET_ENTRY.itemsize, ".timeindex": TIME_ENTRY.itemsize,
                ".txnindex": TXN_ENTRY.itemsize}
 
@@ -102,7 +103,7 @@ def _entry_sizes(seg: Segment) -> list[str]:
         width = next((w for s, w in ENTRY_BYTES.items() if name.endswith(s)), None)
         if width and entry.size % width:
             out.append(f"{name}: {entry.size} bytes, not a whole number of {width}-byte "
-                       "entries (a broker refuses it: CorruptIndexException)")
+                       "entries (Kafka's index sanityCheck refuses such a file)")
     return out
 
 
@@ -124,7 +125,8 @@ def _txn_index_problems(seg: Segment, markers: list) -> list[str]:
             txn.version.tolist())):
         where = f"{name}: entry {k} (producer {pid}, offsets {first}..{last})"
         if version != 0:
-            out.append(f"{where}: version {version} (a broker reads version 0 only)")
+            out.append(f"{where}: version {version} (Kafka writes version 0; its reader "
+                       "refuses a later one)")
         elif last < first or first < 0 or pid < 0:
             out.append(f"{where}: not an aborted transaction's range")
         elif last < seg.base_offset:

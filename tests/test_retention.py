@@ -186,6 +186,7 @@ def test_a_log_start_above_the_log_end_deletes_every_segment(tmp_path):
     (part / "00000000000000000002.log").write_bytes(build_batch([(1001, b"c", b"3", [])],
                                                                 base_offset=2))
     (part / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    (part / "00000000000000000003.snapshot").write_bytes(b"\x00" * 30)
     (dd / "log-start-offset-checkpoint").write_text("0\n1\nt 0 10\n")
     plan = retention(str(dd), now=2000)
     [p] = plan.partitions
@@ -196,6 +197,7 @@ def test_a_log_start_above_the_log_end_deletes_every_segment(tmp_path):
     plan.apply(str(out))
     names = sorted(x.name for x in (out / "t-0").iterdir())
     assert [n for n in names if n.endswith(".log")] == ["00000000000000000010.log"]
+    assert not [n for n in names if n.endswith(".snapshot")]    # truncateFullyAndStartAt
     assert (out / "t-0" / "00000000000000000010.log").stat().st_size == 0
     assert (out / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 10\n"
     assert (out / "t-0" / "leader-epoch-checkpoint").read_text() == "0\n0\n"

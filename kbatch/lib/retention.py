@@ -327,6 +327,8 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     (out / name).write_text(epoch_file_text(kept))
                 elif stem_base is not None and stem_base in gone:
                     continue        # a deleted segment, its index files and snapshot
+                elif p.restarted and name.endswith(".snapshot"):
+                    continue        # ProducerStateManager.truncateFullyAndStartAt deletes them
                 elif base is not None or stem_base is not None or name == "partition.metadata":
                     # as old as the original: the time pass falls back on it
                     _copy(p.log.location.child(e.name), out / name)

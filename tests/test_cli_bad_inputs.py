@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+import kbatch
+
 ROOT = Path(__file__).resolve().parent.parent
 BIG = str(1 << 70)
 
@@ -286,6 +288,8 @@ def test_txn_says_a_torn_inner_segment_and_exits_1(tmp_path, capfd):
     (part / "00000000000000000000.log").write_bytes(first[:-7])
     (part / "00000000000000000005.log").write_bytes(build_batch([(1000, b"k", b"v", [])],
                                                                 base_offset=5))
+    [report] = kbatch.transactions(part)        # the API says so too
+    assert len(report.damage) == 1 and "00000000000000000000.log" in report.damage[0]
     for target in (tmp_path / "data", part):
         assert main(["txn", str(target)]) == 1
         err = capfd.readouterr().err

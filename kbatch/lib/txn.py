@@ -251,6 +251,8 @@ class TransactionReport:
     last_stable_offset: int = 0
     log_end_offset: int = 0
     producers: dict[int, ProducerProtocol] = field(default_factory=dict)
+    # what says the report may be partial (``kbatch.tools.transactions``)
+    damage: list[str] = field(default_factory=list)
 
     @property
     def open(self) -> list[Transaction]:

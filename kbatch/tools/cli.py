@@ -491,31 +491,10 @@ def cmd_txn(args) -> int:
         hanging += len(rep.open)
     if hanging and args.format == "text":
         print(f"{hanging} open transaction(s): read_committed stops at the LSO")
-    torn = _torn_inner_segments(found)
+    torn = [text for rep in reports for text in rep.damage]
     for text in torn:
         print(f"kbatch txn: {text}", file=sys.stderr)
     return EXIT_PROBLEMS if torn else EXIT_OK
-
-
-def _torn_inner_segments(found) -> list[str]:
-    """Segments that are not their partition's last and hold bytes after
-    their last whole batch (a broker trims a segment when it rolls: damage,
-    which a read raises on; the transaction pass walks past it)."""
-    from kbatch.lib.log import PartitionLog
-    from kbatch.lib.paths import PathKind
-    if found.kind is PathKind.SEGMENT:
-        return []
-    out = []
-    for part in found.partitions():
-        segments = PartitionLog.at(part, found.storage).segments
-        for seg in segments[:-1]:
-            bounds = seg.batch_bounds()
-            end = int(bounds["position"][-1] + bounds["size"][-1]) if len(bounds) else 0
-            if end < seg.size:
-                out.append(f"{seg.name}: {seg.size - end} byte(s) after its last whole batch, "
-                           f"at byte {end}, in a segment that is not its partition's last: "
-                           "damage (the report above may miss transactions or markers)")
-    return out
 
 
 # --- sample and main ----------------------------------------------------

@@ -25,7 +25,10 @@ def transactions(path, **options) -> list[TransactionReport]:
     ``layout``, ``private_key``...).
 
     Reads batch headers and control records only (data records are not
-    decoded); keeps one row per batch of a partition in memory.
+    decoded); keeps one row per batch of a partition in memory. A report's
+    ``damage`` names what may make it partial: a segment that is not its
+    partition's last holding bytes after its last whole batch (a read
+    raises there; the transaction pass walks past it).
     """
     storage, options = Storage.split(options)
     opts = decode_options("transactions", options)
@@ -40,6 +43,22 @@ def transactions(path, **options) -> list[TransactionReport]:
         log = PartitionLog.at(part, found.storage)
         batches, control, txn_index = log.transaction_tables(**options)
         last_base = log.segments[-1].base_offset if log.segments else 0
-        reports.append(transaction_report(log.name, batches, control, txn_index,
-                                          active_base=last_base))
+        report = transaction_report(log.name, batches, control, txn_index,
+                                    active_base=last_base)
+        report.damage = torn_inner_segments(log)
+        reports.append(report)
     return reports
+
+
+def torn_inner_segments(log: PartitionLog) -> list[str]:
+    """The segments of ``log`` that are not its last and hold bytes after
+    their last whole batch (a broker trims a segment when it rolls)."""
+    out = []
+    for seg in log.segments[:-1]:
+        bounds = seg.batch_bounds()
+        end = int(bounds["position"][-1] + bounds["size"][-1]) if len(bounds) else 0
+        if end < seg.size:
+            out.append(f"{seg.name}: {seg.size - end} byte(s) after its last whole batch, "
+                       f"at byte {end}, in a segment that is not its partition's last: "
+                       "damage (the report may miss transactions or markers)")
+    return out

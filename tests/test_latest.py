@@ -436,6 +436,38 @@ def test_few_keys_on_threads_name_the_first_bad_row():
                         threads)
 
 
+@pytest.mark.parametrize("distinct", [100, 40_000])
+@pytest.mark.parametrize("layout", ["offsets32", "views"])
+def test_a_key_read_as_words_and_copied_is_one_key(distinct, layout):
+    """A key's first 16 bytes are loaded as two words where 16 bytes of its
+    buffer follow its start, masked to its length, and copied where fewer
+    do (the last keys of the buffer, a view's inline value): a key of each
+    length 0..20 written mid-buffer, followed by other bytes, and again as
+    the buffer's last value is one key, its later row the winner, in the
+    cached pass (few keys) and the partitioned pass (many)."""
+    from kbatch._core._latest import latest_rows
+    for length in range(21):
+        key = bytes(range(65, 65 + length))
+        filler = [b"%06d" % i + b"\xff" * 12 for i in range(distinct)]
+        # mid-buffer, followed by bytes that differ from the zero padding
+        keys = [key, b"\xee" * 20] + filler + [key[:length - 1] + b"\x00"] * (length > 0) + [key]
+        col = kbatch.BinaryColumn.from_pylist(keys)
+        n = len(keys)
+        if layout == "views":
+            from kbatch._core._kernels import views_from_binary
+            views = np.zeros(16 * n, np.uint8)
+            views_from_binary(col.offsets, col.data, views, 0)
+            args = (None, None, None, views, [col.data])
+        else:
+            args = (col.offsets, col.data, None, None, [])
+        offsets = np.arange(n, dtype=np.int64)
+        want = _model_latest(keys, offsets.tolist(), [False] * n)
+        for threads in (1, 2):
+            rows, nkeys, tombs, nulls = latest_rows(*args, offsets, None, threads)
+            assert (rows.tolist(), nkeys, tombs, nulls) == want, length
+            assert 0 not in rows.tolist() and n - 1 in rows.tolist()
+
+
 def test_the_views_take_kernel_copies_and_checks():
     """``take_views``: values of a views column (inline ones of up to 12
     bytes, others in several buffers) copied in row order, on one thread

@@ -58,4 +58,11 @@ static inline int kb_eq(const uint8_t *a, const uint8_t *b, int64_t n) {
     return 1;
 }
 #define KB_PREFETCH(p) __builtin_prefetch((const void *)(p))
+/* 1 where the host stores words little-endian (the table view's key heads
+   are loaded as words there) */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define KB_LITTLE_ENDIAN 1
+#else
+#define KB_LITTLE_ENDIAN 0
+#endif
 #endif

@@ -12,10 +12,10 @@ its record with the highest offset, found by hashing the key bytes.
                     a tombstone: its key leaves the table
 
     hash table (open addressing, linear probing, doubled at half full)
-      slot uint64 = hash >> 32 (tag) << 32 | (row + 1);  0 = empty
-      head        = length uint64 | first 16 key bytes, zero padded
-                    (beside each slot: a key of up to 16 bytes is compared
-                    there, without reading the row it names)
+      slot (32 B) = entry uint64 | length uint64 | first 16 key bytes,
+                    zero padded;  entry = hash >> 32 (tag) << 32 | (row + 1),
+                    0 = empty (a key of up to 16 bytes is compared in its
+                    slot, one cache line, without reading the row it names)
       home slot   = (tag * 0x9E3779B97F4A7C15) >> (64 - log2(slots)): a
                     function of the tag alone, so doubling the table moves
                     entries without reading a key again
@@ -59,6 +59,7 @@ cdef extern from "_keyhash.h":
     uint64_t kb_hash(const uint8_t *p, int64_t length) noexcept nogil
     bint kb_eq(const uint8_t *a, const uint8_t *b, int64_t n) noexcept nogil
     void KB_PREFETCH(const void *p) noexcept nogil
+    bint KB_LITTLE_ENDIAN
 
 from kbatch._core._binview cimport view_bytes
 from kbatch._core._threads cimport MAX_RUN_THREADS, on_threads, run_count
@@ -97,8 +98,7 @@ cdef struct Keys:
 
 
 cdef struct Table:
-    uint64_t *slots
-    Head *heads                  # beside each slot: its key's length and first bytes
+    Slot *slots
     uint64_t mask
     int shift                    # 64 - log2(mask + 1)
     int64_t used
@@ -107,6 +107,11 @@ cdef struct Table:
 cdef struct Head:                # 24 bytes
     uint64_t length
     uint8_t head[INLINE]         # the key's first bytes, zero padded
+
+
+cdef struct Slot:                # 32 bytes: two to a cache line
+    uint64_t entry               # tag << 32 | (row + 1); 0 = empty
+    Head key
 
 
 cdef struct Entry:               # a row of the partitioned pass (32 bytes)
@@ -125,14 +130,16 @@ cdef inline bint _bit(const uint8_t *bits, int64_t i) noexcept nogil:
     return (bits[i >> 3] >> (i & 7)) & 1
 
 
-cdef inline int _key(const Keys *k, int64_t i, const uint8_t **p, int64_t *n) noexcept nogil:
-    """Key ``i``'s bytes, checked to lie inside their buffer."""
-    cdef int64_t start, stop, room
+cdef inline int _key_room(const Keys *k, int64_t i, const uint8_t **p, int64_t *n,
+                          int64_t *room) noexcept nogil:
+    """Key ``i``'s bytes, checked to lie inside their buffer, and how many
+    bytes of the buffer lie from its start on (``room``)."""
+    cdef int64_t start, stop
     if k.validity != NULL and not _bit(k.validity, i):
         return KEY_NULL
     if k.mode == MODE_VIEWS:
         return KEY_OK if view_bytes(k.views + i * 16, k.bufs, k.buf_len, k.nbuf, p, n,
-                                    &room) else KEY_BAD
+                                    room) else KEY_BAD
     if k.mode == MODE_OFF32:
         start = k.off32[i]
         stop = k.off32[i + 1]
@@ -143,50 +150,76 @@ cdef inline int _key(const Keys *k, int64_t i, const uint8_t **p, int64_t *n) no
         return KEY_BAD
     p[0] = k.data + start
     n[0] = stop - start
+    room[0] = k.data_len - start
     return KEY_OK
+
+
+cdef inline int _key(const Keys *k, int64_t i, const uint8_t **p, int64_t *n) noexcept nogil:
+    """Key ``i``'s bytes, checked to lie inside their buffer."""
+    cdef int64_t room
+    return _key_room(k, i, p, n, &room)
 
 
 cdef int _grow(Table *t) noexcept nogil:
     """Double the table, every entry placed again from its tag (no key
     is read: its head moves with it)."""
     cdef uint64_t cap = (t.mask + 1) * 2
-    cdef uint64_t *fresh = <uint64_t *>calloc(cap, sizeof(uint64_t))
-    cdef Head *heads = <Head *>malloc(cap * sizeof(Head))
+    cdef Slot *fresh = <Slot *>calloc(cap, sizeof(Slot))
     cdef uint64_t i, e, j
-    if fresh == NULL or heads == NULL:
-        free(fresh)
-        free(heads)
+    if fresh == NULL:
         return -1
     t.shift -= 1
     for i in range(t.mask + 1):
-        e = t.slots[i]
+        e = t.slots[i].entry
         if e == 0:
             continue
         j = _home(t, e >> 32)
-        while fresh[j] != 0:
+        while fresh[j].entry != 0:
             j = (j + 1) & (cap - 1)
-        fresh[j] = e
-        heads[j] = t.heads[i]
+        fresh[j] = t.slots[i]
     free(t.slots)
-    free(t.heads)
     t.slots = fresh
-    t.heads = heads
     t.mask = cap - 1
     return 0
 
 
-cdef inline void _head_of(Head *h, const uint8_t *p, int64_t n) noexcept nogil:
-    h.length = <uint64_t>n
-    memset(h.head, 0, INLINE)
+cdef inline uint64_t _first_bytes(uint64_t word, int64_t n) noexcept nogil:
+    """The first ``n`` bytes of a little-endian word, the rest zero."""
+    if n >= 8:
+        return word
+    if n <= 0:
+        return 0
+    return word & ((<uint64_t>1 << (8 * n)) - 1)
+
+
+cdef inline void _head_bytes(uint8_t *head, const uint8_t *p, int64_t n,
+                             int64_t room) noexcept nogil:
+    """``head`` (INLINE bytes): the first bytes of a key of ``n`` bytes at
+    ``p``, zero padded; ``room`` bytes are readable from ``p``. With INLINE
+    of them, two word loads masked to the key's bytes (the bytes past the
+    key are read, never kept), else a copy."""
+    cdef uint64_t w[2]
+    if KB_LITTLE_ENDIAN and room >= INLINE:
+        memcpy(w, p, INLINE)
+        w[0] = _first_bytes(w[0], n)
+        w[1] = _first_bytes(w[1], n - 8)
+        memcpy(head, w, INLINE)
+        return
+    memset(head, 0, INLINE)
     if n > 0:                    # an empty key may have no bytes to point at
-        memcpy(h.head, p, <size_t>(n if n < INLINE else INLINE))
+        memcpy(head, p, <size_t>(n if n < INLINE else INLINE))
+
+
+cdef inline void _head_of(Head *h, const uint8_t *p, int64_t n, int64_t room) noexcept nogil:
+    h.length = <uint64_t>n
+    _head_bytes(h.head, p, n, room)
 
 
 cdef inline bint _heads_equal(const Head *a, const Head *b) noexcept nogil:
     return (a.length == b.length and memcmp(a.head, b.head, INLINE) == 0)
 
 
-cdef int _upsert(const Keys *k, Table *t, uint64_t tag, const Head *head, int64_t row,
+cdef inline int _upsert(const Keys *k, Table *t, uint64_t tag, const Head *head, int64_t row,
                  const uint8_t *p, int64_t length, const int64_t *offsets,
                  bint ordered) noexcept nogil:
     """``row`` (its key: ``tag``, ``head``, ``p``/``length``) into ``t``:
@@ -197,22 +230,22 @@ cdef int _upsert(const Keys *k, Table *t, uint64_t tag, const Head *head, int64_
     cdef int64_t other_n = -1, old
     cdef const uint8_t *other = NULL
     while True:
-        e = t.slots[idx]
+        e = t.slots[idx].entry
         if e == 0:
-            t.slots[idx] = (tag << 32) | <uint64_t>(row + 1)
-            t.heads[idx] = head[0]
+            t.slots[idx].entry = (tag << 32) | <uint64_t>(row + 1)
+            t.slots[idx].key = head[0]
             t.used += 1
             if t.used * 2 > <int64_t>(t.mask + 1):
                 if _grow(t) != 0:
                     return -1
             return 1
-        if (e >> 32) == tag and _heads_equal(&t.heads[idx], head):
+        if (e >> 32) == tag and _heads_equal(&t.slots[idx].key, head):
             old = <int64_t>(e & 0xFFFFFFFFu) - 1
             if length > INLINE:
                 _key(k, old, &other, &other_n)
             if length <= INLINE or kb_eq(other, p, other_n):
                 if ordered or offsets[row] >= offsets[old]:
-                    t.slots[idx] = (tag << 32) | <uint64_t>(row + 1)
+                    t.slots[idx].entry = (tag << 32) | <uint64_t>(row + 1)
                 return 0
         idx = (idx + 1) & t.mask
 
@@ -229,6 +262,7 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
     cdef Head heads[BLOCK]
     cdef const uint8_t *ptrs[BLOCK]
     cdef int64_t lens[BLOCK]
+    cdef int64_t room
     cdef int status[BLOCK]
     cdef int64_t base, m, j
     cdef int added
@@ -237,19 +271,14 @@ cdef int64_t _latest(const Keys *k, const int64_t *offsets, bint ordered, int64_
         m = hi - base if hi - base < BLOCK else BLOCK
         # 1: hash the block's keys, prefetch their slots
         for j in range(m):
-            status[j] = _key(k, base + j, &ptrs[j], &lens[j])
+            status[j] = _key_room(k, base + j, &ptrs[j], &lens[j], &room)
             if status[j] == KEY_OK:
                 hashes[j] = kb_hash(ptrs[j], lens[j])
-                _head_of(&heads[j], ptrs[j], lens[j])
+                _head_of(&heads[j], ptrs[j], lens[j], room)
                 KB_PREFETCH(&t.slots[_home(t, hashes[j] >> 32)])
             elif status[j] == KEY_BAD:
                 return -(base + j + 1)
-        # 2: the heads beside the slots (a key of up to INLINE bytes is
-        # compared there, without reading the row it names)
-        for j in range(m):
-            if status[j] == KEY_OK:
-                KB_PREFETCH(&t.heads[_home(t, hashes[j] >> 32)])
-        # 3: probe and insert
+        # 2: probe and insert
         for j in range(m):
             if status[j] == KEY_NULL:
                 nulls[0] += 1
@@ -288,14 +317,14 @@ cdef int _merge(const Keys *k, Table *into, const Table *t, const int64_t *offse
     cdef int64_t row, length = 0
     cdef const uint8_t *p = NULL
     for s in range(t.mask + 1):
-        e = t.slots[s]
+        e = t.slots[s].entry
         if e == 0:
             continue
         row = <int64_t>(e & 0xFFFFFFFFu) - 1
-        length = <int64_t>t.heads[s].length
+        length = <int64_t>t.slots[s].key.length
         if length > INLINE:
             _key(k, row, &p, &length)
-        if _upsert(k, into, e >> 32, &t.heads[s], row, p, length, offsets, ordered) < 0:
+        if _upsert(k, into, e >> 32, &t.slots[s].key, row, p, length, offsets, ordered) < 0:
             return -1
     return 0
 
@@ -303,12 +332,11 @@ cdef int _merge(const Keys *k, Table *into, const Table *t, const int64_t *offse
 cdef int _new_table(Table *t) noexcept nogil:
     """An empty table of ``INITIAL_SLOTS`` (0, or -1: out of memory; free
     its two arrays either way)."""
-    t.slots = <uint64_t *>calloc(INITIAL_SLOTS, sizeof(uint64_t))
-    t.heads = <Head *>malloc(INITIAL_SLOTS * sizeof(Head))
+    t.slots = <Slot *>calloc(INITIAL_SLOTS, sizeof(Slot))
     t.mask = INITIAL_SLOTS - 1
     t.shift = 64 - INITIAL_BITS
     t.used = 0
-    return 0 if t.slots != NULL and t.heads != NULL else -1
+    return 0 if t.slots != NULL else -1
 
 
 cdef int64_t _cached(const Keys *k, const int64_t *offsets, bint ordered, int64_t n,
@@ -344,7 +372,6 @@ cdef int64_t _cached(const Keys *k, const int64_t *offsets, bint ordered, int64_
         if status == 0 and _merge(k, t, &runs[r].t, offsets, ordered) != 0:
             status = -(n + 2)
         free(runs[r].t.slots)
-        free(runs[r].t.heads)
     return status
 
 
@@ -398,12 +425,12 @@ cdef void *_spread(void *arg) noexcept nogil:
     """Pass 2 of a run: each row's entry written at its partition's cursor."""
     cdef Spread *r = <Spread *>arg
     cdef const uint8_t *p
-    cdef int64_t i, length
+    cdef int64_t i, length, room
     cdef uint64_t h
     cdef int part
     cdef Entry *e
     for i in range(r.lo, r.hi):
-        if _key(r.k, i, &p, &length) != KEY_OK:
+        if _key_room(r.k, i, &p, &length, &room) != KEY_OK:
             continue
         h = kb_hash(p, length)
         part = _part(h, r.bits)
@@ -412,9 +439,7 @@ cdef void *_spread(void *arg) noexcept nogil:
         e.hash = h
         e.row = <uint32_t>i
         e.length = <uint32_t>length
-        memset(e.head, 0, INLINE)
-        if length > 0:
-            memcpy(e.head, p, <size_t>(length if length < INLINE else INLINE))
+        _head_bytes(e.head, p, length, room)
     return NULL
 
 
@@ -719,7 +744,6 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
                 break
     if _new_table(&t) != 0:
         free(t.slots)
-        free(t.heads)
         free(<void *>k.bufs)
         free(<void *>k.buf_len)
         raise MemoryError()
@@ -741,7 +765,7 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
         with nogil:
             if status == 0 and not partitioned:
                 for s in range(t.mask + 1):
-                    e = t.slots[s]
+                    e = t.slots[s].entry
                     if e == 0:
                         continue
                     keys += 1
@@ -767,7 +791,6 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
         return rows[:kept], keys, tombs, nulls
     finally:
         free(t.slots)
-        free(t.heads)
         free(keep)
         free(<void *>k.bufs)
         free(<void *>k.buf_len)

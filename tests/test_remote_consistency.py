@@ -582,3 +582,223 @@ def test_a_read_checks_each_segment_once(s3, versions):
     s3.proxy.reset()
     assert _values(log.read(1500, 1502)) == [b"OLD%04d" % i + b"x" * PAD for i in (1500, 1501)]
     assert s3.proxy.requests == {"GET": 2, "HEAD": 1}
+
+
+# --- F4: a PartitionLog shared by threads -----------------------------------------
+# Every read works on one snapshot of its partition's listing; a relist (by
+# another thread's read of the same log) puts the new listing in place in one
+# step and never changes the listing of a read in flight.
+
+T0 = 1_700_000_000_000
+
+
+def _txn_partition():
+    """``(files as listed, active segment as synced, values of each state
+    read_committed)``: 0..9 plain records (PLN); the active segment holds
+    a transaction (TXN, offsets 10..14) still open as listed, committed
+    (marker at 15) and followed by 16..19 (NEW) once synced."""
+    from .kafka_ref import control_batch
+    rolled = b"".join(build_batch([(T0 + i, b"k%d" % i, b"PLN%04d" % i, [])], base_offset=i)
+                      for i in range(10))
+    txn = build_batch([(T0 + i, b"k%d" % i, b"TXN%04d" % i, []) for i in range(10, 15)],
+                      base_offset=10, producer_id=7, producer_epoch=0, base_sequence=0,
+                      transactional=True)
+    synced = txn + control_batch(base_offset=15, producer_id=7, producer_epoch=0) + b"".join(
+        build_batch([(T0 + i, b"k%d" % i, b"NEW%04d" % i, [])], base_offset=i)
+        for i in range(16, 20))
+    listed = {LOG: rolled, f"{10:020d}.log": txn}
+    want = {"listed": [b"PLN%04d" % i for i in range(10)]}
+    want["synced"] = (want["listed"] + [b"TXN%04d" % i for i in range(10, 15)]
+                      + [b"NEW%04d" % i for i in range(16, 20)])
+    return listed, synced, want
+
+
+def test_a_log_dir_shared_by_threads_answers_one_listing(monkeypatch):
+    """Thread A's read_committed read of a data directory has decoded the
+    partition as listed when thread B's read of the same ``LogDir`` finds
+    the active segment synced and lists the partition again. A's answer is
+    one state of the partition (its records and transactions of one
+    listing), never the listed records filtered by the synced transactions
+    (the transaction committed, the records after it missing)."""
+    import threading
+
+    import kbatch.lib.log as logmod
+    prefix = "threads-txn"
+    listed, synced, want = _txn_partition()
+    mem = fsspec.filesystem("memory")
+    for name, data in listed.items():
+        mem.pipe(f"/{prefix}/t-0/{name}", data)
+    logs = kbatch.open_log_dir(f"memory://{prefix}")
+    settled, paused, go, calls = logmod._settled, threading.Event(), threading.Event(), []
+
+    def hold_first(part, runs, txn_options):     # A, once its runs are decoded
+        calls.append(part)
+        if len(calls) == 1:
+            paused.set()
+            go.wait(30)
+        return settled(part, runs, txn_options)
+    monkeypatch.setattr(logmod, "_settled", hold_first)
+    got = {}
+    a = threading.Thread(target=lambda: got.setdefault(
+        "a", logs.read(isolation="read_committed", threads=2)))
+    a.start()
+    try:
+        assert paused.wait(30)
+        mem.pipe(f"/{prefix}/t-0/{10:020d}.log", synced)     # the sync lands
+        b = logs.read(isolation="read_committed", threads=2)
+    finally:
+        go.set()
+        a.join(30)
+    assert _values(b[("t", 0)]) == want["synced"]
+    assert _values(got["a"][("t", 0)]) in (want["listed"], want["synced"])
+
+
+def test_a_snapshot_keeps_its_listing_when_the_log_is_listed_again():
+    """A read's snapshot of a log is the listing as it was; the log itself
+    is the new listing once relisted, its segments and listing together."""
+    prefix = "threads-snapshot"
+    listed, synced, _ = _txn_partition()
+    mem = fsspec.filesystem("memory")
+    for name, data in listed.items():
+        mem.pipe(f"/{prefix}/t-0/{name}", data)
+    log = kbatch.open_log(f"memory://{prefix}/t-0")
+    view = log.snapshot()
+    mem.rm(f"/{prefix}/t-0/{LOG}")
+    mem.pipe(f"/{prefix}/t-0/{10:020d}.log", synced)
+    log.relist()
+    assert [s.size for s in view.segments] == [len(d) for d in listed.values()]
+    assert len(view.listing) == 2
+    assert [s.size for s in log.segments] == [len(synced)]
+    assert len(log.listing) == 1
+
+
+# --- F5: an object deleted since the partition was listed ---------------------------
+# Retention deletes the oldest segment (the log start moved; ``aws s3 sync
+# --delete`` deletes it in the bucket), the cleaner deletes the segments it
+# cleaned into another one: a read of whole partitions lists again and reads
+# the partition as it is then, as for an object that changed.
+
+STEP = 10       # one-record batches per segment: segments at 0, 10, 20
+
+
+def _three_segments(prefix: str) -> dict:
+    """Segments at 0 (values A...), 10 (B...) and 20 (C..., the active
+    one) in memory://``prefix``/t-0, and beside it t-1 (one segment, D...)."""
+    mem = fsspec.filesystem("memory")
+    names = {}
+    for k, tag in enumerate((b"A", b"B", b"C")):
+        names[tag] = f"{k * STEP:020d}.log"
+        mem.pipe(f"/{prefix}/t-0/{names[tag]}", _run(tag, k * STEP, STEP))
+    mem.pipe(f"/{prefix}/t-1/{LOG}", _run(b"D", 0, STEP))
+    return names
+
+
+def _vals(tag: bytes, first: int, n: int, step: int = 1) -> list[tuple[int, bytes]]:
+    """``(offset, value)`` of the records of ``_run(tag, first, n, step)``."""
+    return [(i, tag + b"SG%04d" % i + b"x" * PAD) for i in range(first, first + n, step)]
+
+
+def _run(tag: bytes, first: int, n: int, step: int = 1) -> bytes:
+    """One-record batches at offsets ``first``, ``first + step``, ... below
+    ``first + n`` (a compacted segment: gaps), values ``tag`` SG offset."""
+    return b"".join(build_batch([(T0 + i, b"k%04d" % i, v, [])], base_offset=i)
+                    for i, v in _vals(tag, first, n, step))
+
+
+DELETIONS = {
+    # the log start moved: the oldest segment deleted
+    "oldest": ({b"A"}, {}, _vals(b"B", 10, STEP) + _vals(b"C", 20, STEP)),
+    # a segment in the middle gone, later ones still there (the cleaner's
+    # swap deleted it once it cleaned it into the one before)
+    "middle": ({b"B"}, {}, _vals(b"A", 0, STEP) + _vals(b"C", 20, STEP)),
+}
+
+
+def _batch_offsets(table, partition: int = 0) -> list[int]:
+    return [r["baseOffset"] for r in table.to_pylist() if r["partition"] == partition]
+
+
+# (open the partition or data directory: listed, read it once objects were deleted)
+DELETED_READS = {
+    "log read": (lambda url: kbatch.open_log(f"{url}/t-0"),
+                 lambda log: _values(log.read()), lambda want: [v for _, v in want]),
+    "log read from": (lambda url: kbatch.open_log(f"{url}/t-0"),
+                      lambda log: _values(log.read(5)),
+                      lambda want: [v for o, v in want if o >= 5]),
+    "log batches": (lambda url: kbatch.open_log(f"{url}/t-0"),
+                    lambda log: log.read(level="batches").column("baseOffset").to_pylist(),
+                    lambda want: [o for o, _ in want]),
+    "log dir": (kbatch.open_log_dir, lambda d: _values(d.read()[("t", 0)]),
+                lambda want: [v for _, v in want]),
+    "log dir committed": (kbatch.open_log_dir,
+                          lambda d: _values(d.read(isolation="read_committed")[("t", 0)]),
+                          lambda want: [v for _, v in want]),
+    "log dir from": (kbatch.open_log_dir, lambda d: _values(d.read(start_offset=5)[("t", 0)]),
+                     lambda want: [v for o, v in want if o >= 5]),
+    "log dir batches": (kbatch.open_log_dir, lambda d: _batch_offsets(d.read(level="batches")),
+                        lambda want: [o for o, _ in want]),
+}
+
+
+@pytest.mark.parametrize("how", sorted(DELETED_READS))
+@pytest.mark.parametrize("case", sorted(DELETIONS))
+def test_a_segment_deleted_since_listing_is_read_again_whole(how, case, caplog):
+    """Opened (listed), then a segment deleted before the read reaches it: the read lists again
+    (warned of) and answers with the partition as it is now, whole; a
+    chunked read of a log listed before the deletion still raises."""
+    prefix = f"deleted-{case}-{how.replace(' ', '-')}"
+    names = _three_segments(prefix)
+    gone, rewritten, want = DELETIONS[case]
+    opened, read, expect = DELETED_READS[how]
+    url = f"memory://{prefix}"
+    target = opened(url)
+    chunked = kbatch.open_log(f"{url}/t-0")
+    mem = fsspec.filesystem("memory")
+    for tag in gone:
+        mem.rm(f"/{prefix}/t-0/{names[tag]}")
+    for tag, (new, first, n, step) in rewritten.items():
+        mem.pipe(f"/{prefix}/t-0/{names[tag]}", _run(new, first, n, step))
+    with caplog.at_level(logging.WARNING, logger="kbatch.remote"):
+        assert read(target) == expect(want)
+    assert "no such object" in caplog.text
+    assert f"listing {url}/t-0 again and reading it again (read 2 of at most 3)" in caplog.text
+    with pytest.raises(kbatch.MissingObjectError, match="no such object"):
+        list(chunked.iter())
+
+
+class PhantomMemory(MemoryFileSystem):
+    """memory:// whose listings of ``prefix`` always name a segment at
+    offset 0 that is not there (a listing that keeps naming a deleted
+    object)."""
+
+    protocol = "memory"
+    cachable = False
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def ls(self, path, detail=True, **kwargs):
+        out = super().ls(path, detail=detail, **kwargs)
+        if path.strip("/") == self.prefix.strip("/"):
+            phantom = f"/{self.prefix.strip('/')}/{LOG}"
+            entry = {"name": phantom, "size": 500, "type": "file", "created": 1.0}
+            out = [e for e in out if (e["name"] if detail else e) != phantom]
+            out.append(entry if detail else phantom)
+        return out
+
+
+def test_a_partition_whose_listing_keeps_naming_a_deleted_segment_raises(caplog):
+    """Every listing names a segment that is gone: after three reads (two
+    new listings, each warned of) the MissingObjectError is raised."""
+    prefix = "deleted-phantom"
+    names = _three_segments(prefix)
+    fsspec.filesystem("memory").rm(f"/{prefix}/t-0/{names[b'A']}")
+    fs = PhantomMemory(f"/{prefix}/t-0")
+    log = kbatch.open_log(f"/{prefix}/t-0", filesystem=fs)
+    assert [s.base_offset for s in log.segments] == [0, 10, 20]
+    with caplog.at_level(logging.WARNING, logger="kbatch.remote"):
+        with pytest.raises(kbatch.MissingObjectError, match="no such object"):
+            log.read()
+    assert caplog.text.count("again and reading it again") == 2
+    assert "read 3 of at most 3" in caplog.text

@@ -13,10 +13,13 @@ from ``kbatch.lib.plan``; a partition's pieces are decoded by the one run
 loop (``kbatch.lib.chain``) or, chunk by chunk, by each segment's source.
 A local file and an object are two sources, never two code paths: the
 same bytes give the same records, ends, skipped ranges and errors. An
-object that changed since its partition was listed (a sync uploading the
-active segment again after appends) is a new state of the partition: a
+object that changed or was deleted since its partition was listed (a sync
+uploading the active segment again after appends, retention deleting the
+oldest segment, the cleaner's swap) is a new state of the partition: a
 read of whole partitions lists it again and reads that listing
-(``kbatch.lib.relist``), never bytes of two versions.
+(``kbatch.lib.relist``), never bytes of two versions. A ``PartitionLog``
+may be shared between threads: each read works on one snapshot of the
+listing, which a relist replaces in one step.
 Transient files (``.deleted``, ``.cleaned``, ``.swap``) and directories
 (``-delete``, ``-future``, ``-stray``) are skipped, and so are names above the
 largest offset (int64).
@@ -68,7 +71,10 @@ its range, from what the read has at hand.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Iterator, Sequence
@@ -87,7 +93,7 @@ from kbatch.lib.open import Partition, expect
 from kbatch.lib.paths import PathKind
 from kbatch.lib.plan import ReadPlan
 from kbatch.lib.records import BatchTable, ControlRecords, Records
-from kbatch.lib.relist import caught, read_listed, read_relisted
+from kbatch.lib.relist import CHANGES, caught, read_listed, read_relisted
 from kbatch.lib.segment import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_RECORDS, DecodeOptions, \
     check_options, decode_options
 from kbatch.lib.storage import STORAGE_KEYS as STORAGE_ARGS, Storage
@@ -301,8 +307,32 @@ def _reached(records: Records, plans: list[ReadPlan], lo: int) -> dict[int, int]
             for pl in plans if pl.stop is None and pl.segment.source.name not in damaged}
 
 
+_LISTINGS = itertools.count()    # the order listings were taken in (newest kept)
+_SWAP = threading.Lock()         # held for one comparison and one assignment (relist)
+
+
+class _Listed:
+    """One listing of a partition: its segments, the listing they came
+    from (None: not at hand), and what is worked out from them once
+    (``claims``: ``PartitionLog.listing_claims``; ``txn``: the transaction
+    tables). Replaced whole by a relist, never changed in place."""
+
+    __slots__ = ("segments", "listing", "taken", "claims", "txn")
+
+    def __init__(self, segments: list[Segment], listing=None, taken: int = -1):
+        self.segments = segments
+        self.listing = None if listing is None else list(listing)
+        self.taken = taken
+        self.claims: tuple | None = None
+        self.txn: tuple | None = None
+
+
 class PartitionLog:
     """A partition: its segments, in base-offset order, wherever stored.
+
+    A ``PartitionLog`` may be shared between threads: every read works on
+    the listing the log holds when the read starts (``snapshot``), which a
+    relist (``kbatch.lib.relist``) replaces in one step.
 
     ``path``: a partition directory, a URL of one (``s3://bucket/data/orders-0``;
     tiered: ``.../orders-<topicId>/0``), or a path in ``storage.filesystem``.
@@ -335,12 +365,30 @@ class PartitionLog:
         self.name = str(part.location)
         self.use_index = bool(use_index)
         self.topic, self.partition = part.topic, part.partition
-        self.segments = segments
-        # the listing the segments came from (None: not at hand), which says
-        # what else is there (kbatch.lib.missing: index files without a .log)
-        self.listing = None if listing is None else list(listing)
-        self._listing_claims: tuple | None = None
-        self._txn_cache: tuple | None = None
+        # the segments and the listing they came from (None: not at hand),
+        # which says what else is there (kbatch.lib.missing: index files
+        # without a .log): one object, replaced whole by relist()
+        self._listed = _Listed(segments, listing)
+
+    @property
+    def segments(self) -> list[Segment]:
+        """The segments of the listing the log holds now."""
+        return self._listed.segments
+
+    @property
+    def listing(self):
+        """The listing the segments came from (None: not at hand)."""
+        return self._listed.listing
+
+    def snapshot(self) -> "PartitionLog":
+        """This log as listed now: a ``PartitionLog`` of the same partition
+        whose listing a later ``relist`` of this one (another thread's read
+        that found an object changed) leaves alone. Every read works on
+        one (what is worked out from a listing, its transactions, is kept
+        with the listing and shared); callers that plan with several calls
+        (``plan``, ``transaction_state``, ``dropped_batches``, ``chunks``)
+        and must see one listing make them on one snapshot."""
+        return copy.copy(self)
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.topic}-{self.partition}, "
@@ -349,12 +397,17 @@ class PartitionLog:
     def relist(self) -> None:
         """List the partition again: its segments (and what is kept of
         them: ranges, transactions) are then those the store holds now. A
-        read that found an object changed since the listing calls it
-        (``kbatch.lib.relist``); only a partition made by a listing."""
+        read that found an object changed or deleted since the listing calls it
+        (``kbatch.lib.relist``); only a partition made by a listing. The new
+        listing replaces the old one in one step (reads in flight keep
+        their snapshot); of two relists at once, the listing taken later
+        is kept."""
+        taken = next(_LISTINGS)
         listing = self.location.list()
-        self._setup(Partition(self.topic, self.partition, self.location), self.storage,
-                    self.use_index, list_segments(self.location, self.storage, listing),
-                    listing)
+        fresh = _Listed(list_segments(self.location, self.storage, listing), listing, taken)
+        with _SWAP:
+            if fresh.taken > self._listed.taken:
+                self._listed = fresh
 
     # --- seeking ---------------------------------------------------------
 
@@ -416,11 +469,13 @@ class PartitionLog:
         the data it aborts, so read_committed needs all of them. Cached
         until a segment changes. Keeps one row per batch."""
         opts = decode_options("transaction_tables", options)
+        listed = self._listed       # one listing throughout (a relist may replace it)
         key = (tuple(sorted(options.items())),) + tuple(
-            (s.name, s.version()) for s in self.segments)
-        if self._txn_cache is None or self._txn_cache[0] != key:
+            (s.name, s.version()) for s in listed.segments)
+        cached = listed.txn
+        if cached is None or cached[0] != key:
             tables, controls, shift = [], [], 0
-            for i, seg in enumerate(self.segments):
+            for i, seg in enumerate(listed.segments):
                 whole = served(Records.concat(list(seg.source.chunks(
                     opts, control_only=True, chunk_records=TXN_CHUNK_RECORDS,
                     chunk_bytes=TXN_CHUNK_BYTES))), seg.limit)
@@ -430,15 +485,17 @@ class PartitionLog:
             if not tables:
                 empty = Records.empty()
                 tables, controls = [empty.batches], [empty.control]
-            self._txn_cache = (key, (BatchTable.concat(tables), ControlRecords.concat(controls),
-                                     self.aborted_transactions()))
-        return self._txn_cache[1]
+            cached = (key, (BatchTable.concat(tables), ControlRecords.concat(controls),
+                            TxnIndex.concat(s.txn_index for s in listed.segments)))
+            listed.txn = cached
+        return cached[1]
 
     def transaction_state(self, high_watermark: int | None = None, **options) -> TxnState:
         """Transactions of the whole partition, for read_committed reads
         (``high_watermark``: a consumer's, where known: see ``TxnState.build``)."""
-        last_base = self.segments[-1].base_offset if self.segments else 0
-        return TxnState.build(*self.transaction_tables(**options), active_base=last_base,
+        log = self.snapshot()
+        last_base = log.segments[-1].base_offset if log.segments else 0
+        return TxnState.build(*log.transaction_tables(**options), active_base=last_base,
                               high_watermark=high_watermark)
 
     def aborted_transactions(self) -> TxnIndex:
@@ -452,10 +509,11 @@ class PartitionLog:
         of the rows being copied out afterwards. The chunks are still
         filtered by ``state``, so a segment that changed or decodes
         differently stays exact."""
-        batches, _, _ = self.transaction_tables(**options)
+        log = self.snapshot()
+        batches, _, _ = log.transaction_tables(**options)
         drop = state.dropped(batches)
         out = {}
-        for i, seg in enumerate(self.segments):
+        for i, seg in enumerate(log.segments):
             rows = drop & (batches.source == i)
             out[seg.source.name] = np.sort(batches.position[rows]).astype(np.int64)
         return out
@@ -491,12 +549,13 @@ class PartitionLog:
         opts = decode_options("PartitionLog.iter", options)
         if chunk_records < 1 or chunk_bytes < 1:
             raise ArgumentError("chunk_records and chunk_bytes must be positive")
-        state, drops, lo, hi, window = self._read_setup(
+        log = self.snapshot()       # one listing for the whole iteration
+        state, drops, lo, hi, window = log._read_setup(
             isolation, options, opts, start_offset, end_offset, start_timestamp,
             end_timestamp, timestamp_mode)
         ranged = _ranged(start_offset, end_offset, start_timestamp, end_timestamp)
-        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, window,
-                          ranged)
+        return log._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, window,
+                         ranged)
 
     def _read_setup(self, isolation, options, opts, start_offset, end_offset,
                     start_timestamp, end_timestamp, timestamp_mode,
@@ -516,9 +575,10 @@ class PartitionLog:
                drops=None, chunk_records: int = DEFAULT_CHUNK_RECORDS,
                chunk_bytes: int = DEFAULT_CHUNK_BYTES, plans=None) -> Iterator[Records]:
         """``iter`` over offsets ``[lo, hi)`` with options already checked
-        (``plans``: the byte ranges, when the caller planned them)."""
-        return self._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops, None, True,
-                          plans)
+        (``plans``: the byte ranges, when the caller planned them; with
+        ``state``, ``drops`` or ``plans``, plan on the same ``snapshot``)."""
+        return self.snapshot()._iter(lo, hi, opts, chunk_records, chunk_bytes, state, drops,
+                                     None, True, plans)
 
     def _iter(self, lo, hi, opts, chunk_records, chunk_bytes, state=None, drops=None,
               window=None, ranged=True, plans=None):
@@ -535,10 +595,11 @@ class PartitionLog:
         records; CRCs checked as in a full read). Once the last chunk is
         given out, what says offsets of ``[lo, hi)`` are missing is warned
         of (``_warn_missing``)."""
+        segments = self.segments
         if plans is None:
-            plans = self.plan(lo, hi) if lo < hi else []
+            plans = planner.plan(segments, lo, hi, self.use_index) if lo < hi else []
         extra = {"control_only": True} if control_only else {}
-        active = self.segments[-1] if self.segments else None
+        active = segments[-1] if segments else None
         reached = {}
         for k, plan in enumerate(plans):
             last_plan = k == len(plans) - 1
@@ -604,12 +665,13 @@ class PartitionLog:
         partition's listing (``kbatch.lib.missing.side_file_claims``: index
         files without their ``.log``, whose last entries are read then, and
         producer snapshots), worked out once; none without a plain listing."""
-        if self._listing_claims is None:
-            plain = self.listing is not None and self.storage.layout == "plain"
-            self._listing_claims = missing.side_file_claims(
-                self.location, {s.base_offset for s in self.segments}, self.listing) \
+        listed = self._listed
+        if listed.claims is None:
+            plain = listed.listing is not None and self.storage.layout == "plain"
+            listed.claims = missing.side_file_claims(
+                self.location, {s.base_offset for s in listed.segments}, listed.listing) \
                 if plain else ([], [])
-        return self._listing_claims
+        return listed.claims
 
     def warn_missing(self, lo: int, hi: int, high_watermark: int | None = None,
                      log_start: int | None = None) -> None:
@@ -619,18 +681,23 @@ class PartitionLog:
         (``kbatch.lib.plan.log_end_offset``), taken only when a claim lies
         past the last segment's base offset. Segments cut short are not
         looked for (their ends are read elsewhere)."""
-        self._warn_missing(lo, hi, {}, high_watermark, log_start,
-                           lambda: planner.log_end_offset(self.segments, self.use_index))
+        log = self.snapshot()
+        log._warn_missing(lo, hi, {}, high_watermark, log_start,
+                          lambda: planner.log_end_offset(log.segments, log.use_index))
 
-    def _next_base(self, seg: Segment) -> int | None:
-        """The base offset of the segment after ``seg`` (None: it is the last)."""
-        following = [s.base_offset for s in self.segments if s.base_offset > seg.base_offset]
+    def _next_base(self, seg: Segment, listed: Sequence[Segment] | None = None) -> int | None:
+        """The base offset of the segment after ``seg`` (None: it is the
+        last) in ``listed`` (default: the segments)."""
+        listed = self.segments if listed is None else listed
+        following = [s.base_offset for s in listed if s.base_offset > seg.base_offset]
         return min(following) if following else None
 
     def _pieces(self, segments: Sequence[Segment]) -> list[Piece]:
         """Consecutive ``segments`` of this partition, read whole."""
-        active = self.segments[-1]
-        return [Piece(s.source, 0, None, s is active, self._next_base(s)) for s in segments]
+        listed = self.segments
+        active = listed[-1]
+        return [Piece(s.source, 0, None, s is active, self._next_base(s, listed))
+                for s in segments]
 
     @staticmethod
     def _limits(segments: Sequence[Segment]) -> list[int | None]:
@@ -675,11 +742,14 @@ class PartitionLog:
         joined; ``max_read_bytes`` bounds the whole read. Keeps in memory
         the result and one decompressed batch (from object storage, also
         the bytes of one or two planned ranges while they are decoded).
-        In object storage, a read that finds an object changed since the
-        partition was listed lists it again and reads it again, at most
+        In object storage, a read that finds an object changed or deleted
+        since the partition was listed (``FileChangedError``,
+        ``MissingObjectError``) lists it again and reads it again, at most
         three times in all (``kbatch.lib.relist``): the answer is the
         partition as it is at the last listing, and the log is that
-        listing from then on.
+        listing from then on. The read works on the listing the log holds
+        when it starts (``snapshot``): a read of the same log in another
+        thread that lists it again does not change it.
         """
         check_options("PartitionLog.read", options,
                       ("isolation", "view", "log_start", "high_watermark"))
@@ -701,7 +771,7 @@ class PartitionLog:
             parts = self.batch_parts(start_offset, end_offset, start_timestamp, end_timestamp,
                                      opts, options, log_start, high_watermark, damage)
             return batch_table(parts, damage=damage)
-        records = read_relisted(self, lambda: self._read_run(
+        records = read_relisted(self, lambda log: log._read_run(
             start_offset, end_offset, start_timestamp, end_timestamp, timestamp_mode, opts,
             options, log_start, high_watermark))
         return apply_view(records, view, self.name)
@@ -719,13 +789,13 @@ class PartitionLog:
         ``high_watermark``: as ``read``. ``damage``: a list the read's
         ``Damage`` is appended to (the skipped ranges, where a stop ended
         it). Keeps in memory one row per batch read. A partition in object
-        storage whose objects changed since its listing is listed again and
-        read again (``kbatch.lib.relist``)."""
+        storage whose objects changed or were deleted since its listing is
+        listed again and read again (``kbatch.lib.relist``)."""
         found: list = []
 
-        def once():
+        def once(log):
             found.clear()       # the damage of the read that answers
-            return self._batch_parts(start_offset, end_offset, start_timestamp,
+            return log._batch_parts(start_offset, end_offset, start_timestamp,
                                      end_timestamp, opts, options, log_start, high_watermark,
                                      found)
         parts = read_relisted(self, once)
@@ -771,10 +841,11 @@ class PartitionLog:
 
     def _decode_plans(self, plans: list[ReadPlan], opts: DecodeOptions, drops) -> Records:
         """The planned ranges decoded as one run, each held below its limit."""
-        active = self.segments[-1]
+        listed = self.segments
+        active = listed[-1]
         records = decode_run([Piece(pl.segment.source, pl.start, pl.stop,
                                     pl.segment is active or pl.stop is not None,
-                                    self._next_base(pl.segment))
+                                    self._next_base(pl.segment, listed))
                               for pl in plans], opts, drops=drops)
         return _below_limits(records, [pl.limit for pl in plans])
 
@@ -941,9 +1012,11 @@ class LogDir:
 
         ``level="batches"``: one ``pyarrow.Table``, a row per batch of the
         read (``PartitionLog.read``), partitions in (topic, partition) order.
-        A partition in object storage whose objects changed since its
-        listing is listed again and read again (``kbatch.lib.relist``);
-        while it is, the results of the others are kept.
+        A partition in object storage whose objects changed or were deleted
+        since its listing is listed again and read again
+        (``kbatch.lib.relist``); while it is, the results of the others are
+        kept. Each partition is read from one snapshot of its listing
+        (``PartitionLog.snapshot``).
         """
         from kbatch.lib.visibility import check_visibility
         check_visibility(visibility)
@@ -983,12 +1056,15 @@ class LogDir:
         pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
         txn = options if isolation == "read_committed" else None
         try:
-            # a partition whose objects changed since its listing: listed and read again
-            runs = read_listed(parts, lambda logs: _decoded_runs(logs, opts, workers, pool, txn))
+            # a partition whose objects changed or were deleted since its listing:
+            # listed and read again
+            # (each partition read from one snapshot of its listing: ``logs``)
+            runs, logs = read_listed(parts, lambda logs: _decoded_runs(logs, opts, workers,
+                                                                       pool, txn))
             jobs = [job for found in runs for job, _ in found]
             results = [rec for found in runs for _, rec in found]
             del runs
-            joined = self._joined(parts, jobs, results, opts, options, isolation,
+            joined = self._joined(logs, jobs, results, opts, options, isolation,
                                   (visibility, log_start, ranges), pool)
         finally:
             if pool is not None:
@@ -1113,7 +1189,8 @@ def _decoded_runs(parts: list, opts: DecodeOptions, workers: int, pool,
     finish together) and, with ``txn_options`` (read_committed), its
     transactions read (``PartitionLog.transaction_state``, kept for
     ``LogDir._joined``); or, for a partition whose objects changed since
-    its listing, that ``FileChangedError`` (``kbatch.lib.relist``). Keeps
+    its listing (or were deleted), that ``FileChangedError`` or
+    ``MissingObjectError`` (``kbatch.lib.relist``). Keeps
     in memory the decoded runs."""
     def decode(job):     # a run of a partition's segments into one set of columns
         p, run, nbytes = job       # (sized once, by _jobs)
@@ -1135,13 +1212,14 @@ def _decoded_runs(parts: list, opts: DecodeOptions, workers: int, pool,
 
 def _settled(part: PartitionLog, runs: list, txn_options: dict | None):
     """``runs`` (``_decoded_runs``) of one partition, or the first
-    ``FileChangedError`` among them or of its transactions."""
+    ``FileChangedError`` or ``MissingObjectError`` among them or of its
+    transactions (``kbatch.lib.relist.CHANGES``)."""
     for _, rec in runs:
-        if isinstance(rec, FileChangedError):
+        if isinstance(rec, CHANGES):
             return rec
     if txn_options is not None:
         state = caught(part, lambda: part.transaction_state(**txn_options))
-        if isinstance(state, FileChangedError):
+        if isinstance(state, CHANGES):
             return state
     return runs
 

@@ -277,3 +277,24 @@ def test_an_object_uploaded_again_while_planning_is_planned_again(s3, stores, tm
     synced = {ROLLED_LOG: LISTED[ROLLED_LOG], ACTIVE_LOG: APPENDED}
     assert read_packs(rd, packs) == encoded(active=ACTIVE + MORE) == \
         local_values(tmp_path, synced)
+
+
+@pytest.mark.parametrize("store", ["memory", "s3"])
+@pytest.mark.parametrize("which", ["rolled", "active"])
+def test_an_object_deleted_after_planning_raises(s3, stores, store, which):
+    """A segment deleted between planning and reading (retention, the
+    cleaner; ``aws s3 sync --delete``): the executor raises a
+    MissingObjectError saying so, never an empty slice."""
+    url, options, put = stores[store]
+    prefix = f"deleted-{store}-{which}"
+    upload(put, prefix, LISTED)
+    rd = batch_reader(f"{url}/{prefix}", options)
+    packs = rd.partitions()
+    key = ROLLED_LOG if which == "rolled" else ACTIVE_LOG
+    if store == "memory":
+        import fsspec
+        fsspec.filesystem("memory").rm(f"/spark-sync/{prefix}/{key}")
+    else:
+        s3.fs.rm(f"{BUCKET}/spark-sync/{prefix}/{key}")
+    with pytest.raises(kbatch.MissingObjectError, match="deleted after it was planned"):
+        read_packs(rd, packs)

@@ -16,7 +16,10 @@ transient failures (throttling, 5xx, connection resets, short reads)
 seconds (plus a little jitter), each retry logged on the ``kbatch.remote``
 logger; what is left becomes a ``RemoteError``: "cannot reach endpoint X
 (after N attempts over S s)" when no connection could be made. A missing
-object is a ``MissingObjectError`` (also a ``FileNotFoundError``) at once.
+object is a ``MissingObjectError`` (also a ``FileNotFoundError``) at once
+(a read of whole partitions whose listed object was deleted since, by
+retention or the cleaner, lists the partition again: ``kbatch.lib.relist``;
+a chunked read raises it).
 Every read has a timeout (fsspec's own for the protocol; s3fs:
 ``storage_options`` ``config_kwargs``), so nothing hangs.
 

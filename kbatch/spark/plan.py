@@ -12,7 +12,8 @@ bytes and lists nothing. An object's slice also carries its identity as
 listed and, in a partition's last segment, a few planned bytes
 (``kbatch.spark.planned``): an executor reads the planned range of an
 object a sync uploaded again after appends, and refuses one rewritten
-since planning (``confirm_planned``: ``FileChangedError``). An object that
+since planning (``confirm_planned``: ``FileChangedError``; one deleted
+since planning: ``MissingObjectError``). An object that
 changes while the driver plans is planned again from new listings. Offsets follow Spark's Kafka source
 (``kbatch.spark.options``: starting/ending offsets and timestamps, the
 timestamp strategy, ``assign``/``subscribe`` checked against what is there,
@@ -38,6 +39,7 @@ from kbatch.errors import FileChangedError
 from kbatch.lib import missing, plan as planner
 from kbatch.lib.log import PartitionLog, check_segment_end
 from kbatch.lib.logfiles import Segment
+from kbatch.lib.objects import MissingObjectError
 from kbatch.lib.open import resolve
 from kbatch.lib.paths import PathError, PathKind
 from kbatch.lib.records import Records
@@ -156,10 +158,18 @@ def confirm_planned(piece: SegmentSlice) -> None:
     planned on, or one a sync uploaded again after appends (it grew and
     still holds the planned bytes: the planned range is read from it, as
     from a local file appended to); else a ``FileChangedError`` (a rewrite
-    since planning: the planned byte positions are not this object's)."""
+    since planning: the planned byte positions are not this object's); an
+    object deleted since planning (retention, the cleaner; ``aws s3 sync
+    --delete``) is a ``MissingObjectError`` saying so, never an empty slice."""
     if piece.identity is None:
         return
-    now = pinned_identity(piece.segment)
+    try:
+        now = pinned_identity(piece.segment)
+    except FileNotFoundError:
+        raise MissingObjectError(
+            "segment deleted after it was planned (retention or the log cleaner): run the "
+            "query again to read the partition as it is now",
+            url=str(piece.segment.location)) from None
     if replaced_since_planning(piece, now):
         raise FileChangedError(
             f"segment replaced after it was planned (planned at {piece.identity[0]} bytes, "

@@ -279,6 +279,24 @@ def test_an_object_uploaded_again_while_planning_is_planned_again(s3, stores, tm
         local_values(tmp_path, synced)
 
 
+def test_an_object_deleted_while_planning_is_planned_again(s3, stores, caplog):
+    """Retention deletes the oldest segment between two of the driver's
+    reads (read_committed: the driver reads every segment's control
+    batches): planning lists again (warned of) and plans what is there
+    now, as a read of the partition does (``kbatch.lib.relist``), instead
+    of failing the query."""
+    url, options, put = stores["s3"]
+    prefix = "deleted-while-planning"
+    upload(put, prefix, LISTED)
+    s3.proxy.after_next_get(f"spark-sync/{prefix}/{ROLLED_LOG}",
+                            lambda: s3.fs.rm(f"{BUCKET}/spark-sync/{prefix}/{ROLLED_LOG}"))
+    rd = batch_reader(f"{url}/{prefix}", options, isolation="read_committed")
+    with caplog.at_level("WARNING", logger="kbatch.remote"):
+        packs = rd.partitions()
+    assert "listing again and planning again" in caplog.text
+    assert read_packs(rd, packs) == encoded(rolled=0)
+
+
 @pytest.mark.parametrize("store", ["memory", "s3"])
 @pytest.mark.parametrize("which", ["rolled", "active"])
 def test_an_object_deleted_after_planning_raises(s3, stores, store, which):

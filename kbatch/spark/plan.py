@@ -43,7 +43,7 @@ from kbatch.lib.objects import MissingObjectError
 from kbatch.lib.open import resolve
 from kbatch.lib.paths import PathError, PathKind
 from kbatch.lib.records import Records
-from kbatch.lib.relist import ATTEMPTS
+from kbatch.lib.relist import ATTEMPTS, CHANGES
 from kbatch.lib.segment import DecodeOptions
 from kbatch.lib.txn import TxnState
 from kbatch.spark.options import KafkaOptions, parse_options
@@ -316,15 +316,16 @@ def _file_slices(options: Options, files: list) -> list[SegmentSlice]:
 
 def plan(options: Options) -> list[SegmentSlice]:
     """Input partitions for a read (runs on the driver), planned again from
-    new listings when an object changed while the driver read it (a sync
-    uploaded the active segment again: ``FileChangedError``), as a read of
-    a partition is listed again (``kbatch.lib.relist``): at most
+    new listings when an object changed or was deleted while the driver
+    read it (a sync uploaded the active segment again: ``FileChangedError``;
+    retention deleted the oldest segment: ``MissingObjectError``), as a
+    read of a partition is listed again (``kbatch.lib.relist``): at most
     ``ATTEMPTS`` plans, each new one warned of on the ``kbatch.remote``
     logger."""
     for attempt in range(1, ATTEMPTS + 1):
         try:
             return _plan_once(options)
-        except FileChangedError as exc:
+        except CHANGES as exc:
             if attempt == ATTEMPTS:
                 raise
             remote_log.warning("%s; listing again and planning again (plan %d of at most %d)",

@@ -661,7 +661,7 @@ def test_verify_good_partition_exits_0(capfd):
     objs = [json.loads(x) for x in out.splitlines()]
     assert [o["ok"] for o in objs] == [True] * 4
     for o in objs:
-        e = EXPECTED[str(Path(o["path"]).relative_to(CORPUS))]
+        e = EXPECTED[str(Path(o["file"]).relative_to(CORPUS))]
         assert o["records"] == e["records"] and o["batches"] == e["batches"]
         assert o["valid_bytes"] == e["valid_bytes"] and o["problems"] == []
 
@@ -789,3 +789,33 @@ def test_txn_on_generated_transactions(capfd, tmp_path):
     assert [(o["producer_id"], o["status"]) for o in objs if "status" in o] == \
         [(7, "COMMIT"), (8, "ABORT"), (9, "OPEN")]
     assert objs[-1]["last_stable_offset"] == 6
+
+
+def test_verify_and_stats_json_name_a_skipped_range_the_same_way(tmp_path, capfd):
+    """A batch with an unknown magic byte: verify passes over it (as a skip
+    read does) and stats --on-corrupt skip too. Both JSON outputs give the
+    range as the same object (``file``, ``start``, ``stop``, ...) and name
+    the segment ``file``, as dump does; verify gave a bare array and
+    ``path``."""
+    parts = [build_batch([(1000, b"k", b"v%d" % i, [])], base_offset=i) for i in range(3)]
+    data = bytearray(b"".join(parts))
+    data[len(parts[0]) + 16] = 7                     # the second batch's magic byte
+    part = tmp_path / "t-0"
+    part.mkdir()
+    seg = part / "00000000000000000000.log"
+    seg.write_bytes(bytes(data))
+    want = {"file": str(seg), "start": len(parts[0]), "stop": len(parts[0]) + len(parts[1]),
+            "reason": "corrupt", "offset_before": 0, "offset_after": 2}
+    code, out, _ = run(["verify", "--format", "json", part], capfd)
+    [o] = [json.loads(x) for x in out.splitlines()]
+    assert code == 1 and o["file"] == str(seg) and "path" not in o
+    [v] = o["skipped"]
+    code, out, _ = run(["stats", "--on-corrupt", "skip", "--format", "json", part], capfd)
+    [s] = json.loads(out.splitlines()[0])["segments"][0]["skipped"]
+    code, out, _ = run(["stats", "--on-corrupt", "skip", "--level", "batches", "--format", "json",
+                        part], capfd)
+    [b] = [json.loads(x)["skipped"] for x in out.splitlines() if "skipped" in x]
+    for gap in (v, s, b):
+        assert {k: gap[k] for k in want} == want, gap
+        assert "unknown magic byte 7" in gap["error"]
+    assert v == s and {k: b[k] for k in v} == v

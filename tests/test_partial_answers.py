@@ -114,7 +114,7 @@ def test_stats_skip_lists_the_skipped_bytes_and_exits_1(damaged):
     rows = [o for o in objs if "baseOffset" in o]
     [skip] = [o["skipped"] for o in objs if "skipped" in o]
     assert sum(r["records"] for r in rows) == good
-    assert (skip["path"], skip["start"], skip["stop"]) == \
+    assert (skip["file"], skip["start"], skip["stop"]) == \
         (str(logs[1]), bad["position"], bad["position"] + bad["size"])
 
 

@@ -238,12 +238,21 @@ def _range(first, last) -> str:
     return "-" if first is None else f"{first}..{last}"
 
 
+def _named_file(d: dict) -> dict:
+    """``d`` (a segment's report, a skipped range, where a read stopped)
+    with its ``path`` named ``file``, as every JSON output of the command
+    line names a segment file (``dump`` first); nested skipped ranges too."""
+    out = {("file" if k == "path" else k): v for k, v in d.items()}
+    if "skipped" in out:
+        out["skipped"] = [_named_file(g._asdict() if hasattr(g, "_asdict") else g)
+                          for g in out["skipped"]]
+    return out
+
+
 def _stats_json(stats) -> dict:
     """A segment's statistics under the names ``dump --format json`` uses
     (``file``, codec names)."""
-    d = stats.as_dict()
-    d["file"] = d.pop("path")
-    return d
+    return _named_file(stats.as_dict())
 
 
 def cmd_stats(args) -> int:
@@ -402,9 +411,9 @@ def _stats_batches(args, found) -> int:
         for d in damage:
             where = {"topic": d["topic"], "partition": d["partition"]}
             for gap in d["skipped"]:
-                print(json.dumps({"skipped": {**where, **gap}}))
+                print(json.dumps({"skipped": {**where, **_named_file(gap)}}))
             if d["stopped"]:
-                print(json.dumps({"stopped": {**where, **d["stopped"]}}))
+                print(json.dumps({"stopped": {**where, **_named_file(d["stopped"])}}))
         for m in missing:
             print(json.dumps({"missing": {"topic": m.topic, "partition": m.partition,
                                           "start": m.start, "end": m.end,
@@ -444,7 +453,7 @@ def cmd_verify(args) -> int:
         report = verify(found, on_segment=lambda name: bar.update(1, name.rsplit("/", 1)[-1]))
     if args.format == "json":
         for s in report.segments:
-            print(json.dumps({**s.__dict__, "ok": s.ok, "problems": s.problems()}))
+            print(json.dumps({**_named_file(s.__dict__), "ok": s.ok, "problems": s.problems()}))
         for problem in report.partition_problems:
             print(json.dumps({"partition_problem": problem}))
         for note in report.notes:

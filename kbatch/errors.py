@@ -19,7 +19,10 @@ class CorruptRecordError(KbatchError, ValueError):
     """The data is not a valid Kafka log: where, and what is wrong.
 
     Attributes: ``path`` (file name or None for a buffer), ``position`` (byte
-    offset of the problem in the file or buffer), ``base_offset`` (of the batch
+    offset of the problem in the file or buffer; for a CRC mismatch, which
+    says only that some byte the CRC covers is wrong, where the batch or
+    message starts, as verify and the skip/stop ends name it),
+    ``base_offset`` (of the batch
     or message holding it, None when unknown), ``batch_position`` (byte where
     that batch starts) and ``reason`` (the bare description).
     """

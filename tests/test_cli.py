@@ -819,3 +819,76 @@ def test_verify_and_stats_json_name_a_skipped_range_the_same_way(tmp_path, capfd
         assert {k: gap[k] for k in want} == want, gap
         assert "unknown magic byte 7" in gap["error"]
     assert v == s and {k: b[k] for k in v} == v
+
+
+def _crc_damaged_partition(root: Path, kind: str) -> tuple[Path, int, int]:
+    """A partition of three batches (magic 2, or magic-1 messages) whose
+    middle one has a value byte flipped: its CRC fails, nothing else.
+    Returns the directory, the damaged batch's byte (found here with
+    struct, from the length fields) and its base offset (magic 1: the
+    message's offset)."""
+    from .kafka_ref import legacy_message
+    if kind == "v2":
+        parts = [build_batch([(1000 + i, b"k%d" % i, b"value-%d" % i, [])
+                              for i in range(b * 3, b * 3 + 3)], base_offset=b * 3)
+                 for b in range(3)]
+        base = 3
+    else:
+        parts = [legacy_message(offset=i, magic=1, key=b"k", value=b"value-%d" % i,
+                                timestamp=1000 + i) for i in range(3)]
+        base = 1
+    data = bytearray(b"".join(parts))
+    start = 12 + struct.unpack_from(">i", data, 8)[0]          # the second batch's byte
+    end = start + 12 + struct.unpack_from(">i", data, start + 8)[0]
+    assert struct.unpack_from(">q", data, start)[0] == base
+    data[end - 1] ^= 0x20                                       # its last value byte
+    part = root / "t-0"
+    part.mkdir(parents=True)
+    (part / "00000000000000000000.log").write_bytes(bytes(data))
+    return part, start, base
+
+
+@pytest.mark.parametrize("kind", ["v2", "magic1"])
+def test_a_crc_mismatch_is_at_the_same_byte_through_every_door(tmp_path, capfd, kind):
+    """One flipped value byte fails a batch's CRC: the damage lies somewhere
+    in the bytes the CRC covers, so every door names the damaged batch by
+    the byte it starts at (as Kafka's recovery and DumpLogSegments name a
+    batch by its position), with the file and its base offset. The error
+    said the byte of the stored CRC field (17 bytes in, 12 for magic 1)
+    while verify, stop and skip said the batch's start."""
+    part, start, base = _crc_damaged_partition(tmp_path, kind)
+    seg = part / "00000000000000000000.log"
+    want = f"at byte {start} (batch base offset {base})"
+    for read in (lambda: kbatch.read_segment(seg), lambda: kbatch.open_log(part).read(),
+                 lambda: list(kbatch.iter_segment(seg, chunk_records=1))):
+        with pytest.raises(kbatch.CorruptRecordError) as info:
+            read()
+        exc = info.value
+        assert "CRC" in exc.reason and exc.path == str(seg)
+        assert (exc.position, exc.batch_position, exc.base_offset) == (start, start, base)
+        assert str(exc).endswith(want)
+    stopped = kbatch.open_log(part).read(on_corrupt="stop")
+    assert stopped.end.valid_bytes == start and stopped.end.error.position == start
+    [gap] = kbatch.open_log(part).read(on_corrupt="skip").skipped
+    assert gap.start == start
+    assert kbatch.verify(part).segments[0].crc_failures == [(start, base)]
+    # the command line: every subcommand, the same byte
+    code, out, _ = run(["verify", part], capfd)
+    assert code == 1 and f"CRC mismatch in batch at byte {start} (base offset {base})" in out
+    code, out, _ = run(["verify", "--format", "json", part], capfd)
+    [o] = [json.loads(x) for x in out.splitlines()]
+    assert code == 1 and o["crc_failures"] == [[start, base]] and o["file"] == str(seg)
+    for argv in (["stats", part], ["stats", "--level", "batches", part], ["dump", seg],
+                 ["txn", part], ["latest", part]):
+        code, out, err = run(argv, capfd)
+        assert code == 1, (argv, out, err)
+        [line] = [x for x in err.splitlines() if "CRC" in x]
+        assert str(seg) in line and line.endswith(want), (argv, line)
+    code, out, _ = run(["stats", "--on-corrupt", "stop", part], capfd)
+    assert code == 1 and f"stopped at byte {start}: " in out and want in out
+    code, out, _ = run(["stats", "--on-corrupt", "skip", part], capfd)
+    assert code == 1 and f"skipped damaged bytes {start}-" in out and want in out
+    code, out, _ = run(["stats", "--on-corrupt", "stop", "--level", "batches", "--format",
+                        "json", part], capfd)
+    [stop] = [json.loads(x)["stopped"] for x in out.splitlines() if "stopped" in x]
+    assert (stop["file"], stop["position"]) == (str(seg), start) and stop["error"].endswith(want)

@@ -729,7 +729,9 @@ cdef class BatchDecoder:
                 elif self._crc_mode != CRC_REPORT:
                     self._err.base_offset = row.base_offset
                     self._err.batch_position = pos
-                    return set_error(&self._err, E_CRC, pos + H_CRC, -1, row.crc, computed)
+                    # the damage is somewhere in the bytes the CRC covers: the batch
+                    # is named (its start), as verify, skip and stop name it
+                    return set_error(&self._err, E_CRC, pos, -1, row.crc, computed)
                 else:
                     row.crc_valid = 0
             index = self._batches.len // sizeof(BatchRow)

@@ -198,7 +198,7 @@ cdef int legacy_top(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
         if _crc_ok(buf, &m):
             row.crc_valid = 1
         elif crc_mode == CRC_RAISE:
-            return _fail(err, E_CRC, pos + LOG_OVERHEAD, m.crc,
+            return _fail(err, E_CRC, pos, m.crc,   # the message's start, as verify names it
                          crc32_ieee(buf + pos + CRC_FROM, <size_t>(m.end - pos - CRC_FROM)))
         else:
             row.crc_valid = 0
@@ -240,7 +240,7 @@ cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
             _fail(err, E_LEGACY_NESTED, pos + 17, 0, 0)
             return _inner_error(err, row)
         if crc_mode != CRC_SKIP and not _crc_ok(buf, &m):
-            _fail(err, E_CRC, pos + LOG_OVERHEAD, m.crc,
+            _fail(err, E_CRC, pos, m.crc,
                   crc32_ieee(buf + pos + CRC_FROM, <size_t>(m.end - pos - CRC_FROM)))
             return _inner_error(err, row)
         last_inner = m.offset

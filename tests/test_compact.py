@@ -552,3 +552,40 @@ def test_a_transaction_whose_marker_is_not_below_the_high_watermark_is_not_clean
     (dd / "replication-offset-checkpoint").write_text("0\n1\nt 0 3\n")
     seen = kbatch.open_log_dir(dd).read(isolation="read_committed", visibility="consumer")
     assert seen[("t", 0)].offset.tolist() == [] and seen[("t", 0)].last_stable_offset == 0
+
+
+def test_topic_configs_kafka_refuses_are_refused(tmp_path, capfd):
+    """segment.bytes is an INT of at least 14 in Kafka's LogConfig
+    (atLeast(LegacyRecord.RECORD_OVERHEAD_V0)), max.compaction.lag.ms a LONG
+    of at least 1, delete.retention.ms and min.compaction.lag.ms LONGs of
+    at least 0: values a broker refuses to set are refused here, through
+    the API (ArgumentError, nothing written) and the command line (exit 2),
+    and the smallest values Kafka accepts are taken."""
+    from kbatch.tools.cli import main
+    seg0 = [build_batch([(T0, b"a", b"1", []), (T0 + 1, b"a", b"2", [])], base_offset=0)]
+    seg1 = [build_batch([(T0 + 2, b"b", b"3", [])], base_offset=2)]
+    src = write_partition(tmp_path / "t-0", [seg0, seg1])
+    refused = [dict(segment_bytes=0), dict(segment_bytes=13), dict(segment_bytes=-1),
+               dict(segment_bytes=1 << 31), dict(delete_retention_ms=1 << 63),
+               dict(min_compaction_lag_ms=1 << 63),
+               dict(max_compaction_lag_ms=0, min_cleanable_dirty_ratio=0.5)]
+    for i, kw in enumerate(refused):
+        with pytest.raises(kbatch.ArgumentError, match=f"{next(iter(kw))}.*(range|non-neg)"):
+            compact(src, tmp_path / f"out{i}", now=T0 + HOUR, **kw)
+        assert not (tmp_path / f"out{i}").exists()
+    for i, argv in enumerate([["--segment-bytes", "0"], ["--segment-bytes", "13"],
+                              ["--segment-bytes", str(1 << 31)],
+                              ["--min-cleanable-dirty-ratio", "0.5",
+                               "--max-compaction-lag-ms", "0"]]):
+        with pytest.raises(SystemExit) as info:
+            main(["compact", str(src), str(tmp_path / f"cli{i}"), *argv])
+        assert info.value.code == 2
+        err = capfd.readouterr().err
+        assert "out of range" in err and len(err.splitlines()) == 1, err
+        assert not (tmp_path / f"cli{i}").exists()
+    # the smallest segment.bytes Kafka takes: every source segment its own group
+    report = compact(src, tmp_path / "small", now=T0 + HOUR, segment_bytes=14)
+    assert [c.sources for c in report.partitions[0].cleaned] == [["00000000000000000000.log"]]
+    assert main(["compact", str(src), str(tmp_path / "small-cli"), "--now", str(T0 + HOUR),
+                 "--segment-bytes", "14", "--min-cleanable-dirty-ratio", "0.5",
+                 "--max-compaction-lag-ms", "1"]) == 0

@@ -206,3 +206,34 @@ def test_a_log_start_above_the_log_end_deletes_every_segment(tmp_path):
     kbatch.recover(str(dd), str(rec))
     assert sorted(x.name for x in (rec / "t-0").iterdir() if x.suffix == ".log") == \
         [n for n in names if n.endswith(".log")]
+
+
+def test_limits_kafka_refuses_are_refused(tmp_path, capfd):
+    """retention.ms is a LONG of at least -1 in Kafka's LogConfig (-1: no
+    time limit); below it is invalid config, refused by the API
+    (ArgumentError) and the command line (exit 2, one line). retention.bytes
+    has no validator in LogConfig ("can be negative"): any negative value is
+    no size limit, as UnifiedLog's ``retentionSize < 0`` check reads it."""
+    from kbatch.tools.cli import main
+    write(tmp_path / "t-0", [[(3, T0 + 100 * (k + 1))] for k in range(3)])
+    for bad in (-2, -5, -(1 << 63), 1 << 63):
+        with pytest.raises(kbatch.ArgumentError, match="retention_ms.*out of range"):
+            retention(tmp_path / "t-0", retention_ms=bad, now=T0 + 10_000)
+    with pytest.raises(kbatch.ArgumentError, match="retention_bytes.*out of range"):
+        retention(tmp_path / "t-0", retention_bytes=1 << 63)
+    # -1 and any negative size: nothing goes, however old the segments
+    kept = retention(tmp_path / "t-0", retention_ms=-1, retention_bytes=-5,
+                     now=T0 + 10_000).partitions[0]
+    assert kept.deleted == [] and kept.new_log_start_offset == 0
+    gone = retention(tmp_path / "t-0", retention_ms=0, now=T0 + 10_000).partitions[0]
+    assert [d.base_offset for d in gone.deleted] == [0, 3, 6]
+    for argv in (["--retention-ms", "-5"], ["--retention-ms", "-2"],
+                 ["--retention-ms", str(1 << 63)], ["--retention-bytes", str(1 << 63)]):
+        with pytest.raises(SystemExit) as info:
+            main(["retention", str(tmp_path / "t-0"), *argv])
+        assert info.value.code == 2
+        err = capfd.readouterr().err
+        assert "out of range" in err and len(err.splitlines()) == 1, err
+    assert main(["retention", str(tmp_path / "t-0"), "--retention-ms", "-1",
+                 "--retention-bytes", "-5", "--now", str(T0 + 10_000)]) == 0
+    assert "0 of 3 segments deleted" in capfd.readouterr().out

@@ -81,15 +81,30 @@ from kbatch.lib.producers import TXN_ENTRY, ProducerState
 from kbatch.lib.records import Records
 from kbatch.lib.segment import DecodeOptions
 from kbatch.lib.storage import Storage
-from kbatch.lib.writer import (DEFAULT_INDEX_INTERVAL, IndexBuilder, encode_batch,
+from kbatch.lib.writer import (DEFAULT_INDEX_INTERVAL, INT32_MAX, IndexBuilder, encode_batch,
                                into_new_directory)
-from kbatch.wire import Attr, ControlType
+from kbatch.wire import INT64_MAX, Attr, ControlType
 
 DAY_MS = 24 * 3600 * 1000
 DEFAULT_SEGMENT_BYTES = 1 << 30
 IO_BUFFER_BYTES = 512 * 1024 // 2      # log.cleaner.io.buffer.size / threads / 2
 MAX_MESSAGE_BYTES = 1048588            # max.message.bytes (and message.max.bytes)
 DEDUPE_BUFFER_BYTES = 128 << 20        # log.cleaner.dedupe.buffer.size / threads
+# LogConfig's validators: segment.bytes is an INT atLeast(14)
+# (LegacyRecord.RECORD_OVERHEAD_V0; Kafka 4.x asks for 1 MiB, but a topic of
+# an earlier broker may hold less), max.compaction.lag.ms a LONG atLeast(1),
+# delete.retention.ms and min.compaction.lag.ms LONGs atLeast(0),
+# index.interval.bytes and max.message.bytes INTs atLeast(0)
+MIN_SEGMENT_BYTES = 14
+SEGMENT_BYTES_RANGE = (MIN_SEGMENT_BYTES, INT32_MAX)
+MS_RANGE = (0, INT64_MAX)
+MAX_COMPACTION_LAG_MS_RANGE = (1, INT64_MAX)
+INT_RANGE = (0, INT32_MAX)
+KAFKA_NAMES = {"segment_bytes": "segment.bytes", "delete_retention_ms": "delete.retention.ms",
+               "min_compaction_lag_ms": "min.compaction.lag.ms",
+               "max_compaction_lag_ms": "max.compaction.lag.ms",
+               "index_interval_bytes": "index.interval.bytes",
+               "max_message_bytes": "max.message.bytes"}
 
 
 @dataclass
@@ -686,6 +701,18 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                   or value < 0):
             raise ArgumentError(f"{name} must be a non-negative int")
+    # the topic configs' ranges in Kafka's LogConfig: what a broker refuses
+    # to set is refused here too
+    for name, value, (low, high) in (("segment_bytes", segment_bytes, SEGMENT_BYTES_RANGE),
+                                     ("delete_retention_ms", delete_retention_ms, MS_RANGE),
+                                     ("min_compaction_lag_ms", min_compaction_lag_ms, MS_RANGE),
+                                     ("max_compaction_lag_ms", max_compaction_lag_ms,
+                                      MAX_COMPACTION_LAG_MS_RANGE),
+                                     ("index_interval_bytes", index_interval_bytes, INT_RANGE),
+                                     ("max_message_bytes", max_message_bytes, INT_RANGE)):
+        if value is not None and not low <= value <= high:
+            raise ArgumentError(f"{name}={value} is out of range: Kafka's {KAFKA_NAMES[name]} "
+                                f"accepts {low}..{high}")
     ratio = min_cleanable_dirty_ratio
     if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
                               or not 0 <= ratio <= 1):

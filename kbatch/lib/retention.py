@@ -10,7 +10,8 @@ in its order, each pass on what the previous one left):
 2. size (``retention_bytes`` >= 0, and the partition at least that big):
    ``diff = size - retention_bytes``; oldest first, a segment goes while
    ``diff - its size >= 0`` (what stays is at least the limit);
-3. time (``retention_ms`` >= 0): a segment goes when ``now - its largest
+3. time (``retention_ms`` >= 0; -1: none, and below -1 is refused, as
+   Kafka's LogConfig refuses it): a segment goes when ``now - its largest
    timestamp > retention_ms``; its largest timestamp is the largest batch
    max timestamp, or, when it holds none (magic 0, or none >= 0), the
    file's modification time (LogSegment.largestTimestamp).
@@ -53,6 +54,7 @@ from kbatch.lib.paths import PathKind
 from kbatch.lib.storage import Storage
 from kbatch.lib.tables import PartitionRecords
 from kbatch.lib.writer import into_new_directory
+from kbatch.wire import INT64_MAX, INT64_MIN
 
 
 @dataclass(frozen=True)
@@ -130,11 +132,23 @@ class RetentionPlan:
         return apply_plan(self, dest)
 
 
-def _checked_ms(value, name: str) -> int | None:
+# What Kafka's LogConfig accepts (both LONG): retention.ms is atLeast(-1),
+# -1 meaning no time limit; retention.bytes has no validator ("can be
+# negative"): any negative value means no size limit
+RETENTION_MS_RANGE = (-1, INT64_MAX)
+RETENTION_BYTES_RANGE = (INT64_MIN, INT64_MAX)
+
+
+def _checked_ms(value, name: str, low: int, high: int) -> int | None:
     if value is None:
         return None
+    no_limit = "-1" if low == -1 else "negative"
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ArgumentError(f"{name} must be an int (ms or bytes; negative: no limit)")
+        raise ArgumentError(f"{name} must be an int (ms or bytes; {no_limit}: no limit)")
+    if not low <= int(value) <= high:
+        raise ArgumentError(f"{name}={int(value)} is out of range: Kafka's "
+                            f"{name.replace('_', '.')} accepts {low}..{high} "
+                            f"({no_limit}: no limit)")
     return int(value)
 
 
@@ -241,8 +255,8 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
     ``{(topic, partition): offset}`` overriding the checkpoint (default:
     ``replication-offset-checkpoint``, else the log end offset)."""
     from kbatch.lib.timestamps import to_millis
-    retention_ms = _checked_ms(retention_ms, "retention_ms")
-    retention_bytes = _checked_ms(retention_bytes, "retention_bytes")
+    retention_ms = _checked_ms(retention_ms, "retention_ms", *RETENTION_MS_RANGE)
+    retention_bytes = _checked_ms(retention_bytes, "retention_bytes", *RETENTION_BYTES_RANGE)
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
     store, rest = Storage.split(storage)
     if rest:

@@ -16,7 +16,9 @@ import argparse
 import json
 import sys
 
+from kbatch.lib.compact import INT_RANGE, MAX_COMPACTION_LAG_MS_RANGE, SEGMENT_BYTES_RANGE
 from kbatch.lib.paths import PathKind
+from kbatch.lib.retention import RETENTION_BYTES_RANGE, RETENTION_MS_RANGE
 from kbatch.wire import INT64_MAX
 
 EXIT_OK, EXIT_PROBLEMS = 0, 1
@@ -31,6 +33,21 @@ def count(text: str) -> int:
     if not 0 <= value <= INT64_MAX:
         raise argparse.ArgumentTypeError(f"{value} is out of range: expected 0..{INT64_MAX}")
     return value
+
+
+def _within(low: int, high: int, what: str = ""):
+    """An argparse type: a whole number in ``low..high`` (``what``: whose
+    range it is, e.g. Kafka's config)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range: expected {low}..{high}"
+                                             + (f" ({what})" if what else ""))
+        return value
+    return parse
 
 
 def ratio(text: str) -> float:
@@ -263,7 +280,8 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
                                    "was dropped.")
     p.add_argument("source", metavar="SRC")
     p.add_argument("dest", metavar="DST", help="a new directory (must not exist)")
-    p.add_argument("--index-interval-bytes", type=count, default=4096,
+    p.add_argument("--index-interval-bytes", type=_within(*INT_RANGE, "index.interval.bytes"),
+                   default=4096,
                    help="the topic's index.interval.bytes (default 4096)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     url_flags(p)
@@ -275,10 +293,14 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
                                    "reason for each and the new log start offset; --apply "
                                    "writes the retained copy to a new directory.")
     p.add_argument("source", metavar="SRC")
-    p.add_argument("--retention-ms", type=int, default=None,
-                   help="retention.ms (negative or absent: no time limit)")
-    p.add_argument("--retention-bytes", type=int, default=None,
-                   help="retention.bytes per partition (negative or absent: no size limit)")
+    p.add_argument("--retention-ms", type=_within(*RETENTION_MS_RANGE, "retention.ms"),
+                   default=None,
+                   help="retention.ms (-1 or absent: no time limit; below -1 is refused, as "
+                        "Kafka refuses it)")
+    p.add_argument("--retention-bytes", type=_within(*RETENTION_BYTES_RANGE, "retention.bytes"),
+                   default=None,
+                   help="retention.bytes per partition (negative or absent: no size limit, "
+                        "as in Kafka)")
     p.add_argument("--now", type=count, default=None, help="the time in ms (default: now)")
     p.add_argument("--apply", metavar="DEST", help="write the retained copy here (a new directory)")
     p.add_argument("--format", choices=["text", "json"], default="text")
@@ -295,14 +317,19 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     p.add_argument("--now", type=count, default=None, help="the time in ms (default: now)")
     p.add_argument("--delete-retention-ms", type=count, default=86_400_000,
                    help="delete.retention.ms: how long tombstones and markers stay")
-    p.add_argument("--segment-bytes", type=count, default=1 << 30,
-                   help="segment.bytes: cleaned segments are grouped up to this size")
+    p.add_argument("--segment-bytes", type=_within(*SEGMENT_BYTES_RANGE, "segment.bytes"),
+                   default=1 << 30,
+                   help="segment.bytes: cleaned segments are grouped up to this size "
+                        f"({SEGMENT_BYTES_RANGE[0]}..{SEGMENT_BYTES_RANGE[1]}, as Kafka's "
+                        "LogConfig; Kafka 4 refuses under 1 MiB)")
     p.add_argument("--min-compaction-lag-ms", type=count, default=0,
                    help="min.compaction.lag.ms: segments with records this recent stay dirty")
     p.add_argument("--min-cleanable-dirty-ratio", type=ratio, default=None,
                    help="min.cleanable.dirty.ratio: clean only a log the broker would pick "
                         "(default: one run on every log)")
-    p.add_argument("--max-compaction-lag-ms", type=count, default=None,
+    p.add_argument("--max-compaction-lag-ms",
+                   type=_within(*MAX_COMPACTION_LAG_MS_RANGE, "max.compaction.lag.ms"),
+                   default=None,
                    help="max.compaction.lag.ms: with --min-cleanable-dirty-ratio, a log "
                         "whose dirty data is older than this is picked whatever its ratio")
     p.add_argument("--format", choices=["text", "json"], default="text")

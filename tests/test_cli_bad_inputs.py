@@ -102,6 +102,16 @@ CASES = [
     ("verify a copy without its .log files", ["verify", "{gutted}"], 1, ""),
     ("stats a copy without its .log files", ["stats", "{gutted}"], 1, ""),
     ("verify an empty partition directory", ["verify", "{hollow}"], 1, ""),
+    # no segment file at all: nothing to read, exit 1, whichever command reads it
+    ("stats an empty partition directory", ["stats", "{hollow}"], 1, ""),
+    ("stats --level batches, no segment", ["stats", "--level", "batches", "{hollow}"], 1,
+     "nothing to read"),
+    ("txn, no segment", ["txn", "{hollow}"], 1, "nothing to read"),
+    ("latest, no segment", ["latest", "{hollow}"], 1, "nothing to read"),
+    ("recover, no segment", ["recover", "{hollow}", "{new}"], 1, "nothing to read"),
+    ("retention, no segment", ["retention", "{hollow}", "--retention-ms", "1"], 1,
+     "nothing to read"),
+    ("compact, no segment", ["compact", "{hollow}", "{new}"], 1, "nothing to read"),
     # topic configs Kafka's LogConfig refuses
     ("retention --retention-ms -5", ["retention", "{data}", "--retention-ms", "-5"], 2,
      "out of range"),
@@ -128,15 +138,10 @@ CASES = [
                                             "secret=hunter2"], 2, "is for URLs"),
     ("--private-key without PEM armour", ["verify", "s3://bucket/x", "--layout", "tiered",
                                           "--private-key", "hunter2"], 2, "not shown"),
-    # storage options are for URLs, and never echo a value
-    ("--storage-option with a local path", ["verify", "{data}", "--storage-option",
-                                            "secret=hunter2"], 2, "is for URLs"),
-    ("--private-key without PEM armour", ["verify", "s3://bucket/x", "--layout", "tiered",
-                                          "--private-key", "hunter2"], 2, "not shown"),
 ]
 # cases whose one line is on stdout (a report) and stderr stays empty
 REPORTS = {"verify a copy without its .log files", "stats a copy without its .log files",
-           "verify an empty partition directory"}
+           "verify an empty partition directory", "stats an empty partition directory"}
 SECRETS = {"--storage-option with a local path": "hunter2",
            "--private-key without PEM armour": "hunter2"}
 
@@ -327,3 +332,39 @@ def test_txn_says_a_torn_inner_segment_and_exits_1(tmp_path, capfd):
     (bad / "00000000000000000000.log").write_bytes(bytes(seg))
     assert main(["txn", "--no-crc", str(bad)]) == 0
     assert "CRC" not in capfd.readouterr().err
+
+
+READERS = [["verify"], ["stats"], ["stats", "--level", "batches"], ["txn"], ["latest"],
+           ["recover", "{dest}"], ["retention", "--retention-ms", "1"], ["compact", "{dest}"]]
+
+
+@pytest.mark.parametrize("argv", READERS, ids=[" ".join(a[:3]) for a in READERS])
+def test_one_exit_status_for_an_empty_partition_and_for_no_segment(tmp_path, argv):
+    """The same directory, the same exit status from every command that
+    reads it: a partition holding one empty segment (what a broker creates
+    for a new partition) is an empty partition, exit 0; a partition
+    directory without any segment file, alone or as all a data directory
+    holds, is nothing to read, exit 1, with one line on stderr (verify and
+    stats say it in their report). Before, stats --level batches, txn,
+    latest and recover exited 0 there, and retention and compact exited 1
+    without a word."""
+    empty = tmp_path / "empty" / "t-0"
+    empty.mkdir(parents=True)
+    (empty / "00000000000000000000.log").write_bytes(b"")
+    bare = tmp_path / "bare" / "t-0"
+    bare.mkdir(parents=True)
+    cases = [(empty, 0), (empty.parent, 0), (bare, 1), (bare.parent, 1)]
+    for i, (target, code) in enumerate(cases):
+        dest = tmp_path / f"dest{i}"
+        args = [a.format(dest=dest) for a in argv]
+        proc = run_case({}, ("", [args[0], str(target), *args[1:]], code, ""), cwd=tmp_path)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert proc.returncode == code, (target, proc.returncode, proc.stdout, proc.stderr)
+        assert "None" not in proc.stdout, proc.stdout
+        if code == 1:
+            assert not dest.exists()             # nothing written for nothing to read
+            if argv[0] in ("verify", "stats") and len(argv) == 1:
+                assert proc.stderr == "" and "no segment files" in proc.stdout
+            else:
+                [line] = proc.stderr.splitlines()
+                assert line.startswith(f"kbatch {argv[0]}: ") and "nothing to read" in line

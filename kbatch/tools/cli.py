@@ -13,7 +13,10 @@ dump, stats, verify and txn also take URLs (s3://, gs://, file://, any fsspec
 URL) with --storage-option KEY=VALUE, and --layout plain|tiered and
 --private-key PEM for tiered-storage buckets.
 
-Exit status: 0 ok, 1 problems found (or corrupt data), 2 usage errors.
+Exit status: 0 ok, 1 problems found (or corrupt data, or nothing to read: a
+target holding no segment file at all; a partition holding an empty segment
+is an empty partition, 0), 2 usage errors (an argument out of range, Kafka's
+topic config ranges included).
 """
 
 from __future__ import annotations
@@ -95,12 +98,15 @@ def _storage(args, names=None):
         raise UsageError(str(exc)) from None
 
 
-def _resolve(name: str, *kinds, what: str = "", check: bool = True, storage=None):
+def _resolve(name: str, *kinds, what: str = "", check: bool = True, storage=None,
+             segments: bool = False):
     """The door's answer for a command-line path or URL
     (``kbatch.lib.open.resolve``), its errors mapped to exit codes: a
     missing path or one of the wrong kind (a device, a FIFO, a directory
     where a file is needed) is a usage error (2); a directory with nothing
-    Kafka in it is "nothing to read" (1)."""
+    Kafka in it, and with ``segments=True`` a partition or data directory
+    holding no segment file at all, is "nothing to read" (1). (An empty
+    segment is an empty partition, not nothing: it reads as 0 records.)"""
     from kbatch.lib.open import resolve, tree_of
     from kbatch.lib.paths import PathError, PathKind
     from kbatch.lib.tree import Location
@@ -121,7 +127,20 @@ def _resolve(name: str, *kinds, what: str = "", check: bool = True, storage=None
     if check and found.kind is PathKind.SEGMENT:
         _not_a_side_file(found)
         _check_segment(found)
+    if segments:
+        _require_segments(found)
     return found
+
+
+def _require_segments(found) -> None:
+    """A target holding no segment file at all (partition directories
+    without a ``.log``) is "nothing to read", exit 1, whichever command
+    reads it (verify and stats say so in their report)."""
+    from kbatch.tools.stats import segment_files
+    if not segment_files(found):
+        raise NothingToRead(f"{found.name}: no segment files: nothing to read (expected a "
+                            "segment file, a <topic>-<partition> directory holding one or a "
+                            "broker data directory)")
 
 
 # files that sit beside segments and hold no batches: what they are, and which
@@ -399,6 +418,12 @@ def _stats_batches(args, found) -> int:
     damage = table_damage(table)
     missing = shortfalls(found, *batch_level_ends(found, table, damage))
     status = EXIT_PROBLEMS if damage or missing else EXIT_OK
+    if table.num_rows == 0 and not damage:
+        try:
+            _require_segments(found)    # as the segments level: nothing to read is exit 1
+        except NothingToRead as exc:
+            print(f"kbatch stats: {exc}", file=sys.stderr)
+            status = EXIT_PROBLEMS
     columns = {name: table.column(name).to_pylist() for name in table.column_names}
     for name in ("firstTimestamp", "maxTimestamp"):    # milliseconds, as dump's JSON
         ts = table.column(name).cast("int64").to_pylist()
@@ -491,6 +516,8 @@ def cmd_txn(args) -> int:
 
     found = _resolve(args.path, storage=_storage(args))
     reports = transactions(found, validate_crc=not args.no_crc)
+    if all(rep.log_end_offset == 0 and not rep.transactions for rep in reports):
+        _require_segments(found)        # nothing to read: exit 1, as verify and stats
     hanging = 0
     for rep in reports:
         if args.format == "json":
@@ -581,7 +608,8 @@ def _version() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="kbatch", description="Read Apache Kafka log segments at rest.",
-        epilog="Exit status: 0 ok, 1 problems found or nothing to read, 2 usage error.")
+        epilog="Exit status: 0 ok, 1 problems found or nothing to read (no segment file at "
+               "all; a partition holding an empty segment is empty: 0), 2 usage error.")
     parser.add_argument("--version", action="version", version=f"kbatch {_version()}")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an error")

@@ -105,7 +105,7 @@ def cmd_latest(args, resolve_path, storage_of) -> int:
     from kbatch.lib.log import select_topics
     found = resolve_path(args.path, PathKind.PARTITION, PathKind.DATA_DIR, PathKind.DATA_DIRS,
                          what="latest reads a partition or a broker data directory",
-                         storage=storage_of(args))
+                         storage=storage_of(args), segments=True)
     logs = _partitions(found)
     if args.topic:
         logs = select_topics(logs, args.topic, found.name)
@@ -145,7 +145,7 @@ def cmd_recover(args, resolve_path, storage_of) -> int:
     from kbatch.tools.recover import recover
     found = resolve_path(args.source, PathKind.PARTITION, PathKind.DATA_DIR,
                          what="recover takes a partition or a broker data directory",
-                         storage=storage_of(args, [args.source]), check=False)
+                         storage=storage_of(args, [args.source]), check=False, segments=True)
     report = recover(found, args.dest, index_interval_bytes=args.index_interval_bytes)
     for p in report.partitions:
         if args.format == "json":
@@ -154,6 +154,9 @@ def cmd_recover(args, resolve_path, storage_of) -> int:
                               "leader_epochs": p.leader_epochs,
                               "segments": [s.__dict__ for s in p.segments],
                               "dropped": [d.__dict__ for d in p.dropped]}))
+            continue
+        if not p.segments and not p.dropped:
+            print(f"{p.name}: no segment files, nothing copied")
             continue
         print(f"{p.name}: {len(p.segments)} segments copied, log [{p.log_start_offset}, "
               f"{p.log_end_offset})" + ("" if p.dropped else ", nothing dropped"))
@@ -182,7 +185,7 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
     from kbatch.lib.retention import retention
     found = resolve_path(args.source, PathKind.PARTITION, PathKind.DATA_DIR,
                          what="retention takes a partition or a broker data directory",
-                         storage=storage_of(args, [args.source]), check=False)
+                         storage=storage_of(args, [args.source]), check=False, segments=True)
     plan = retention(found, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
                      now=args.now)
     for p in plan.partitions:
@@ -213,7 +216,7 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
     from kbatch.lib.compact import compact
     found = resolve_path(args.source, PathKind.PARTITION, PathKind.DATA_DIR,
                          what="compact takes a partition or a broker data directory",
-                         storage=storage_of(args, [args.source]), check=False)
+                         storage=storage_of(args, [args.source]), check=False, segments=True)
     report = compact(found, args.dest, now=args.now,
                      delete_retention_ms=args.delete_retention_ms,
                      segment_bytes=args.segment_bytes,

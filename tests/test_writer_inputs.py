@@ -445,3 +445,45 @@ def test_only_a_log_makes_a_directory_taken(tmp_path, capfd):
     assert main(["sample", str(tmp_path / "s"), "--records", "200"]) == 0
     assert main(["sample", str(tmp_path / "s"), "--records", "200", "--force"]) == 2
     assert "already holds logs" in capfd.readouterr().err
+
+
+def test_records_of_aborted_or_open_transactions_are_refused(tmp_path):
+    """Records read with read_uncommitted that hold an aborted transaction's
+    records, or an open one's (no marker among them: a range cut before its
+    marker), would be written as plain records that every consumer of the
+    copy sees: refused before anything is written. Committed transactions
+    and read_committed reads are written; a mapping of the columns writes
+    every record, as asked. The partition comes from the tests' own encoder."""
+    from tests.kafka_ref import ABORT, COMMIT, build_batch as ref_batch, \
+        control_batch as ref_control, read_with_kafka_python
+    from tests.lifecycle_ref import write_partition
+    t = 1_700_000_000_000
+    batches = [
+        ref_batch([(t, b"k", b"plain", [])], base_offset=0),
+        ref_batch([(t, b"k", b"committed", [])], base_offset=1, producer_id=5,
+                  producer_epoch=0, base_sequence=0, transactional=True),
+        ref_control(base_offset=2, producer_id=5, producer_epoch=0, control_type=COMMIT),
+        ref_batch([(t, b"k", b"aborted", [])], base_offset=3, producer_id=7,
+                  producer_epoch=0, base_sequence=0, transactional=True),
+        ref_control(base_offset=4, producer_id=7, producer_epoch=0, control_type=ABORT),
+    ]
+    src = kbatch.open_log(write_partition(tmp_path / "t-0", [batches]))
+    values = [r["value"] for r in read_with_kafka_python(b"".join(batches)).records]
+    assert values == [b"plain", b"committed", b"aborted"]
+    for name, records in (("whole", src.read()), ("open", src.read(0, 2)),
+                          ("open-only", src.read(3, 4))):
+        with pytest.raises(ValueError, match="of open transactions|of aborted"):
+            kbatch.write_log(tmp_path / f"{name}-0", records)
+        assert not (tmp_path / f"{name}-0").exists()
+    # committed only: written (its marker is among the records)
+    kbatch.write_log(tmp_path / "committed-0", src.read(0, 3))
+    # read_committed: what a consumer sees, written
+    kbatch.write_log(tmp_path / "rc-0", src.read(isolation="read_committed"))
+    rc = b"".join(p.read_bytes() for p in sorted((tmp_path / "rc-0").glob("*.log")))
+    assert [r["value"] for r in read_with_kafka_python(rc).records] == values[:2]
+    # every record as a plain record, asked for with a mapping of the columns
+    r = src.read()
+    kbatch.write_log(tmp_path / "all-0", {"key": r.key, "value": r.value,
+                                          "timestamp": r.timestamp, "headers": r.headers})
+    every = b"".join(p.read_bytes() for p in sorted((tmp_path / "all-0").glob("*.log")))
+    assert [r["value"] for r in read_with_kafka_python(every).records] == values

@@ -28,6 +28,9 @@ its bounds again.
 ``records`` may be a ``kbatch.Records``, a mapping of columns (``key``,
 ``value``, optional ``timestamp``, ``headers``, ``offset``), or an iterable of
 ``(key, value[, timestamp[, headers]])`` tuples or dicts with those keys.
+``Records`` holding records of aborted or open transactions (a
+read_uncommitted read) are refused: written as plain records, they would be
+visible to every consumer of the copy.
 """
 
 from __future__ import annotations
@@ -197,6 +200,7 @@ def to_columns(records, *, default_timestamp: int | None = None) -> Columns:
     if isinstance(records, Columns):
         return records.validate()
     if isinstance(records, Records):
+        _refuse_undecided(records)
         return Columns(records.timestamp, records.key, records.value,
                        records.headers, records.offset).validate()
     if isinstance(records, Mapping):
@@ -239,6 +243,31 @@ def to_columns(records, *, default_timestamp: int | None = None) -> Columns:
         headers.append(h)
     return Columns(_int64_array("timestamp", stamps, len(stamps)), _binary(keys),
                    _binary(values), _headers(headers, len(values))).validate()
+
+
+def _refuse_undecided(records: Records) -> None:
+    """``ValueError`` when ``records`` (read with read_uncommitted) hold
+    records of transactions they do not show committed: aborted ones, and
+    open ones (no marker among the records: the marker may be past the
+    range read, or never written). Written as plain records they would be
+    visible to every consumer of the copy, read_committed ones too. A
+    read_committed read (``last_stable_offset`` set) holds none."""
+    bt = records.batches
+    if records.last_stable_offset is not None or not len(records) \
+            or not (bt.is_transactional & ~bt.is_control).any():
+        return
+    from kbatch.lib.txn import ABORTED, OPEN, TxnState
+    verdict = TxnState.build(bt, records.control).verdict(bt)[records.batch]
+    aborted = int((verdict == ABORTED).sum())
+    undecided = int((verdict == OPEN).sum())
+    if aborted or undecided:
+        raise ValueError(
+            f"{aborted} record(s) of aborted and {undecided} of open transactions (no marker "
+            "among these records) would be written as plain records, visible to every "
+            "consumer: read with isolation='read_committed' to write the committed records, "
+            "copy the batches as they are with LogWriter.append_batch, or pass a mapping "
+            "of the columns (key, value, timestamp, headers, offset) to write them all as "
+            "plain records")
 
 
 def _arrays(col: BinaryColumn):

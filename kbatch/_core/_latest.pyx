@@ -21,6 +21,7 @@ its record with the highest offset, found by hashing the key bytes.
                     entries without reading a key again
 
     partitioned pass (more than RADIX_FROM distinct keys)
+      hashes       = uint64[n]: each row's key hash (pass 1 writes, pass 2 reads)
       entry (32 B) = hash uint64 | row uint32 | length uint32 | head 16 B
       partition    = hash >> (64 - bits), 2**bits partitions of ~2048 rows
 
@@ -31,8 +32,8 @@ are merged in row order (a later run's row wins a key as a later row does;
 2 M records of 10 k keys on 2 threads: 16 ms, 26 ms on one). Once a table holds more
 than ``RADIX_FROM`` keys (it no longer fits the cache: every probe and
 every comparison would be a miss) the pass starts again partitioned: the
-rows are hashed, counted and scattered into partitions by the hash's top
-bits, in row order, and each partition is resolved with a table of its own
+rows are hashed (each hash kept), counted and scattered into partitions
+by the hash's top bits, in row order, and each partition is resolved with a table of its own
 that the cache holds (2 M records of 1 M keys: 146 ms as one table, 62 ms
 partitioned). Each of the three passes runs on threads (``_threads``): the
 hash and scatter passes in runs of equal rows (each run counts its rows per
@@ -81,6 +82,7 @@ cdef enum:
     PART_ROWS = 2048            # rows per partition aimed at (its table stays in L1/L2)
     MAX_PART_BITS = 9           # 512 partitions at most (write streams of the scatter)
     ENTRIES_ROLE = 97           # the memory pool's role of the partitioned pass's entries
+    HASHES_ROLE = 96            # and of its row hashes
     SPREAD_ROWS = 1 << 16       # rows per thread of the hash and scatter passes, at least
 
 
@@ -400,14 +402,17 @@ cdef struct Spread:              # one run of rows of the hash and scatter passe
     int64_t *counts              # per partition: the run's rows, then its cursor
     int64_t nulls
     int64_t bad                  # -1, or the run's first row whose key is bad
+    uint64_t *hashes             # per row: its key's hash (pass 1 writes, pass 2 reads)
     Entry *entries
 
 
 cdef void *_count(void *arg) noexcept nogil:
-    """Pass 1 of a run: every key checked and hashed, its partition counted."""
+    """Pass 1 of a run: every key checked and hashed (the hash kept for
+    pass 2), its partition counted."""
     cdef Spread *r = <Spread *>arg
     cdef const uint8_t *p
     cdef int64_t i, length
+    cdef uint64_t h
     cdef int st
     for i in range(r.lo, r.hi):
         st = _key(r.k, i, &p, &length)
@@ -417,7 +422,9 @@ cdef void *_count(void *arg) noexcept nogil:
         if st == KEY_NULL:
             r.nulls += 1
             continue
-        r.counts[_part(kb_hash(p, length), r.bits)] += 1
+        h = kb_hash(p, length)
+        r.hashes[i] = h
+        r.counts[_part(h, r.bits)] += 1
     return NULL
 
 
@@ -432,7 +439,7 @@ cdef void *_spread(void *arg) noexcept nogil:
     for i in range(r.lo, r.hi):
         if _key_room(r.k, i, &p, &length, &room) != KEY_OK:
             continue
-        h = kb_hash(p, length)
+        h = r.hashes[i]
         part = _part(h, r.bits)
         e = &r.entries[r.counts[part]]
         r.counts[part] += 1
@@ -444,7 +451,8 @@ cdef void *_spread(void *arg) noexcept nogil:
 
 
 cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, int64_t n,
-                          const uint8_t *vvalid, Entry *entries, uint8_t *keep,
+                          const uint8_t *vvalid, uint64_t *hashes, Entry *entries,
+                          uint8_t *keep,
                           int64_t *nulls, int64_t *keys, int64_t *tombs,
                           int threads) noexcept nogil:
     """The latest row of every key, for many distinct keys: the rows are
@@ -479,6 +487,7 @@ cdef int64_t _partitioned(const Keys *k, const int64_t *offsets, bint ordered, i
         runs[t].nulls = 0
         runs[t].bad = -1
         runs[t].entries = entries
+        runs[t].hashes = hashes
     # 1: every key checked and hashed, partitions counted per run
     on_threads(runs, sizeof(Spread), nt, _count)
     nulls[0] = 0
@@ -687,6 +696,7 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
     cdef const uint8_t[::1] mv
     cdef bint ordered = True, partitioned = False
     cdef uint8_t[::1] entries
+    cdef uint8_t[::1] hashes
     held = []
     if n >= 0xFFFFFFFF:
         raise ValueError(f"{n} rows: the table view takes at most 2**32 - 2 rows at once")
@@ -758,10 +768,12 @@ def latest_rows(object key_offsets, object key_data, object key_validity,
             # entries from kbatch's memory pool: pages an earlier view used
             pooled = pooled_empty(n * sizeof(Entry), ENTRIES_ROLE)
             entries = memoryview(pooled)
+            pooled_hashes = pooled_empty(n * sizeof(uint64_t), HASHES_ROLE)
+            hashes = memoryview(pooled_hashes)
             with nogil:
                 status = _partitioned(&k, &offsets[0] if n else NULL, ordered, n, vvalid,
-                                      <Entry *>&entries[0], keep, &nulls, &keys, &tombs,
-                                      threads)
+                                      <uint64_t *>&hashes[0], <Entry *>&entries[0], keep,
+                                      &nulls, &keys, &tombs, threads)
         with nogil:
             if status == 0 and not partitioned:
                 for s in range(t.mask + 1):

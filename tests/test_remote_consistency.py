@@ -708,9 +708,12 @@ def _run(tag: bytes, first: int, n: int, step: int = 1) -> bytes:
 DELETIONS = {
     # the log start moved: the oldest segment deleted
     "oldest": ({b"A"}, {}, _vals(b"B", 10, STEP) + _vals(b"C", 20, STEP)),
-    # a segment in the middle gone, later ones still there (the cleaner's
-    # swap deleted it once it cleaned it into the one before)
-    "middle": ({b"B"}, {}, _vals(b"A", 0, STEP) + _vals(b"C", 20, STEP)),
+    # a segment in the middle gone, later ones still there: the cleaner
+    # cleaned it into the one before, which it rewrote (swapped in)
+    "middle, cleaned into the one before": (
+        {b"B"}, {b"A": (b"N", 0, 2 * STEP, 1)}, _vals(b"N", 0, 2 * STEP) + _vals(b"C", 20, STEP)),
+    # the oldest two gone, the log start moved past both
+    "oldest two": ({b"A", b"B"}, {}, _vals(b"C", 20, STEP)),
 }
 
 
@@ -760,10 +763,28 @@ def test_a_segment_deleted_since_listing_is_read_again_whole(how, case, caplog):
         mem.pipe(f"/{prefix}/t-0/{names[tag]}", _run(new, first, n, step))
     with caplog.at_level(logging.WARNING, logger="kbatch.remote"):
         assert read(target) == expect(want)
-    assert "no such object" in caplog.text
+    if not rewritten:    # (else the rewritten segment, read first, is found changed)
+        assert "no such object" in caplog.text
     assert f"listing {url}/t-0 again and reading it again (read 2 of at most 3)" in caplog.text
-    with pytest.raises(kbatch.MissingObjectError, match="no such object"):
+    with pytest.raises(kbatch.FileChangedError if rewritten else kbatch.MissingObjectError):
         list(chunked.iter())
+
+
+@pytest.mark.parametrize("how", sorted(DELETED_READS))
+def test_a_segment_gone_from_the_middle_with_the_one_before_unchanged_raises(how):
+    """A segment gone from the middle while the segment before it is
+    unchanged: not retention (which deletes the oldest), not the cleaner
+    (which rewrites the segment it cleans the deleted ones into), but, say,
+    a sync that deleted the cleaned segments and has not yet uploaded the
+    rewritten one. Read again, the partition would lack offsets 10..19 and
+    look whole: the read raises a MissingObjectError naming them."""
+    prefix = f"deleted-unexplained-{how.replace(' ', '-')}"
+    names = _three_segments(prefix)
+    opened, read, _ = DELETED_READS[how]
+    target = opened(f"memory://{prefix}")
+    fsspec.filesystem("memory").rm(f"/{prefix}/t-0/{names[b'B']}")
+    with pytest.raises(kbatch.MissingObjectError, match=r"offsets \[10, 20\) would be missing"):
+        read(target)
 
 
 class PhantomMemory(MemoryFileSystem):

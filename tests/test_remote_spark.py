@@ -297,6 +297,26 @@ def test_an_object_deleted_while_planning_is_planned_again(s3, stores, caplog):
     assert read_packs(rd, packs) == encoded(rolled=0)
 
 
+def test_a_middle_segment_deleted_while_planning_fails_the_query(s3, stores):
+    """A segment deleted from the middle while the driver plans, the
+    segment before it unchanged (neither retention nor the cleaner): the
+    plan of the new listing would lack its offsets and look whole, so the
+    query fails with a MissingObjectError naming them."""
+    url, options, put = stores["s3"]
+    prefix = "deleted-middle-while-planning"
+    middle = f"t-0/{ROLLED:020d}.log"
+    files = {ROLLED_LOG: b"".join(run_of(b"ROL", 0, ROLLED)),
+             middle: b"".join(run_of(b"MID", ROLLED, ROLLED)),
+             f"t-0/{2 * ROLLED:020d}.log": b"".join(run_of(b"ACT", 2 * ROLLED, ACTIVE))}
+    upload(put, prefix, files)
+    s3.proxy.after_next_get(f"spark-sync/{prefix}/{ROLLED_LOG}",
+                            lambda: s3.fs.rm(f"{BUCKET}/spark-sync/{prefix}/{middle}"))
+    rd = batch_reader(f"{url}/{prefix}", options, isolation="read_committed")
+    with pytest.raises(kbatch.MissingObjectError,
+                       match=rf"offsets \[{ROLLED}, {2 * ROLLED}\) would be missing"):
+        rd.partitions()
+
+
 @pytest.mark.parametrize("store", ["memory", "s3"])
 @pytest.mark.parametrize("which", ["rolled", "active"])
 def test_an_object_deleted_after_planning_raises(s3, stores, store, which):

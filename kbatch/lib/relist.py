@@ -20,6 +20,15 @@ most ``ATTEMPTS`` reads in all, each new listing warned of on the
 ``kbatch.remote`` logger; a partition still changing at the last one
 raises the ``FileChangedError`` or ``MissingObjectError`` as before.
 
+A deleted object is a new state only where Kafka deletes segments that
+way: retention deletes the oldest segments (the log start moved), and the
+log cleaner deletes segments it cleaned into the one before them, which it
+rewrote (``unexplained_deletion``). A segment gone from the middle of the
+partition while the segment before it is unchanged (a sync that deleted
+the cleaned segments and has not yet uploaded the rewritten one) would
+leave its offsets out of an answer that looks whole: the read raises a
+``MissingObjectError`` naming them instead.
+
 Each read works on one listing: a snapshot of the log taken when it starts
 (``PartitionLog.snapshot``), which a relist of the log (by this read or by
 another thread's read of the same ``PartitionLog``) does not change; a
@@ -67,6 +76,42 @@ def caught(part, read: Callable):
         return exc
 
 
+def unexplained_deletion(old: Sequence, new: Sequence):
+    """The first segment of ``old`` (a listing's segments, in offset order)
+    that ``new`` (the partition listed again) lacks where neither retention
+    nor the cleaner explains its going, or None. Retention deletes the
+    oldest segments: a segment gone with every segment before it gone too.
+    The cleaner deletes segments it cleaned into the one before them and
+    rewrites that one: a segment gone after one rewritten since (another
+    version) or after one gone so explained."""
+    now = {s.name: s.version() for s in new}
+    explained = True         # the segment before: none, explained and gone, or rewritten
+    for seg in old:
+        if seg.name not in now:
+            if not explained:
+                return seg
+        else:
+            explained = now[seg.name] != seg.version()
+    return None
+
+
+def refuse_unexplained(before: Sequence, after: Sequence, exc: BaseException) -> None:
+    """``MissingObjectError`` when the partition listed again (``after``)
+    lacks a segment of ``before`` that neither retention nor the cleaner
+    deleted (``unexplained_deletion``): its offsets would be missing."""
+    gone = unexplained_deletion(before, after)
+    if gone is None:
+        return
+    later = [s.base_offset for s in before if s.base_offset > gone.base_offset]
+    upto = f"{min(later)})" if later else "the log end)"
+    raise MissingObjectError(
+        f"deleted since the partition was listed, and the segment before it was not "
+        f"rewritten (retention deletes the oldest segments, the log cleaner rewrites the one "
+        f"it cleans deleted segments into): its offsets [{gone.base_offset}, {upto} would be "
+        f"missing from the answer; read again once the copy is complete",
+        url=gone.name) from exc
+
+
 def read_listed(parts: Sequence, read: Callable[[list], list]) -> tuple[list, list]:
     """``(results, logs)``: ``read(logs)`` of snapshots of ``parts``
     (``PartitionLog.snapshot``, one listing each), one result per
@@ -75,9 +120,10 @@ def read_listed(parts: Sequence, read: Callable[[list], list]) -> tuple[list, li
     partitions are listed again (``PartitionLog.relist``) and read again
     from new snapshots, together, up to ``ATTEMPTS`` reads in all, each
     time warned of; one that changed again at the last read raises its
-    error. ``logs``: the snapshot each result was read from. Keeps in
-    memory the results of the partitions done while the others are read
-    again."""
+    error; a deletion neither retention nor the cleaner explains raises a
+    ``MissingObjectError`` (``unexplained_deletion``). ``logs``: the
+    snapshot each result was read from. Keeps in memory the results of the
+    partitions done while the others are read again."""
     parts = list(parts)
     logs = [p.snapshot() for p in parts]
     results = list(read(logs))
@@ -86,9 +132,12 @@ def read_listed(parts: Sequence, read: Callable[[list], list]) -> tuple[list, li
         if not changed:
             return results, logs
         for i in changed:
-            _warn_relisting(parts[i], results[i], attempt)
+            before = logs[i].segments
             parts[i].relist()
             logs[i] = parts[i].snapshot()
+            if isinstance(results[i], MissingObjectError):
+                refuse_unexplained(before, logs[i].segments, results[i])
+            _warn_relisting(parts[i], results[i], attempt)
         for i, got in zip(changed, read([logs[i] for i in changed])):
             results[i] = got
     for got in results:
@@ -111,4 +160,4 @@ def _warn_relisting(part, exc: BaseException, attempt: int) -> None:
 
 
 __all__ = ["ATTEMPTS", "CHANGES", "caught", "changed_since_listing", "read_listed",
-           "read_relisted"]
+           "read_relisted", "refuse_unexplained", "unexplained_deletion"]

@@ -43,7 +43,7 @@ from kbatch.lib.objects import MissingObjectError
 from kbatch.lib.open import resolve
 from kbatch.lib.paths import PathError, PathKind
 from kbatch.lib.records import Records
-from kbatch.lib.relist import ATTEMPTS, CHANGES
+from kbatch.lib.relist import ATTEMPTS, CHANGES, refuse_unexplained
 from kbatch.lib.segment import DecodeOptions
 from kbatch.lib.txn import TxnState
 from kbatch.spark.options import KafkaOptions, parse_options
@@ -321,22 +321,38 @@ def plan(options: Options) -> list[SegmentSlice]:
     retention deleted the oldest segment: ``MissingObjectError``), as a
     read of a partition is listed again (``kbatch.lib.relist``): at most
     ``ATTEMPTS`` plans, each new one warned of on the ``kbatch.remote``
-    logger."""
+    logger. A segment deleted where neither retention nor the cleaner
+    deletes one (``relist.unexplained_deletion``: from the middle, the
+    segment before it unchanged) fails the query with a
+    ``MissingObjectError`` naming its offsets, never a plan without them."""
+    deleted = None       # (the listing, the error) of the first plan that met a deletion
     for attempt in range(1, ATTEMPTS + 1):
+        listed: dict = {}
         try:
-            return _plan_once(options)
+            slices = _plan_once(options, listed)
         except CHANGES as exc:
+            if isinstance(exc, MissingObjectError) and deleted is None:
+                deleted = (listed, exc)
             if attempt == ATTEMPTS:
                 raise
             remote_log.warning("%s; listing again and planning again (plan %d of at most %d)",
                                exc, attempt + 1, ATTEMPTS)
+            continue
+        if deleted is not None:
+            before, exc = deleted
+            for key, segments in before.items():
+                refuse_unexplained(segments, listed.get(key, []), exc)
+        return slices
     raise AssertionError("unreachable")
 
 
-def _plan_once(options: Options) -> list[SegmentSlice]:
-    """One plan, of the paths as listed now."""
+def _plan_once(options: Options, listed: dict | None = None) -> list[SegmentSlice]:
+    """One plan, of the paths as listed now (``listed``: filled with each
+    partition's segments as listed, by (topic, partition))."""
     k = options.kafka
     logs, files = sources(options)
+    if listed is not None:
+        listed.update({(log_.topic, log_.partition): log_.segments for log_ in logs})
     found = [(log_.topic, log_.partition) for log_ in logs]
     chosen = set(k.select(found))
     kwargs = options.option_kwargs()

@@ -481,8 +481,14 @@ def test_records_of_aborted_or_open_transactions_are_refused(tmp_path):
     kbatch.write_log(tmp_path / "rc-0", src.read(isolation="read_committed"))
     rc = b"".join(p.read_bytes() for p in sorted((tmp_path / "rc-0").glob("*.log")))
     assert [r["value"] for r in read_with_kafka_python(rc).records] == values[:2]
-    # every record as a plain record, asked for with a mapping of the columns
+    # an aborted record joined to a read_committed read (whose LSO the join
+    # keeps) is still an aborted record: its ABORT marker is among them
     r = src.read()
+    joined = kbatch.Records.concat([r.take(np.array([2])), src.read(isolation="read_committed")])
+    assert joined.last_stable_offset is not None
+    with pytest.raises(ValueError, match="1 record.s. of aborted"):
+        kbatch.write_log(tmp_path / "joined-0", joined)
+    # every record as a plain record, asked for with a mapping of the columns
     kbatch.write_log(tmp_path / "all-0", {"key": r.key, "value": r.value,
                                           "timestamp": r.timestamp, "headers": r.headers})
     every = b"".join(p.read_bytes() for p in sorted((tmp_path / "all-0").glob("*.log")))

@@ -246,20 +246,21 @@ def to_columns(records, *, default_timestamp: int | None = None) -> Columns:
 
 
 def _refuse_undecided(records: Records) -> None:
-    """``ValueError`` when ``records`` (read with read_uncommitted) hold
-    records of transactions they do not show committed: aborted ones, and
-    open ones (no marker among the records: the marker may be past the
-    range read, or never written). Written as plain records they would be
-    visible to every consumer of the copy, read_committed ones too. A
-    read_committed read (``last_stable_offset`` set) holds none."""
+    """``ValueError`` when ``records`` hold records of transactions they do
+    not show committed: aborted ones (their ABORT marker among the
+    records), and, unless read with read_committed, open ones (no marker
+    among the records: the marker may be past the range read, or never
+    written). Written as plain records they would be visible to every
+    consumer of the copy, read_committed ones too. A read_committed read
+    (``last_stable_offset`` set) holds no aborted record, and its open ones
+    are committed (their markers lie past the range read)."""
     bt = records.batches
-    if records.last_stable_offset is not None or not len(records) \
-            or not (bt.is_transactional & ~bt.is_control).any():
+    if not len(records) or not (bt.is_transactional & ~bt.is_control).any():
         return
     from kbatch.lib.txn import ABORTED, OPEN, TxnState
     verdict = TxnState.build(bt, records.control).verdict(bt)[records.batch]
     aborted = int((verdict == ABORTED).sum())
-    undecided = int((verdict == OPEN).sum())
+    undecided = int((verdict == OPEN).sum()) if records.last_stable_offset is None else 0
     if aborted or undecided:
         raise ValueError(
             f"{aborted} record(s) of aborted and {undecided} of open transactions (no marker "

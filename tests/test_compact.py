@@ -10,6 +10,7 @@ from __future__ import annotations
 import pathlib
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
@@ -583,6 +584,20 @@ def test_topic_configs_kafka_refuses_are_refused(tmp_path, capfd):
         err = capfd.readouterr().err
         assert "out of range" in err and len(err.splitlines()) == 1, err
         assert not (tmp_path / f"cli{i}").exists()
+    # LogConfig.validateValues: min.compaction.lag.ms above max.compaction.lag.ms
+    with pytest.raises(kbatch.ArgumentError, match="min_compaction_lag_ms=10 is above"):
+        compact(src, tmp_path / "lags", now=T0 + HOUR, min_compaction_lag_ms=10,
+                max_compaction_lag_ms=5, min_cleanable_dirty_ratio=0.5)
+    assert not (tmp_path / "lags").exists()
+    # max_message_bytes 0 (a cleaner buffer that never holds a batch): one message
+    with pytest.raises(kbatch.ArgumentError, match="max_message_bytes must be at least 1"):
+        compact(src, tmp_path / "mmb", now=T0 + HOUR, max_message_bytes=0)
+    with pytest.raises(kbatch.ArgumentError, match=r"max_message_bytes=2147483648 .* 1\.\."):
+        compact(src, tmp_path / "mmb", now=T0 + HOUR, max_message_bytes=1 << 31)
+    # numpy integers are integers (as retention() takes them)
+    report = compact(src, tmp_path / "np", now=T0 + HOUR, segment_bytes=np.int64(14),
+                     delete_retention_ms=np.int32(0))
+    assert [c.sources for c in report.partitions[0].cleaned] == [["00000000000000000000.log"]]
     # the smallest segment.bytes Kafka takes: every source segment its own group
     report = compact(src, tmp_path / "small", now=T0 + HOUR, segment_bytes=14)
     assert [c.sources for c in report.partitions[0].cleaned] == [["00000000000000000000.log"]]

@@ -100,6 +100,9 @@ SEGMENT_BYTES_RANGE = (MIN_SEGMENT_BYTES, INT32_MAX)
 MS_RANGE = (0, INT64_MAX)
 MAX_COMPACTION_LAG_MS_RANGE = (1, INT64_MAX)
 INT_RANGE = (0, INT32_MAX)
+# max.message.bytes: Kafka takes 0 too, but a cleaner buffer that grows up to
+# 0 bytes never holds a batch: 1 at least here
+MAX_MESSAGE_BYTES_RANGE = (1, INT32_MAX)
 KAFKA_NAMES = {"segment_bytes": "segment.bytes", "delete_retention_ms": "delete.retention.ms",
                "min_compaction_lag_ms": "min.compaction.lag.ms",
                "max_compaction_lag_ms": "max.compaction.lag.ms",
@@ -682,6 +685,14 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     only a log the broker would pick (None: one run on every log)."""
     from kbatch.lib.timestamps import to_millis
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
+    # numpy integers are ints here (as retention takes them)
+    (delete_retention_ms, segment_bytes, producer_id_expiration_ms, index_interval_bytes,
+     io_buffer_bytes, max_message_bytes, dedupe_buffer_bytes, min_compaction_lag_ms,
+     max_compaction_lag_ms) = (
+        int(v) if isinstance(v, np.integer) else v for v in (
+            delete_retention_ms, segment_bytes, producer_id_expiration_ms, index_interval_bytes,
+            io_buffer_bytes, max_message_bytes, dedupe_buffer_bytes, min_compaction_lag_ms,
+            max_compaction_lag_ms))
     for name, value in (("delete_retention_ms", delete_retention_ms),
                         ("segment_bytes", segment_bytes),
                         ("producer_id_expiration_ms", producer_id_expiration_ms),
@@ -709,7 +720,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                                      ("max_compaction_lag_ms", max_compaction_lag_ms,
                                       MAX_COMPACTION_LAG_MS_RANGE),
                                      ("index_interval_bytes", index_interval_bytes, INT_RANGE),
-                                     ("max_message_bytes", max_message_bytes, INT_RANGE)):
+                                     ("max_message_bytes", max_message_bytes,
+                                      MAX_MESSAGE_BYTES_RANGE)):
         if value is not None and not low <= value <= high:
             raise ArgumentError(f"{name}={value} is out of range: Kafka's {KAFKA_NAMES[name]} "
                                 f"accepts {low}..{high}")
@@ -717,6 +729,12 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, (int, float))
                               or not 0 <= ratio <= 1):
         raise ArgumentError("min_cleanable_dirty_ratio must be a number in [0, 1] (or None)")
+    if max_compaction_lag_ms is not None and min_compaction_lag_ms > max_compaction_lag_ms:
+        # LogConfig.validateValues: "conflict topic config setting
+        # min.compaction.lag.ms > max.compaction.lag.ms"
+        raise ArgumentError(f"min_compaction_lag_ms={min_compaction_lag_ms} is above "
+                            f"max_compaction_lag_ms={max_compaction_lag_ms} (Kafka refuses the "
+                            "two topic configs together)")
     if max_compaction_lag_ms is not None and ratio is None:
         raise ArgumentError("max_compaction_lag_ms applies with min_cleanable_dirty_ratio "
                             "(it decides whether the broker picks a log)")

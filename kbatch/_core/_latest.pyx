@@ -111,6 +111,20 @@ cdef struct Head:                # 24 bytes
     uint8_t head[INLINE]         # the key's first bytes, zero padded
 
 
+cdef extern from "<stdlib.h>" nogil:
+    int posix_memalign(void **memptr, size_t alignment, size_t size)
+
+
+cdef Slot *_slots(uint64_t n) noexcept nogil:
+    """``n`` empty slots, cache-line aligned (a slot never straddles two
+    lines), or NULL."""
+    cdef void *p = NULL
+    if posix_memalign(&p, 64, n * sizeof(Slot)) != 0:
+        return NULL
+    memset(p, 0, n * sizeof(Slot))
+    return <Slot *>p
+
+
 cdef struct Slot:                # 32 bytes: two to a cache line
     uint64_t entry               # tag << 32 | (row + 1); 0 = empty
     Head key
@@ -166,7 +180,7 @@ cdef int _grow(Table *t) noexcept nogil:
     """Double the table, every entry placed again from its tag (no key
     is read: its head moves with it)."""
     cdef uint64_t cap = (t.mask + 1) * 2
-    cdef Slot *fresh = <Slot *>calloc(cap, sizeof(Slot))
+    cdef Slot *fresh = _slots(cap)
     cdef uint64_t i, e, j
     if fresh == NULL:
         return -1
@@ -334,7 +348,7 @@ cdef int _merge(const Keys *k, Table *into, const Table *t, const int64_t *offse
 cdef int _new_table(Table *t) noexcept nogil:
     """An empty table of ``INITIAL_SLOTS`` (0, or -1: out of memory; free
     its two arrays either way)."""
-    t.slots = <Slot *>calloc(INITIAL_SLOTS, sizeof(Slot))
+    t.slots = _slots(INITIAL_SLOTS)
     t.mask = INITIAL_SLOTS - 1
     t.shift = 64 - INITIAL_BITS
     t.used = 0

@@ -823,3 +823,39 @@ def test_a_partition_whose_listing_keeps_naming_a_deleted_segment_raises(caplog)
             log.read()
     assert caplog.text.count("again and reading it again") == 2
     assert "read 3 of at most 3" in caplog.text
+
+
+class _Seg:
+    """A listed segment as ``unexplained_deletion`` sees it."""
+
+    def __init__(self, name: str, base: int, version: int = 1):
+        self.name, self.base_offset, self._version = name, base, version
+
+    def version(self):
+        return (self._version,)
+
+
+@pytest.mark.parametrize("old, new, gone", [
+    # retention: the oldest, or the oldest two
+    ([("a", 0), ("b", 10), ("c", 20)], [("b", 10), ("c", 20)], None),
+    ([("a", 0), ("b", 10), ("c", 20)], [("c", 20)], None),
+    # the cleaner: segments cleaned into the one before them, rewritten
+    ([("a", 0), ("b", 10), ("c", 20)], [("a", 0, 2), ("c", 20)], None),
+    ([("a", 0), ("b", 10), ("c", 20), ("d", 30)], [("a", 0, 2), ("d", 30)], None),
+    ([("a", 0), ("b", 10), ("c", 20), ("d", 30)], [("a", 0), ("b", 10, 2), ("d", 30)], None),
+    # a tiered upload given way to another upload of its offsets
+    ([("a", 0), ("b", 10), ("c", 20)], [("a", 0), ("b2", 10), ("c", 20)], None),
+    ([("a", 0), ("b", 10), ("c", 20)], [("a", 0), ("b2", 5), ("c", 20)], None),
+    # gone from the middle, the one before as it was: unexplained
+    ([("a", 0), ("b", 10), ("c", 20)], [("a", 0), ("c", 20)], "b"),
+    ([("a", 0), ("b", 10), ("c", 20)], [("a", 0)], "b"),
+    ([("a", 0), ("b", 10), ("c", 20), ("d", 30)], [("a", 0, 2), ("b", 10), ("d", 30)], "c"),
+    # a fresh segment that starts after the gone one explains nothing
+    ([("a", 0), ("b", 10), ("c", 20)], [("a", 0), ("c", 20), ("e", 40)], "b"),
+    # nor one before the last unchanged segment before it
+    ([("a", 0), ("b", 10), ("c", 20), ("d", 30)], [("a", 0, 2), ("b", 10), ("d", 30)], "c"),
+])
+def test_which_deletions_retention_or_the_cleaner_explain(old, new, gone):
+    from kbatch.lib.relist import unexplained_deletion
+    got = unexplained_deletion([_Seg(*s) for s in old], [_Seg(*s) for s in new])
+    assert (None if got is None else got.name) == gone

@@ -21,9 +21,10 @@ most ``ATTEMPTS`` reads in all, each new listing warned of on the
 raises the ``FileChangedError`` or ``MissingObjectError`` as before.
 
 A deleted object is a new state only where Kafka deletes segments that
-way: retention deletes the oldest segments (the log start moved), and the
-log cleaner deletes segments it cleaned into the one before them, which it
-rewrote (``unexplained_deletion``). A segment gone from the middle of the
+way: retention deletes the oldest segments (the log start moved), the log
+cleaner deletes segments it cleaned into the one before them, which it
+rewrote, and a tiered upload may give way to another upload of its offsets
+(``unexplained_deletion``). A segment gone from the middle of the
 partition while the segment before it is unchanged (a sync that deleted
 the cleaned segments and has not yet uploaded the rewritten one) would
 leave its offsets out of an answer that looks whole: the read raises a
@@ -78,20 +79,24 @@ def caught(part, read: Callable):
 
 def unexplained_deletion(old: Sequence, new: Sequence):
     """The first segment of ``old`` (a listing's segments, in offset order)
-    that ``new`` (the partition listed again) lacks where neither retention
-    nor the cleaner explains its going, or None. Retention deletes the
-    oldest segments: a segment gone with every segment before it gone too.
-    The cleaner deletes segments it cleaned into the one before them and
-    rewrites that one: a segment gone after one rewritten since (another
-    version) or after one gone so explained."""
+    that ``new`` (the partition listed again) lacks where nothing explains
+    its going, or None. Retention deletes the oldest segments: a segment
+    gone with every segment before it gone too. The cleaner deletes the
+    segments it cleaned into the one before them, which it rewrote; a
+    tiered partition's upload may give way to another upload of its
+    offsets: a segment gone where ``new`` has a fresh segment (not in
+    ``old``, or another version) starting at or before it and after the
+    last segment before it that stayed as it was."""
     now = {s.name: s.version() for s in new}
-    explained = True         # the segment before: none, explained and gone, or rewritten
-    for seg in old:
-        if seg.name not in now:
-            if not explained:
-                return seg
-        else:
-            explained = now[seg.name] != seg.version()
+    then = {s.name: s.version() for s in old}
+    unchanged = [s.base_offset for s in old if s.name in now and now[s.name] == s.version()]
+    fresh = [s.base_offset for s in new if s.name not in then or then[s.name] != s.version()]
+    for i, seg in enumerate(old):
+        if seg.name in now or all(o.name not in now for o in old[:i]):
+            continue
+        floor = max((b for b in unchanged if b < seg.base_offset), default=None)
+        if not any(b <= seg.base_offset and (floor is None or b >= floor) for b in fresh):
+            return seg
     return None
 
 

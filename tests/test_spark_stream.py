@@ -733,3 +733,39 @@ def test_an_object_uploaded_again_while_planning_is_listed_again(tmp_path, store
     assert len(calls) > 1
     assert values(read_packs(rd, packs)) == w.committed[0:end["orders"]["0"]]
     w.close()
+
+
+def test_a_segment_gone_from_the_middle_is_missing_data(tmp_path, writer, caplog):
+    """A segment deleted between the driver's listings while the segment
+    before it is unchanged (neither retention nor the cleaner: a copy in
+    progress) is missing data: the stream would pass its offsets for good.
+    failOnDataLoss=true fails the micro-batch, false warns and reads on."""
+    writer.append(0, 300)
+    part = tmp_path / "orders-0"
+    logs = sorted(part.glob("*.log"))
+    assert len(logs) >= 3
+    middle, after = int(logs[1].stem), int(logs[2].stem)
+    rd = reader(tmp_path)
+    lenient = reader(tmp_path, failOnDataLoss="false")
+    start = rd.initialOffset()
+    end = rd.latestOffset(start, ReadAllAvailable())
+    assert lenient.latestOffset(start, ReadAllAvailable()) == end
+    for f in part.glob(logs[1].stem + ".*"):
+        f.unlink()
+    with pytest.raises(DataLossError, match=rf"offsets {middle} to {after - 1} are missing"):
+        run(rd, start, end)
+    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+        rows = run(lenient, start, end)
+    assert "failOnDataLoss=false" in caplog.text
+    mine = [v for v in writer.committed if v.startswith(b"orders-0:")]
+    assert values([r for r in rows if r["partition"] == 0]) == mine[:middle] + mine[after:]
+    # the oldest segment deleted is retention (its own rule, the log start),
+    # not a segment gone from the middle
+    fresh = reader(tmp_path, failOnDataLoss="false")
+    s2 = fresh.initialOffset()
+    e2 = fresh.latestOffset(s2, ReadAllAvailable())
+    caplog.clear()
+    _delete_oldest(part)
+    with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
+        assert values([r for r in run(fresh, s2, e2) if r["partition"] == 0]) == mine[after:]
+    assert "log starts at" in caplog.text and "last listing" not in caplog.text

@@ -46,7 +46,7 @@ already: they raise, and a new read sees the new state.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from kbatch.errors import FileChangedError
 from kbatch.lib.objects import MissingObjectError
@@ -98,6 +98,24 @@ def unexplained_deletion(old: Sequence, new: Sequence):
         if not any(b <= seg.base_offset and (floor is None or b >= floor) for b in fresh):
             return seg
     return None
+
+
+class Listed(NamedTuple):
+    """A listed segment as ``unexplained_deletion`` compares it, without its
+    source (small and picklable: a stream's driver keeps these between
+    micro-batches)."""
+
+    name: str
+    base_offset: int
+    identity: tuple
+
+    def version(self) -> tuple:
+        return self.identity
+
+
+def listed(segments: Sequence) -> list[Listed]:
+    """``segments`` as ``Listed``."""
+    return [Listed(s.name, s.base_offset, s.version()) for s in segments]
 
 
 def refuse_unexplained(before: Sequence, after: Sequence, exc: BaseException) -> None:
@@ -164,5 +182,5 @@ def _warn_relisting(part, exc: BaseException, attempt: int) -> None:
                 exc, part.name, attempt, ATTEMPTS)
 
 
-__all__ = ["ATTEMPTS", "CHANGES", "caught", "changed_since_listing", "read_listed",
-           "read_relisted", "refuse_unexplained", "unexplained_deletion"]
+__all__ = ["ATTEMPTS", "CHANGES", "Listed", "caught", "changed_since_listing", "listed",
+           "read_listed", "read_relisted", "refuse_unexplained", "unexplained_deletion"]

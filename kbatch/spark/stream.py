@@ -66,6 +66,7 @@ from kbatch.lib import plan as planner
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathError, PathKind
+from kbatch.lib.relist import listed, unexplained_deletion
 from kbatch.lib.visibility import visible_ranges
 from kbatch.spark.planned import file_identity, planned_samples, replaced_since_planning
 from kbatch.spark.read import group_by_size, read_slice
@@ -339,6 +340,16 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TP, int] | None = None
         self._initial: dict | None = None
         self._last_trigger = time.monotonic()
+        # each partition's segments at the driver's last listing (names,
+        # bases, identities): a segment gone since that neither retention
+        # nor the cleaner explains is missing data (``_check_deletions``)
+        self._listings: dict[TP, list] = {}
+
+    def __getstate__(self) -> dict:
+        """What executors get: the listings stay on the driver."""
+        state = self.__dict__.copy()
+        state["_listings"] = {}
+        return state
 
     # --- offsets (driver) ------------------------------------------------
 
@@ -373,6 +384,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit | None = None) -> dict:
         o = self.options
         snap = Snapshot(o)
+        self._remember(snap)
         begin = from_json(start)
         end = dict(snap.end)             # a vanished partition drops out: partitions() reports it
         if self._target is not None:     # Trigger.AvailableNow: nothing added later
@@ -408,6 +420,34 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if attempt == 2:
                     raise
 
+    def _remember(self, snap: "Snapshot") -> None:
+        """The listing of ``snap`` kept as the one the next is compared
+        with; a partition gone from it keeps its last listing."""
+        self._listings.update({tp: listed(plog.segments) for tp, plog in snap.logs.items()})
+
+    def _check_deletions(self, tp: TP, plog: PartitionLog, lo: int, hi: int) -> None:
+        """Missing data (``failOnDataLoss``) when a segment of the partition's
+        last listing is gone where neither retention (the oldest segments)
+        nor the cleaner (after a segment rewritten since) explains it, and
+        its offsets reach into ``[lo, hi)``: a sync that deleted the
+        segments the cleaner cleaned and has not yet uploaded the rewritten
+        one. Read on, the stream would pass those offsets for good."""
+        before = self._listings.get(tp)
+        if not before:
+            return
+        gone = unexplained_deletion(before, plog.segments)
+        if gone is None:
+            return
+        later = [s.base_offset for s in before if s.base_offset > gone.base_offset]
+        upto = min(later) if later else hi
+        if gone.base_offset < hi and upto > lo:
+            self.options.data_loss(
+                f"{tp[0]}-{tp[1]}: segment {gone.name} (offsets {gone.base_offset} to "
+                f"{upto - 1}) was deleted since the last listing while the segment before it "
+                f"is unchanged (neither retention nor the log cleaner deletes one so: a copy "
+                f"in progress?): offsets {max(lo, gone.base_offset)} to {min(hi, upto) - 1} "
+                "are missing")
+
     def _plan(self, begin: dict[TP, int], stop: dict[TP, int]) -> list:
         o = self.options
         snap = Snapshot(o)
@@ -439,7 +479,9 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lo = o.check_loss(tp[0], tp[1], lo, snap.earliest[tp], hi)
             if lo >= hi:
                 continue
+            self._check_deletions(tp, snap.logs[tp], lo, hi)
             slices.extend(self._slices(snap.logs[tp], tp, lo, hi, snap.visible[tp][1]))
+        self._remember(snap)
         return self._pack(slices)
 
     def _slices(self, plog: PartitionLog, tp: TP, lo: int, hi: int,

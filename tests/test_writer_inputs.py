@@ -493,3 +493,38 @@ def test_records_of_aborted_or_open_transactions_are_refused(tmp_path):
                                           "timestamp": r.timestamp, "headers": r.headers})
     every = b"".join(p.read_bytes() for p in sorted((tmp_path / "all-0").glob("*.log")))
     assert [r["value"] for r in read_with_kafka_python(every).records] == values
+
+
+def test_a_join_of_two_partitions_pairs_markers_within_each(tmp_path):
+    """One producer's transactions in two partitions: committed in t-0,
+    aborted in t-1. Joined (``Records.concat``), t-1's ABORT ends only
+    t-1's transaction: the read_committed join is written whole, and a
+    read_uncommitted join is refused for t-1's aborted records alone."""
+    from tests.kafka_ref import ABORT, COMMIT, build_batch as ref_batch, \
+        control_batch as ref_control, read_with_kafka_python
+    from tests.lifecycle_ref import write_partition
+    t = 1_700_000_000_000
+    committed = [ref_batch([(t, b"k", b"c%d" % i, []) for i in range(3)], base_offset=0,
+                           producer_id=7, producer_epoch=0, base_sequence=0,
+                           transactional=True),
+                 ref_batch([(t, b"k", b"p%d" % i, []) for i in range(7)], base_offset=3),
+                 ref_control(base_offset=10, producer_id=7, producer_epoch=0,
+                             control_type=COMMIT)]
+    aborted = [ref_batch([(t, b"k", b"a%d" % i, []) for i in range(2)], base_offset=0,
+                         producer_id=7, producer_epoch=0, base_sequence=0, transactional=True),
+               ref_batch([(t, b"k", b"q%d" % i, []) for i in range(3)], base_offset=2),
+               ref_control(base_offset=5, producer_id=7, producer_epoch=0, control_type=ABORT)]
+    write_partition(tmp_path / "data" / "t-0", [committed])
+    write_partition(tmp_path / "data" / "t-1", [aborted])
+    d = kbatch.open_log_dir(tmp_path / "data")
+    rc = d.read(isolation="read_committed")
+    for i, order in enumerate(([("t", 0), ("t", 1)], [("t", 1), ("t", 0)])):
+        kbatch.write_log(tmp_path / f"rc{i}-0", kbatch.Records.concat([rc[k] for k in order]))
+        got = b"".join(p.read_bytes() for p in sorted((tmp_path / f"rc{i}-0").glob("*.log")))
+        want = {("t", 0): [b"c0", b"c1", b"c2"] + [b"p%d" % j for j in range(7)],
+                ("t", 1): [b"q0", b"q1", b"q2"]}
+        assert [r["value"] for r in read_with_kafka_python(got).records] == \
+            [v for k in order for v in want[k]]
+    ru = d.read()
+    with pytest.raises(ValueError, match="^2 record.s. of aborted and 0 of open"):
+        kbatch.write_log(tmp_path / "ru-0", kbatch.Records.concat([ru[("t", 0)], ru[("t", 1)]]))

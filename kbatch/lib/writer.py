@@ -56,7 +56,7 @@ from kbatch.wire import ATTR_CODEC_MASK, INT64_MAX, INT64_MIN, Attr, ControlType
 from kbatch.lib.compression import codec_id, compress
 from kbatch.errors import ArgumentError
 from kbatch.lib.paths import file_offset, segment_base, swap_segment_base
-from kbatch.lib.records import Records
+from kbatch.lib.records import BatchTable, ControlRecords, Records
 
 HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte magic-2 batch header
 ROW_FIELDS = frozenset({"key", "value", "timestamp", "headers"})   # of a row given as a mapping
@@ -258,7 +258,8 @@ def _refuse_undecided(records: Records) -> None:
     if not len(records) or not (bt.is_transactional & ~bt.is_control).any():
         return
     from kbatch.lib.txn import ABORTED, OPEN, TxnState
-    verdict = TxnState.build(bt, records.control).verdict(bt)[records.batch]
+    bt, control = _producers_per_partition(records)
+    verdict = TxnState.build(bt, control).verdict(bt)[records.batch]
     aborted = int((verdict == ABORTED).sum())
     undecided = int((verdict == OPEN).sum()) if records.last_stable_offset is None else 0
     if aborted or undecided:
@@ -269,6 +270,30 @@ def _refuse_undecided(records: Records) -> None:
             "copy the batches as they are with LogWriter.append_batch, or pass a mapping "
             "of the columns (key, value, timestamp, headers, offset) to write them all as "
             "plain records")
+
+
+def _producers_per_partition(records: Records):
+    """The batch table and control records of ``records`` with each
+    producer id made one per partition (the folder of the batch's file):
+    a join of two partitions' reads (``Records.concat``) holds one
+    producer's transactions of both, and a marker ends only its own
+    partition's transaction."""
+    bt, control = records.batches, records.control
+    folders = [str(s).rstrip("/").rpartition("/")[0] if s is not None else ""
+               for s in records.sources]
+    if len(set(folders)) < 2:
+        return bt, control
+    _, folder_of_source = np.unique(np.array(folders, dtype=object).astype(str),
+                                    return_inverse=True)
+    group = folder_of_source[np.asarray(bt.source, np.int64)]
+    pairs = np.stack([group.astype(np.int64), np.asarray(bt.producer_id, np.int64)])
+    _, ids = np.unique(pairs, axis=1, return_inverse=True)
+    ids = ids.reshape(-1).astype(np.int64)
+    table = BatchTable({**bt._all(), "producer_id": ids})
+    cols = {name: getattr(control, name) for name in ControlRecords.__slots__}
+    cols["producer_id"] = ids[np.asarray(control.batch, np.int64)] if len(control.batch) \
+        else np.asarray(control.producer_id, np.int64)
+    return table, ControlRecords(**cols)
 
 
 def _arrays(col: BinaryColumn):

@@ -787,6 +787,24 @@ def test_a_segment_gone_from_the_middle_with_the_one_before_unchanged_raises(how
         read(target)
 
 
+def test_a_deletion_behind_a_changed_segment_is_still_found():
+    """The read meets a rewritten segment first (FileChangedError), and a
+    segment gone from the middle behind an unchanged one: the listing is
+    compared all the same, and the range named runs to the next segment
+    still there (two consecutive segments gone)."""
+    prefix = "deleted-behind-changed"
+    mem = fsspec.filesystem("memory")
+    names = [f"{k * STEP:020d}.log" for k in range(5)]
+    for k, name in enumerate(names):
+        mem.pipe(f"/{prefix}/t-0/{name}", _run(b"ABCDE"[k:k + 1], k * STEP, STEP))
+    log = kbatch.open_log(f"memory://{prefix}/t-0")
+    mem.pipe(f"/{prefix}/t-0/{names[0]}", _run(b"N", 0, STEP - 1))     # rewritten, shorter
+    mem.rm(f"/{prefix}/t-0/{names[2]}")
+    mem.rm(f"/{prefix}/t-0/{names[3]}")
+    with pytest.raises(kbatch.MissingObjectError, match=r"offsets \[20, 40\) would be missing"):
+        log.read()
+
+
 class PhantomMemory(MemoryFileSystem):
     """memory:// whose listings of ``prefix`` always name a segment at
     offset 0 that is not there (a listing that keeps naming a deleted
@@ -850,6 +868,9 @@ class _Seg:
     ([("a", 0), ("b", 10), ("c", 20)], [("a", 0), ("c", 20)], "b"),
     ([("a", 0), ("b", 10), ("c", 20)], [("a", 0)], "b"),
     ([("a", 0), ("b", 10), ("c", 20), ("d", 30)], [("a", 0, 2), ("b", 10), ("d", 30)], "c"),
+    # a cleaner's swap beside the rewritten segment: there (its base), fresh
+    ([("a", 0), ("b", 10), ("c", 20), ("d", 30)], [("a", 0), ("b.swap", 10), ("d", 30)], None),
+    ([("a", 0), ("b.swap", 10), ("d", 30)], [("a", 0), ("b", 10), ("d", 30)], None),
     # a fresh segment that starts after the gone one explains nothing
     ([("a", 0), ("b", 10), ("c", 20)], [("a", 0), ("c", 20), ("e", 40)], "b"),
     # nor one before the last unchanged segment before it

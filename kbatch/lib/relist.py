@@ -80,19 +80,25 @@ def caught(part, read: Callable):
 def unexplained_deletion(old: Sequence, new: Sequence):
     """The first segment of ``old`` (a listing's segments, in offset order)
     that ``new`` (the partition listed again) lacks where nothing explains
-    its going, or None. Retention deletes the oldest segments: a segment
-    gone with every segment before it gone too. The cleaner deletes the
-    segments it cleaned into the one before them, which it rewrote; a
-    tiered partition's upload may give way to another upload of its
-    offsets: a segment gone where ``new`` has a fresh segment (not in
-    ``old``, or another version) starting at or before it and after the
-    last segment before it that stayed as it was."""
+    its going, or None. A segment is still there when ``new`` has one of
+    its name or at its base offset (a cleaner's ``.swap`` beside it, a
+    tiered upload of the same start). Retention deletes the oldest
+    segments: a segment gone with every segment before it gone too. The
+    cleaner deletes the segments it cleaned into the one before them,
+    which it rewrote; a tiered partition's upload may give way to another
+    upload of its offsets: a segment gone where ``new`` has a fresh segment
+    (not in ``old``, or another version) starting at or before it and
+    after the last segment before it that stayed as it was."""
     now = {s.name: s.version() for s in new}
     then = {s.name: s.version() for s in old}
+    bases = {s.base_offset for s in new}
+
+    def gone(seg) -> bool:
+        return seg.name not in now and seg.base_offset not in bases
     unchanged = [s.base_offset for s in old if s.name in now and now[s.name] == s.version()]
     fresh = [s.base_offset for s in new if s.name not in then or then[s.name] != s.version()]
     for i, seg in enumerate(old):
-        if seg.name in now or all(o.name not in now for o in old[:i]):
+        if not gone(seg) or all(gone(o) for o in old[:i]):
             continue
         floor = max((b for b in unchanged if b < seg.base_offset), default=None)
         if not any(b <= seg.base_offset and (floor is None or b >= floor) for b in fresh):
@@ -125,13 +131,13 @@ def refuse_unexplained(before: Sequence, after: Sequence, exc: BaseException) ->
     gone = unexplained_deletion(before, after)
     if gone is None:
         return
-    later = [s.base_offset for s in before if s.base_offset > gone.base_offset]
+    later = [s.base_offset for s in after if s.base_offset > gone.base_offset]
     upto = f"{min(later)})" if later else "the log end)"
     raise MissingObjectError(
         f"deleted since the partition was listed, and the segment before it was not "
         f"rewritten (retention deletes the oldest segments, the log cleaner rewrites the one "
-        f"it cleans deleted segments into): its offsets [{gone.base_offset}, {upto} would be "
-        f"missing from the answer; read again once the copy is complete",
+        f"it cleans deleted segments into): offsets [{gone.base_offset}, {upto} would be "
+        f"missing from the answer (a copy in progress, or data deleted)",
         url=gone.name) from exc
 
 
@@ -158,8 +164,8 @@ def read_listed(parts: Sequence, read: Callable[[list], list]) -> tuple[list, li
             before = logs[i].segments
             parts[i].relist()
             logs[i] = parts[i].snapshot()
-            if isinstance(results[i], MissingObjectError):
-                refuse_unexplained(before, logs[i].segments, results[i])
+            # whatever the read met first (a changed object, or the deleted one)
+            refuse_unexplained(before, logs[i].segments, results[i])
             _warn_relisting(parts[i], results[i], attempt)
         for i, got in zip(changed, read([logs[i] for i in changed])):
             results[i] = got

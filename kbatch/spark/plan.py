@@ -325,13 +325,13 @@ def plan(options: Options) -> list[SegmentSlice]:
     deletes one (``relist.unexplained_deletion``: from the middle, the
     segment before it unchanged) fails the query with a
     ``MissingObjectError`` naming its offsets, never a plan without them."""
-    deleted = None       # (the listing, the error) of the first plan that met a deletion
+    deleted = None       # (the listing, the error) of the first plan that met a change
     for attempt in range(1, ATTEMPTS + 1):
         listed: dict = {}
         try:
             slices = _plan_once(options, listed)
         except CHANGES as exc:
-            if isinstance(exc, MissingObjectError) and deleted is None:
+            if deleted is None:      # the listing before the first change met
                 deleted = (listed, exc)
             if attempt == ATTEMPTS:
                 raise
@@ -351,10 +351,14 @@ def _plan_once(options: Options, listed: dict | None = None) -> list[SegmentSlic
     partition's segments as listed, by (topic, partition))."""
     k = options.kafka
     logs, files = sources(options)
-    if listed is not None:
-        listed.update({(log_.topic, log_.partition): log_.segments for log_ in logs})
     found = [(log_.topic, log_.partition) for log_ in logs]
     chosen = set(k.select(found))
+    if listed is not None:       # the partitions this query reads
+        listed.update({(log_.topic, log_.partition): log_.segments for log_ in logs
+                       if (log_.topic, log_.partition) in chosen
+                       and (options.topics is None or log_.topic in options.topics)
+                       and (options.partitions is None
+                            or log_.partition in options.partitions)})
     kwargs = options.option_kwargs()
     visible = Visible(k)
     ranges = batch_ranges(k, {(p.topic, p.partition): p for p in logs

@@ -438,7 +438,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         gone = unexplained_deletion(before, plog.segments)
         if gone is None:
             return
-        later = [s.base_offset for s in before if s.base_offset > gone.base_offset]
+        later = [s.base_offset for s in plog.segments if s.base_offset > gone.base_offset]
         upto = min(later) if later else hi
         if gone.base_offset < hi and upto > lo:
             self.options.data_loss(

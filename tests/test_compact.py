@@ -476,6 +476,12 @@ def test_compaction_lag_and_dirty_ratio_match_the_cleaner_manager(tmp_path_facto
           "min_cleanable_dirty_ratio": ratio,
           "max_compaction_lag_ms": None if overdue_at is None or ratio is None
           else now - (T0 + overdue_at)}
+    if kw["max_compaction_lag_ms"] is not None and \
+            kw["min_compaction_lag_ms"] > kw["max_compaction_lag_ms"]:
+        # LogConfig.validateValues refuses the two configs together
+        with pytest.raises(kbatch.ArgumentError, match="is above max_compaction_lag_ms"):
+            compact(src, tmp / "out", now=now, delete_retention_ms=HOUR, **kw)
+        return
     report = compact(src, tmp / "out", now=now, delete_retention_ms=HOUR, **kw)
     check(src, tmp / "out", now, HOUR, **kw)
     (p,) = report.partitions

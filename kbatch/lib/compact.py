@@ -709,8 +709,9 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             raise ArgumentError(f"{name} must be at least 1")
     for name, value in (("min_compaction_lag_ms", min_compaction_lag_ms),
                         ("max_compaction_lag_ms", max_compaction_lag_ms)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 0):
+        if (value is None and name == "min_compaction_lag_ms") or (
+                value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                       or value < 0)):
             raise ArgumentError(f"{name} must be a non-negative int")
     # the topic configs' ranges in Kafka's LogConfig: what a broker refuses
     # to set is refused here too

@@ -194,13 +194,18 @@ def _headers(lists, n: int) -> HeadersColumn:
     return HeadersColumn(offsets, keys, values)
 
 
-def to_columns(records, *, default_timestamp: int | None = None) -> Columns:
-    """Normalise any accepted ``records`` input (see the module docstring)."""
+def to_columns(records, *, default_timestamp: int | None = None,
+               check_transactions: bool = True) -> Columns:
+    """Normalise any accepted ``records`` input (see the module docstring).
+    ``check_transactions``: refuse ``Records`` holding records of aborted or
+    open transactions (``_refuse_undecided``); off where the batch written
+    keeps its transactional attributes (``encode_batch``)."""
     now = int(time.time() * 1000) if default_timestamp is None else default_timestamp
     if isinstance(records, Columns):
         return records.validate()
     if isinstance(records, Records):
-        _refuse_undecided(records)
+        if check_transactions:
+            _refuse_undecided(records)
         return Columns(records.timestamp, records.key, records.value,
                        records.headers, records.offset).validate()
     if isinstance(records, Mapping):
@@ -359,8 +364,10 @@ def encode_batch(records, *, base_offset: int, last_offset: int, base_timestamp:
     timestamp deltas from ``base_timestamp`` (the delete horizon when
     ``attributes`` has it), ``last_offset`` kept even when the last record
     is gone, the records compressed with the codec of ``attributes``
-    (always: no fallback to uncompressed)."""
-    cols = to_columns(records)
+    (always: no fallback to uncompressed). Its records stay in their
+    transaction (``attributes`` and the producer are the batch's own), so
+    ``Records`` of any transaction are taken."""
+    cols = to_columns(records, check_transactions=False)
     if cols.offset is None:
         raise ValueError("encode_batch needs the records' offsets")
     n = len(cols)

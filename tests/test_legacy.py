@@ -444,3 +444,27 @@ def test_legacy_corners_match_kafka_python(name):
     records = kbatch.read_segment(buf)
     check(records, want, len(buf))
     check(kbatch.Records.concat(list(kbatch.iter_segment(buf, chunk_records=1))), want, len(buf))
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_a_crc_error_inside_a_wrapper_names_its_first_inner_offset(magic):
+    """A CRC mismatch in the second message of a gzip wrapper at offset 4
+    holding offsets 3 and 4 (magic 1: relative 0 and 1; magic 0: absolute):
+    the error names the batch by its base offset, 3 (the skipped range's
+    offsets agree), not the wrapper's own offset (its last)."""
+    import gzip
+    inner_offsets = (0, 1) if magic == 1 else (3, 4)
+    ts = {} if magic == 0 else {"timestamp": 1000}
+    inner = bytearray(b"".join(legacy_message(offset=o, magic=magic, value=b"in%d" % o, **ts)
+                               for o in inner_offsets))
+    inner[-1] ^= 0xFF                                   # the second message's value
+    head = b"".join(legacy_message(offset=i, magic=magic, value=b"v%d" % i, **ts)
+                    for i in range(3))
+    wrapper = legacy_message(offset=4, magic=magic, value=gzip.compress(bytes(inner)),
+                             attributes=1, **ts)
+    data = head + wrapper + legacy_message(offset=5, magic=magic, value=b"tail", **ts)
+    with pytest.raises(kbatch.CorruptRecordError, match="CRC") as info:
+        kbatch.read_segment(data)
+    assert (info.value.base_offset, info.value.position) == (3, len(head))
+    skipped = kbatch.read_segment(data, on_corrupt="skip").skipped
+    assert [(s.offset_before, s.offset_after) for s in skipped] == [(2, 5)]

@@ -242,6 +242,7 @@ cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
         if crc_mode != CRC_SKIP and not _crc_ok(buf, &m):
             _fail(err, E_CRC, pos, m.crc,
                   crc32_ieee(buf + pos + CRC_FROM, <size_t>(m.end - pos - CRC_FROM)))
+            _name_inner_base(err, row, buf, n)
             return _inner_error(err, row)
         last_inner = m.offset
         count += 1
@@ -277,6 +278,35 @@ cdef int legacy_inner(RecordColumns *cols, BatchRow *row, ErrorInfo *err,
         pos = m.end
     row.records_count = <int32_t>count
     return 0
+
+
+cdef void _name_inner_base(ErrorInfo *err, const BatchRow *row, const uint8_t *buf,
+                           Py_ssize_t n) noexcept nogil:
+    """``err.base_offset``: the wrapper's first inner offset where its
+    messages' framing can be walked whole (their CRCs not checked; magic 1
+    inner offsets are relative to the last, which the wrapper names), else
+    left as the wrapper's own offset."""
+    cdef Message m
+    cdef ErrorInfo scratch
+    cdef Py_ssize_t pos = 0
+    cdef int64_t first = 0, last = 0
+    cdef bint seen = False
+    while pos < n:
+        if _parse(buf, pos, n, &m, &scratch) != 0:
+            return
+        if not seen:
+            first = m.offset
+            seen = True
+        last = m.offset
+        pos = m.end
+    if not seen:
+        return
+    if row.magic == 0:
+        err.base_offset = first
+    elif row.last_offset != 0 and row.last_offset >= last:
+        err.base_offset = row.last_offset - last + first
+    else:
+        err.base_offset = first
 
 
 cdef int _inner_error(ErrorInfo *err, const BatchRow *row) noexcept nogil:

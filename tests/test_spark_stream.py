@@ -769,3 +769,45 @@ def test_a_segment_gone_from_the_middle_is_missing_data(tmp_path, writer, caplog
     with caplog.at_level(logging.WARNING, logger="kbatch.spark"):
         assert values([r for r in run(fresh, s2, e2) if r["partition"] == 0]) == mine[after:]
     assert "log starts at" in caplog.text and "last listing" not in caplog.text
+
+
+def test_a_segment_gone_between_micro_batches_is_missing_data(tmp_path, writer):
+    """The middle segment goes after one micro-batch was planned and
+    before the next is: the next plan compares with the previous plan's
+    listing (``latestOffset`` in between does not replace it), so the
+    offsets the stream would pass for good are missing data."""
+    writer.append(0, 300)
+    part = tmp_path / "orders-0"
+    logs = sorted(part.glob("*.log"))
+    middle, after = int(logs[1].stem), int(logs[2].stem)
+    rd = reader(tmp_path, assign='{"orders": [0]}')
+    start = rd.initialOffset()
+    first_end = {"orders": {"0": 5}}
+    assert values(run(rd, start, first_end))
+    for f in part.glob(logs[1].stem + ".*"):
+        f.unlink()
+    end = rd.latestOffset(first_end, ReadAllAvailable())
+    with pytest.raises(DataLossError, match=rf"offsets {middle} to {after - 1} are missing"):
+        run(rd, first_end, end)
+
+
+def test_retention_while_the_driver_lists_does_not_fail_latest_offset(tmp_path, writer,
+                                                                      monkeypatch):
+    """Retention deletes the oldest segment right after the driver listed
+    the partition: remembering the listing (a stat per local segment) takes
+    the deleted segment as gone instead of raising."""
+    import kbatch.spark.stream as stream
+    writer.append(0, 300)
+    rd = reader(tmp_path)
+    start = rd.initialOffset()
+    taken = stream.Snapshot.__init__
+    done = []
+
+    def then_retention(self, *args, **kwargs):
+        taken(self, *args, **kwargs)
+        if not done:
+            done.append(_delete_oldest(tmp_path / "orders-0"))
+    monkeypatch.setattr(stream.Snapshot, "__init__", then_retention)
+    rd._listings.clear()
+    end = rd.latestOffset(start, ReadAllAvailable())
+    assert done and end["orders"]["0"] == 300

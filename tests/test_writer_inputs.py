@@ -528,3 +528,28 @@ def test_a_join_of_two_partitions_pairs_markers_within_each(tmp_path):
     ru = d.read()
     with pytest.raises(ValueError, match="^2 record.s. of aborted and 0 of open"):
         kbatch.write_log(tmp_path / "ru-0", kbatch.Records.concat([ru[("t", 0)], ru[("t", 1)]]))
+
+
+def test_two_copies_of_one_partition_are_one_partition_and_markers_are_not_data(tmp_path):
+    """A transaction read from one copy of partition t-0 (``arch/t-0``) and
+    its COMMIT from another (``live/t-0``): one partition, so the joined
+    read_uncommitted records are committed and written. Control records
+    taken in as rows (``include_control=True``) are refused: written, they
+    would be data records."""
+    from tests.kafka_ref import COMMIT, build_batch as ref_batch, \
+        control_batch as ref_control, read_with_kafka_python
+    from tests.lifecycle_ref import write_partition
+    t = 1_700_000_000_000
+    txn = ref_batch([(t, b"k", b"x%d" % i, []) for i in range(3)], base_offset=0,
+                    producer_id=7, producer_epoch=0, base_sequence=0, transactional=True)
+    marker = ref_control(base_offset=3, producer_id=7, producer_epoch=0, control_type=COMMIT)
+    write_partition(tmp_path / "arch" / "t-0", [[txn]])
+    write_partition(tmp_path / "live" / "t-0", [[marker]])
+    joined = kbatch.Records.concat([kbatch.open_log(tmp_path / "arch" / "t-0").read(),
+                                    kbatch.open_log(tmp_path / "live" / "t-0").read()])
+    kbatch.write_log(tmp_path / "out-0", joined)
+    got = b"".join(p.read_bytes() for p in sorted((tmp_path / "out-0").glob("*.log")))
+    assert [r["value"] for r in read_with_kafka_python(got).records] == [b"x0", b"x1", b"x2"]
+    with_markers = kbatch.read_segment(txn + marker, include_control=True)
+    with pytest.raises(ValueError, match="1 control record.s. .* would be written as data"):
+        kbatch.write_log(tmp_path / "markers-0", with_markers)

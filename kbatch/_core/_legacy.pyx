@@ -299,13 +299,12 @@ cdef void _name_inner_base(ErrorInfo *err, const BatchRow *row, const uint8_t *b
             seen = True
         last = m.offset
         pos = m.end
-    if not seen:
+    if not seen or first < 0 or last < first:
         return
-    if row.magic == 0:
-        err.base_offset = first
-    elif row.last_offset != 0 and row.last_offset >= last:
-        err.base_offset = row.last_offset - last + first
-    else:
+    if row.magic == 1 and row.last_offset != 0:
+        if last - first <= row.last_offset:     # (the last inner message is the wrapper's)
+            err.base_offset = row.last_offset - (last - first)
+    elif first <= row.last_offset:
         err.base_offset = first
 
 

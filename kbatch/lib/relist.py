@@ -120,8 +120,15 @@ class Listed(NamedTuple):
 
 
 def listed(segments: Sequence) -> list[Listed]:
-    """``segments`` as ``Listed``."""
-    return [Listed(s.name, s.base_offset, s.version()) for s in segments]
+    """``segments`` as ``Listed``; a local segment deleted since its
+    listing (its identity is a stat) is left out, as gone."""
+    out = []
+    for seg in segments:
+        try:
+            out.append(Listed(seg.name, seg.base_offset, seg.version()))
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def refuse_unexplained(before: Sequence, after: Sequence, exc: BaseException) -> None:

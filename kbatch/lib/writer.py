@@ -55,7 +55,7 @@ from kbatch.lib.columns import BinaryColumn, HeadersColumn
 from kbatch.wire import ATTR_CODEC_MASK, INT64_MAX, INT64_MIN, Attr, ControlType
 from kbatch.lib.compression import codec_id, compress
 from kbatch.errors import ArgumentError
-from kbatch.lib.paths import file_offset, segment_base, swap_segment_base
+from kbatch.lib.paths import file_offset, parse_partition_dir, segment_base, swap_segment_base
 from kbatch.lib.records import BatchTable, ControlRecords, Records
 
 HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte magic-2 batch header
@@ -260,6 +260,11 @@ def _refuse_undecided(records: Records) -> None:
     (``last_stable_offset`` set) holds no aborted record, and its open ones
     are committed (their markers lie past the range read)."""
     bt = records.batches
+    if len(records) and bt.is_control[records.batch].any():
+        raise ValueError(
+            f"{int(bt.is_control[records.batch].sum())} control record(s) (transaction "
+            "markers, include_control=True) would be written as data records: read without "
+            "include_control, or copy the batches as they are with LogWriter.append_batch")
     if not len(records) or not (bt.is_transactional & ~bt.is_control).any():
         return
     from kbatch.lib.txn import ABORTED, OPEN, TxnState
@@ -277,15 +282,27 @@ def _refuse_undecided(records: Records) -> None:
             "plain records")
 
 
+def _partition_of(source) -> str:
+    """What names the partition of a batch read from ``source`` (a file's
+    path or URL, None for a buffer): its folder's ``<topic>-<partition>``
+    name, else the folder."""
+    if source is None:
+        return ""
+    folder = str(source).replace("\\", "/").rstrip("/").rpartition("/")[0]
+    parsed = parse_partition_dir(folder.rpartition("/")[2])
+    return folder if parsed is None else f"{parsed[0]}\x00{parsed[1]}"
+
+
 def _producers_per_partition(records: Records):
     """The batch table and control records of ``records`` with each
-    producer id made one per partition (the folder of the batch's file):
-    a join of two partitions' reads (``Records.concat``) holds one
-    producer's transactions of both, and a marker ends only its own
-    partition's transaction."""
+    producer id made one per partition: a join of two partitions' reads
+    (``Records.concat``) holds one producer's transactions of both, and a
+    marker ends only its own partition's transaction. A batch's partition
+    is the ``<topic>-<partition>`` folder of its file (two copies of one
+    partition, ``arch/t-0`` and ``live/t-0``, are one), else the folder
+    itself; batches read from buffers (no file) are taken as one partition."""
     bt, control = records.batches, records.control
-    folders = [str(s).rstrip("/").rpartition("/")[0] if s is not None else ""
-               for s in records.sources]
+    folders = [_partition_of(s) for s in records.sources]
     if len(set(folders)) < 2:
         return bt, control
     _, folder_of_source = np.unique(np.array(folders, dtype=object).astype(str),

@@ -331,7 +331,7 @@ def plan(options: Options) -> list[SegmentSlice]:
         try:
             slices = _plan_once(options, listed)
         except CHANGES as exc:
-            if deleted is None:      # the listing before the first change met
+            if deleted is None and listed:     # the listing before the first change met
                 deleted = (listed, exc)
             if attempt == ATTEMPTS:
                 raise

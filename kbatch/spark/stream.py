@@ -384,7 +384,7 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit | None = None) -> dict:
         o = self.options
         snap = Snapshot(o)
-        self._remember(snap)
+        self._remember(snap, only_new=True)
         begin = from_json(start)
         end = dict(snap.end)             # a vanished partition drops out: partitions() reports it
         if self._target is not None:     # Trigger.AvailableNow: nothing added later
@@ -420,10 +420,13 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if attempt == 2:
                     raise
 
-    def _remember(self, snap: "Snapshot") -> None:
-        """The listing of ``snap`` kept as the one the next is compared
-        with; a partition gone from it keeps its last listing."""
-        self._listings.update({tp: listed(plog.segments) for tp, plog in snap.logs.items()})
+    def _remember(self, snap: "Snapshot", only_new: bool = False) -> None:
+        """The listing of ``snap`` kept as the one the next plan is compared
+        with (``only_new``: of partitions not listed yet, so that what a
+        plan compares with is the previous plan's listing); a partition
+        gone from it keeps its last listing."""
+        self._listings.update({tp: listed(plog.segments) for tp, plog in snap.logs.items()
+                               if not only_new or tp not in self._listings})
 
     def _check_deletions(self, tp: TP, plog: PartitionLog, lo: int, hi: int) -> None:
         """Missing data (``failOnDataLoss``) when a segment of the partition's

@@ -592,6 +592,14 @@ def test_a_read_checks_each_segment_once(s3, versions):
 T0 = 1_700_000_000_000
 
 
+def _put(prefix: str, files: dict):
+    """``files`` (name: bytes) as memory://``prefix``/t-0; the filesystem."""
+    mem = fsspec.filesystem("memory")
+    for name, data in files.items():
+        mem.pipe(f"/{prefix}/t-0/{name}", data)
+    return mem
+
+
 def _txn_partition():
     """``(files as listed, active segment as synced, values of each state
     read_committed)``: 0..9 plain records (PLN); the active segment holds
@@ -625,9 +633,7 @@ def test_a_log_dir_shared_by_threads_answers_one_listing(monkeypatch):
     import kbatch.lib.log as logmod
     prefix = "threads-txn"
     listed, synced, want = _txn_partition()
-    mem = fsspec.filesystem("memory")
-    for name, data in listed.items():
-        mem.pipe(f"/{prefix}/t-0/{name}", data)
+    mem = _put(prefix, listed)
     logs = kbatch.open_log_dir(f"memory://{prefix}")
     settled, paused, go, calls = logmod._settled, threading.Event(), threading.Event(), []
 
@@ -658,9 +664,7 @@ def test_a_snapshot_keeps_its_listing_when_the_log_is_listed_again():
     is the new listing once relisted, its segments and listing together."""
     prefix = "threads-snapshot"
     listed, synced, _ = _txn_partition()
-    mem = fsspec.filesystem("memory")
-    for name, data in listed.items():
-        mem.pipe(f"/{prefix}/t-0/{name}", data)
+    mem = _put(prefix, listed)
     log = kbatch.open_log(f"memory://{prefix}/t-0")
     view = log.snapshot()
     mem.rm(f"/{prefix}/t-0/{LOG}")

@@ -131,6 +131,13 @@ def listed(segments: Sequence) -> list[Listed]:
     return out
 
 
+def gone_until(gone, after: Sequence) -> int | None:
+    """One past the offsets of ``gone`` (``unexplained_deletion``): the
+    base of the next segment ``after`` still lists (None: the log end)."""
+    later = [s.base_offset for s in after if s.base_offset > gone.base_offset]
+    return min(later) if later else None
+
+
 def refuse_unexplained(before: Sequence, after: Sequence, exc: BaseException) -> None:
     """``MissingObjectError`` when the partition listed again (``after``)
     lacks a segment of ``before`` that neither retention nor the cleaner
@@ -138,8 +145,8 @@ def refuse_unexplained(before: Sequence, after: Sequence, exc: BaseException) ->
     gone = unexplained_deletion(before, after)
     if gone is None:
         return
-    later = [s.base_offset for s in after if s.base_offset > gone.base_offset]
-    upto = f"{min(later)})" if later else "the log end)"
+    until = gone_until(gone, after)
+    upto = "the log end)" if until is None else f"{until})"
     raise MissingObjectError(
         f"deleted since the partition was listed, and the segment before it was not "
         f"rewritten (retention deletes the oldest segments, the log cleaner rewrites the one "
@@ -196,4 +203,5 @@ def _warn_relisting(part, exc: BaseException, attempt: int) -> None:
 
 
 __all__ = ["ATTEMPTS", "CHANGES", "Listed", "caught", "changed_since_listing", "listed",
-           "read_listed", "read_relisted", "refuse_unexplained", "unexplained_deletion"]
+           "gone_until", "read_listed", "read_relisted", "refuse_unexplained",
+           "unexplained_deletion"]

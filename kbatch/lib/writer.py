@@ -260,9 +260,10 @@ def _refuse_undecided(records: Records) -> None:
     (``last_stable_offset`` set) holds no aborted record, and its open ones
     are committed (their markers lie past the range read)."""
     bt = records.batches
-    if len(records) and bt.is_control[records.batch].any():
+    markers = int(bt.is_control[records.batch].sum()) if len(records) else 0
+    if markers:
         raise ValueError(
-            f"{int(bt.is_control[records.batch].sum())} control record(s) (transaction "
+            f"{markers} control record(s) (transaction "
             "markers, include_control=True) would be written as data records: read without "
             "include_control, or copy the batches as they are with LogWriter.append_batch")
     if not len(records) or not (bt.is_transactional & ~bt.is_control).any():

@@ -353,23 +353,20 @@ def _plan_once(options: Options, listed: dict | None = None) -> list[SegmentSlic
     logs, files = sources(options)
     found = [(log_.topic, log_.partition) for log_ in logs]
     chosen = set(k.select(found))
-    if listed is not None:       # the partitions this query reads
+
+    def reads(log_) -> bool:     # a partition this query reads
+        return ((options.topics is None or log_.topic in options.topics)
+                and (options.partitions is None or log_.partition in options.partitions))
+    if listed is not None:
         listed.update({(log_.topic, log_.partition): log_.segments for log_ in logs
-                       if (log_.topic, log_.partition) in chosen
-                       and (options.topics is None or log_.topic in options.topics)
-                       and (options.partitions is None
-                            or log_.partition in options.partitions)})
+                       if (log_.topic, log_.partition) in chosen and reads(log_)})
     kwargs = options.option_kwargs()
     visible = Visible(k)
     ranges = batch_ranges(k, {(p.topic, p.partition): p for p in logs
                               if (p.topic, p.partition) in chosen}, kwargs, visible)
     wanted = []
     for log_ in logs:
-        if options.topics is not None and log_.topic not in options.topics:
-            continue
-        if options.partitions is not None and log_.partition not in options.partitions:
-            continue
-        if (log_.topic, log_.partition) not in ranges:
+        if not reads(log_) or (log_.topic, log_.partition) not in ranges:
             continue
         lo, hi = ranges[(log_.topic, log_.partition)]
         lo, hi = max(lo, options.offset_lo), min(hi, options.offset_hi)

@@ -66,7 +66,7 @@ from kbatch.lib import plan as planner
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathError, PathKind
-from kbatch.lib.relist import listed, unexplained_deletion
+from kbatch.lib.relist import gone_until, listed, unexplained_deletion
 from kbatch.lib.visibility import visible_ranges
 from kbatch.spark.planned import file_identity, planned_samples, replaced_since_planning
 from kbatch.spark.read import group_by_size, read_slice
@@ -441,8 +441,8 @@ class KbatchStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         gone = unexplained_deletion(before, plog.segments)
         if gone is None:
             return
-        later = [s.base_offset for s in plog.segments if s.base_offset > gone.base_offset]
-        upto = min(later) if later else hi
+        until = gone_until(gone, plog.segments)
+        upto = hi if until is None else until
         if gone.base_offset < hi and upto > lo:
             self.options.data_loss(
                 f"{tp[0]}-{tp[1]}: segment {gone.name} (offsets {gone.base_offset} to "

@@ -481,13 +481,24 @@ def test_records_of_aborted_or_open_transactions_are_refused(tmp_path):
     kbatch.write_log(tmp_path / "rc-0", src.read(isolation="read_committed"))
     rc = b"".join(p.read_bytes() for p in sorted((tmp_path / "rc-0").glob("*.log")))
     assert [r["value"] for r in read_with_kafka_python(rc).records] == values[:2]
-    # an aborted record joined to a read_committed read (whose LSO the join
-    # keeps) is still an aborted record: its ABORT marker is among them
+    # an aborted record joined to a read_committed read is still an aborted
+    # record: its ABORT marker is among them
     r = src.read()
     joined = kbatch.Records.concat([r.take(np.array([2])), src.read(isolation="read_committed")])
-    assert joined.last_stable_offset is not None
     with pytest.raises(ValueError, match="1 record.s. of aborted"):
         kbatch.write_log(tmp_path / "joined-0", joined)
+    # a join holds a read_committed read's LSO only where every part has one:
+    # an open transaction's record (its marker outside the range) joined
+    # after or before a read_committed read is refused, not written as data
+    rc_read = src.read(0, 3, isolation="read_committed")    # no marker of pid 7
+    for order in ((src.read(3, 4), rc_read), (rc_read, src.read(3, 4))):
+        joined = kbatch.Records.concat(list(order))
+        assert joined.last_stable_offset is None
+        with pytest.raises(ValueError, match="1 of open transactions"):
+            kbatch.write_log(tmp_path / "open-joined-0", joined)
+        assert not (tmp_path / "open-joined-0").exists()
+    both = kbatch.Records.concat([rc_read, rc_read])
+    assert both.last_stable_offset == rc_read.last_stable_offset
     # every record as a plain record, asked for with a mapping of the columns
     kbatch.write_log(tmp_path / "all-0", {"key": r.key, "value": r.value,
                                           "timestamp": r.timestamp, "headers": r.headers})

@@ -577,7 +577,8 @@ class Records:
     @staticmethod
     def concat(parts: Sequence["Records"], *, pool=None) -> "Records":
         """One ``Records`` holding ``parts`` in order (``end`` of the last,
-        the ``skipped`` ranges of all). The record columns are copied in
+        the ``skipped`` ranges of all; the last stable offset of the last
+        where every part was read with read_committed, else None). The record columns are copied in
         4 MiB pieces into memory from kbatch's pool (``kbatch.lib.gather``);
         ``pool`` (a ``concurrent.futures`` executor): the copies run on it."""
         parts = list(parts)
@@ -605,7 +606,7 @@ class Records:
         copies.run()
         return Records(columns, BatchTable.concat(tables),
                        ControlRecords.concat(controls), parts[-1].end, sources or [None],
-                       parts[-1].last_stable_offset,
+                       _joined_lso(parts),
                        tuple(r for p in parts for r in p.skipped), parts[0].projection)
 
     # --- Arrow and pandas -----------------------------------------------
@@ -692,6 +693,16 @@ class Records:
     def __arrow_c_stream__(self, requested_schema=None):
         """The Arrow C stream interface (polars, duckdb, pyarrow take it)."""
         return self.to_arrow().__arrow_c_stream__(requested_schema)
+
+
+def _joined_lso(parts: Sequence["Records"]) -> int | None:
+    """The last stable offset of a join: the last part's where every part
+    was read with read_committed, else None (a part read with
+    read_uncommitted may hold records of open transactions, which a join
+    must not pass off as a read_committed read's)."""
+    if any(p.last_stable_offset is None for p in parts):
+        return None
+    return parts[-1].last_stable_offset
 
 
 def _source_index(sources: list, source) -> int:

@@ -258,6 +258,10 @@ def retention_model(segments: list[tuple[int, bytes, int]], *, log_start: int, h
             end = max(end, batches[-1]["last_offset"] + 1)
         end = max(end, base)
     hw = end if hw is None else hw
+    # the checkpoint's high watermark as the partition loads it
+    # (Partition.createLogIfNotExists -> UnifiedLog.updateHighWatermark):
+    # at least the log start offset, at most the log end offset
+    hw = min(max(hw, log_start, infos[0][0]), end)
     if log_start > end:
         # LogLoader.deleteSegmentsIfLogStartGreaterThanLogEnd: loading the
         # directory deletes every segment and opens an empty one at the start

@@ -237,3 +237,101 @@ def test_limits_kafka_refuses_are_refused(tmp_path, capfd):
     assert main(["retention", str(tmp_path / "t-0"), "--retention-ms", "-1",
                  "--retention-bytes", "-5", "--now", str(T0 + 10_000)]) == 0
     assert "0 of 3 segments deleted" in capfd.readouterr().out
+
+
+def test_apply_copies_every_file_retention_does_not_touch(tmp_path):
+    """Retention deletes segments and nothing else: the copy holds the
+    KRaft metadata log's snapshots and ``quorum-state``, the data
+    directory's own files, and partitions without a segment file, byte for
+    byte. The metadata log's retention.ms/bytes are -1 (KafkaMetadataLog),
+    so it loses nothing to the time limit."""
+    dd = tmp_path / "dd"
+    write(dd / "t-0", [[(3, T0 + 100)], [(3, T0 + 200)]])
+    write(dd / "__cluster_metadata-0", [[(3, T0 + 100)], [(3, T0 + 200)]])
+    extra = {
+        "__cluster_metadata-0/00000000000000000003-0000000001.checkpoint": b"snapshot bytes",
+        "__cluster_metadata-0/quorum-state": b'{"leaderId":1}',
+        "bootstrap.checkpoint": b"\x00\x01bootstrap",
+        ".kafka_cleanshutdown": b"{}",
+        "meta.properties": b"node.id=1\n",
+        "empty-0/partition.metadata": b"version: 0\ntopic_id: x\n",
+    }
+    for rel, data in extra.items():
+        (dd / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dd / rel).write_bytes(data)
+    plan = retention(dd, retention_ms=0, now=T0 + 10_000)
+    by_topic = {p.topic: p for p in plan.partitions}
+    assert [d.base_offset for d in by_topic["t"].deleted] == [0, 3]
+    assert by_topic["t"].rolled
+    assert by_topic["__cluster_metadata"].deleted == []
+    assert by_topic["__cluster_metadata"].cleanup_policy == "metadata"
+    out = plan.apply(tmp_path / "out")
+    for rel, data in extra.items():
+        assert (out / rel).read_bytes() == data, rel
+    for name in ("00000000000000000000.log", "00000000000000000003.log"):
+        assert (out / "__cluster_metadata-0" / name).read_bytes() == \
+            (dd / "__cluster_metadata-0" / name).read_bytes()
+    assert not (out / "t-0" / "00000000000000000000.log").exists()
+
+
+def test_cleanup_policy_without_delete_deletes_by_log_start_only(tmp_path):
+    """UnifiedLog.deleteOldSegments runs the size and time passes only when
+    the topic's cleanup.policy holds "delete": the broker's compacted
+    topics always, a user topic as ``cleanup_policy`` says."""
+    dd = tmp_path / "dd"
+    for topic in ("__consumer_offsets", "__transaction_state", "orders", "users"):
+        write(dd / f"{topic}-0", [[(2, T0)], [(2, T0)], [(2, T0)]])
+    (dd / "log-start-offset-checkpoint").write_text("0\n1\n__consumer_offsets 0 2\n")
+    plan = retention(dd, retention_ms=0, retention_bytes=0, now=T0 + 10_000,
+                     cleanup_policy={"users": "compact", "orders": "delete,compact"})
+    got = {p.topic: [(d.base_offset, d.reason) for d in p.deleted] for p in plan.partitions}
+    assert got["__consumer_offsets"] == [(0, "log_start_offset")]
+    assert got["__transaction_state"] == [] and got["users"] == []
+    assert [b for b, _ in got["orders"]] == [0, 2, 4]
+    assert {p.topic: p.cleanup_policy for p in plan.partitions}["orders"] == "compact,delete"
+    for bad in ("remove", "", {"orders": "keep"}, 3):
+        with pytest.raises(kbatch.ArgumentError, match="cleanup"):
+            retention(dd, retention_ms=0, cleanup_policy=bad)
+
+
+def test_a_partition_directory_reads_the_checkpoints_of_its_data_directory(tmp_path):
+    """The log start and high watermark of a partition live in its data
+    directory's checkpoint files: a plan of the partition directory alone
+    uses them as the plan of the whole directory does. A high watermark
+    below the log start is raised to it (UnifiedLog.updateHighWatermark)."""
+    dd = tmp_path / "dd"
+    write(dd / "t-0", [[(3, T0)], [(3, T0)], [(3, T0)]])
+    (dd / "log-start-offset-checkpoint").write_text("0\n1\nt 0 4\n")
+    (dd / "replication-offset-checkpoint").write_text("0\n1\nt 0 6\n")
+    whole = retention(dd, retention_ms=0, now=T0 + 1).partitions[0]
+    alone = retention(dd / "t-0", retention_ms=0, now=T0 + 1).partitions[0]
+    for p in (whole, alone):
+        assert (p.log_start_offset, p.high_watermark) == (4, 6)
+        assert [(d.base_offset, d.reason) for d in p.deleted] == \
+            [(0, "log_start_offset"), (3, "time")]
+        assert p.new_log_start_offset == 6 and not p.rolled
+    (dd / "log-start-offset-checkpoint").write_text("0\n1\nt 0 7\n")
+    (dd / "replication-offset-checkpoint").write_text("0\n1\nt 0 2\n")
+    stale = retention(dd / "t-0").partitions[0]
+    assert stale.high_watermark == 7
+    assert [(d.base_offset, d.reason) for d in stale.deleted] == \
+        [(0, "log_start_offset"), (3, "log_start_offset")]
+
+
+def test_a_tiered_bucket_is_refused(tmp_path):
+    """The remote log manager deletes remote segments by rules of its own
+    (RemoteLogManager): a plan by the local log's rules would be wrong, and
+    its --apply copy could not hold the uploaded objects."""
+    from tests.tiered_encoder import Encoder, encode_partition, kafka_uuid
+    segs = write(tmp_path / "src" / "t-0", [[(3, T0)], [(3, T0 + 500)]])
+    objects = encode_partition(Encoder("plain", chunk_size=1024), str(tmp_path / "src" / "t-0"),
+                               topic="t", topic_id=kafka_uuid(), partition=0,
+                               last_offsets={segs[0][0]: 2, segs[1][0]: 5})
+    bucket = tmp_path / "bucket"
+    for key, data in objects.items():
+        (bucket / key).parent.mkdir(parents=True, exist_ok=True)
+        (bucket / key).write_bytes(data)
+    (part,) = {(bucket / k).parent for k in objects}
+    assert len(kbatch.open_log(part, layout="tiered").read()) == 6
+    with pytest.raises(kbatch.ArgumentError, match="tiered bucket"):
+        retention(part, layout="tiered", retention_ms=0, now=T0 + 10_000)

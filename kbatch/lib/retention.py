@@ -16,11 +16,24 @@ in its order, each pass on what the previous one left):
    max timestamp, or, when it holds none (magic 0, or none >= 0), the
    file's modification time (LogSegment.largestTimestamp).
 
+Passes 2 and 3 run only where the topic's ``cleanup.policy`` holds
+"delete" (UnifiedLog.deleteOldSegments): ``cleanup_policy`` says it per
+topic (default "delete"); the broker's own compacted topics
+(``__consumer_offsets``, ``__transaction_state``) are always "compact",
+and the KRaft metadata log (``__cluster_metadata``) runs with
+retention.ms and retention.bytes of -1 (KafkaMetadataLog: its snapshots
+move its log start): for these only pass 1 deletes.
+
 Each pass deletes a prefix (UnifiedLog.deletableSegments): it stops at the
 first segment that does not qualify, at a segment whose upper bound (the
 next segment's base offset, or the log end offset for the last one) is
-above the high watermark (``replication-offset-checkpoint``; the log end
-offset when absent), and at an empty last segment. When every segment
+above the high watermark, and at an empty last segment. The log start and
+high watermark come from the data directory's checkpoint files
+(``log-start-offset-checkpoint``, ``replication-offset-checkpoint``; for a
+partition directory, those of the folder holding it); without an entry,
+the first segment's base offset and the log end offset. A high watermark
+below the log start is raised to it and one above the log end lowered to
+it, as UnifiedLog.updateHighWatermark does when the partition is loaded. When every segment
 goes, the broker first rolls a new empty segment at the log end offset
 (an expired non-empty active segment is deleted too); the log start
 offset becomes the base offset of the first segment kept.
@@ -28,7 +41,12 @@ offset becomes the base offset of the first segment kept.
 ``RetentionPlan.apply(dest)`` writes the retained copy (segments with
 their index files, producer snapshots of kept segments, the leader epoch
 file truncated from the new start as LeaderEpochFileCache.truncateFromStart
-does, the checkpoint files with the new log start offsets);
+does, the checkpoint files with the new log start offsets, and every other
+file of the source, which retention does not touch: KRaft snapshots,
+``quorum-state``, ``partition.metadata``, a data directory's own files and
+its partitions without segments). Tiered buckets are refused: the remote
+log manager deletes by other rules (RemoteLogManager: the remote and
+local logs counted together, no high watermark, no roll).
 ``RetentionPlan.lost()`` reads what would be deleted; a read with
 ``visibility="consumer", log_start=plan.log_start_offsets`` sees what a
 consumer would see after the change.
@@ -97,6 +115,8 @@ class PartitionPlan:
         """The base offset of the empty segment ``rolled`` adds."""
         return self.new_log_start_offset if self.restarted else self.log_end_offset
     checkpoint_start: int = 0   # the log-start-offset-checkpoint entry as loaded (0: none)
+    # the topic's cleanup.policy; without "delete" only the log start deletes
+    cleanup_policy: str = "delete"
 
     @property
     def key(self) -> tuple:
@@ -138,6 +158,37 @@ class RetentionPlan:
 RETENTION_MS_RANGE = (-1, INT64_MAX)
 RETENTION_BYTES_RANGE = (INT64_MIN, INT64_MAX)
 
+# cleanup.policy values (LogConfig: a list of "delete" and "compact")
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
+# topics whose policy the broker fixes: its compacted internal topics
+# (GroupCoordinator, TransactionStateManager) and the KRaft metadata log
+# (KafkaMetadataLog: retention.ms = retention.bytes = -1, snapshots move
+# its log start)
+FIXED_POLICIES = {"__consumer_offsets": "compact", "__transaction_state": "compact",
+                  "__cluster_metadata": "metadata"}
+
+
+def _policy(value, where: str) -> str:
+    if not isinstance(value, str):
+        raise ArgumentError(f"{where} must be a str ({', '.join(CLEANUP_POLICIES)})")
+    words = sorted({w.strip() for w in value.lower().split(",") if w.strip()})
+    policy = ",".join(words)
+    if policy not in CLEANUP_POLICIES:
+        raise ArgumentError(f"{where}={value!r}: cleanup.policy is a list of 'delete' and "
+                            "'compact'")
+    return policy
+
+
+def policy_of(topic: str | None, cleanup_policy) -> str:
+    """The cleanup.policy of ``topic``: fixed for the broker's own topics,
+    else ``cleanup_policy`` (a str for every topic, or ``{topic: str}``
+    with "delete" for a topic it does not name)."""
+    if topic in FIXED_POLICIES:
+        return FIXED_POLICIES[topic]
+    if isinstance(cleanup_policy, dict):
+        return _policy(cleanup_policy.get(topic, "delete"), f"cleanup_policy[{topic!r}]")
+    return _policy(cleanup_policy, "cleanup_policy")
+
 
 def _checked_ms(value, name: str, low: int, high: int) -> int | None:
     if value is None:
@@ -175,7 +226,10 @@ def segment_infos(log: PartitionLog) -> tuple[list[SegmentInfo], int]:
 def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_bytes: int | None,
                    now: int) -> PartitionPlan:
     """Fill ``plan.deleted``/``new_log_start_offset``/``rolled`` by the
-    three passes of UnifiedLog.deleteOldSegments."""
+    three passes of UnifiedLog.deleteOldSegments (the size and time passes
+    only where ``plan.cleanup_policy`` holds "delete")."""
+    if "delete" not in plan.cleanup_policy.split(","):
+        retention_ms = retention_bytes = None
     segs = list(plan.segments)
     start = plan.log_start_offset
     if segs and start > plan.log_end_offset:
@@ -247,13 +301,19 @@ def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_byte
 
 
 def retention(source, *, retention_ms: int | None = None, retention_bytes: int | None = None,
-              now=None, high_watermark: dict | None = None, **storage) -> RetentionPlan:
+              now=None, high_watermark: dict | None = None, cleanup_policy="delete",
+              **storage) -> RetentionPlan:
     """The segments Kafka's retention would delete from ``source`` (a
     partition, a data directory, or a URL of one), per partition, with the
     reason for each and the new log start offset (see the module
     docstring). ``now``: ms (default: the clock). ``high_watermark``:
     ``{(topic, partition): offset}`` overriding the checkpoint (default:
-    ``replication-offset-checkpoint``, else the log end offset)."""
+    ``replication-offset-checkpoint``, else the log end offset).
+    ``cleanup_policy``: the topics' cleanup.policy ("delete", "compact" or
+    "compact,delete"; a str for every topic or ``{topic: policy}``), fixed
+    for the broker's own topics (``FIXED_POLICIES``). A tiered bucket
+    (``layout="tiered"``) is refused: the remote log manager's rules are
+    not these."""
     from kbatch.lib.timestamps import to_millis
     retention_ms = _checked_ms(retention_ms, "retention_ms", *RETENTION_MS_RANGE)
     retention_bytes = _checked_ms(retention_bytes, "retention_bytes", *RETENTION_BYTES_RANGE)
@@ -261,10 +321,23 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
     store, rest = Storage.split(storage)
     if rest:
         raise ArgumentError(f"retention: unknown argument(s) {', '.join(sorted(rest))}")
+    policy_of(None, cleanup_policy if isinstance(cleanup_policy, str) else "delete")
+    if isinstance(cleanup_policy, dict):
+        for topic, value in cleanup_policy.items():
+            _policy(value, f"cleanup_policy[{topic!r}]")
     found = resolve(source, store)
+    if found.storage.layout == "tiered":
+        raise ArgumentError(
+            f"{found.name}: a tiered bucket: Kafka's remote log manager deletes remote "
+            "segments by its own rules (the remote and local logs counted together, no high "
+            "watermark, no roll), which retention() does not model; plan it on the broker's "
+            "local data directory")
     if found.kind is PathKind.PARTITION:
         parts = [Partition(found.topic, found.partition, found.location)]
-        starts, hws = {}, {}
+        # the checkpoints of the data directory holding the partition
+        holder = found.location.parent
+        starts = offsets_of(holder, "log_start_offset")
+        hws = offsets_of(holder, "high_watermark")
     elif found.kind is PathKind.DATA_DIR:
         parts = found.partitions()
         starts = offsets_of(found.location, "log_start_offset")
@@ -281,8 +354,11 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         infos, end = segment_infos(log)
         key = (p.topic, p.partition)
         start = max(starts.get(key, infos[0].base_offset), infos[0].base_offset)
-        plan = PartitionPlan(p.topic, p.partition, log, infos, start, end,
-                             hws.get(key, end), checkpoint_start=starts.get(key, 0))
+        # UnifiedLog.updateHighWatermark: at least the log start, at most the log end
+        hw = min(max(hws.get(key, end), start), end)
+        plan = PartitionPlan(p.topic, p.partition, log, infos, start, end, hw,
+                             checkpoint_start=starts.get(key, 0),
+                             cleanup_policy=policy_of(p.topic, cleanup_policy))
         plans.append(plan_partition(plan, retention_ms, retention_bytes, now_ms))
     return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms)
 
@@ -306,7 +382,6 @@ def _copy(loc, dest: Path) -> None:
 
 def apply_plan(plan: RetentionPlan, dest) -> Path:
     """The retained copy of ``plan.source`` in the new directory ``dest``."""
-    from kbatch.lib.paths import segment_base
     dest = Path(os.fspath(dest))
     if dest.exists():
         raise ArgumentError(f"{dest}: exists; retention writes a new directory (never in place)")
@@ -321,7 +396,6 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
             gone = {d.base_offset for d in p.deleted}
             # the files as a broker loads them (an interrupted swap completed)
             for name, e in loaded_files(p.log.location).items():
-                base = segment_base(name) if name.endswith(".log") else None
                 stem_base = _stem_base(name)
                 if name == EPOCH_FILE:
                     data = p.log.location.child(e.name)
@@ -343,7 +417,9 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     continue        # a deleted segment, its index files and snapshot
                 elif p.restarted and name.endswith(".snapshot"):
                     continue        # ProducerStateManager.truncateFullyAndStartAt deletes them
-                elif base is not None or stem_base is not None or name == "partition.metadata":
+                else:
+                    # kept segments and their files, and every file retention does
+                    # not touch (partition.metadata, KRaft snapshots, quorum-state);
                     # as old as the original: the time pass falls back on it
                     _copy(p.log.location.child(e.name), out / name)
                     keep_mtime(p.log.location.child(e.name), out / name)
@@ -356,8 +432,28 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
             starts.update(plan.log_start_offsets)
             (dest / "log-start-offset-checkpoint").write_text(offsets_text(starts))
             carry_data_dir_files(found.location, dest, "log_start_offset")
+            _carry_untouched(found, plan, dest)
         return dest
     return into_new_directory(dest, write)
+
+
+def _carry_untouched(found, plan: RetentionPlan, dest: Path) -> None:
+    """What retention leaves as it is in a data directory, copied: its own
+    files (``bootstrap.checkpoint``, ``.kafka_cleanshutdown``...; the offset
+    checkpoints are written or carried already) and the partitions it had
+    nothing to plan for (no segment file), file by file."""
+    for e in found.location.list():
+        if e.is_file and not (dest / e.name).exists():
+            _copy(found.location.child(e.name), dest / e.name)
+    planned = {p.log.location.name for p in plan.partitions}
+    for part in found.partitions():
+        name = part.location.name
+        if name in planned:
+            continue
+        (dest / name).mkdir(exist_ok=True)
+        for file, e in loaded_files(part.location).items():
+            _copy(part.location.child(e.name), dest / name / file)
+            keep_mtime(part.location.child(e.name), dest / name / file)
 
 
 def _stem_base(name: str) -> int | None:

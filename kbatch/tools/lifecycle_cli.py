@@ -187,7 +187,7 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
                          what="retention takes a partition or a broker data directory",
                          storage=storage_of(args, [args.source]), check=False, segments=True)
     plan = retention(found, retention_ms=args.retention_ms, retention_bytes=args.retention_bytes,
-                     now=args.now)
+                     now=args.now, cleanup_policy=args.cleanup_policy)
     for p in plan.partitions:
         name = f"{p.topic}-{p.partition}" if p.topic is not None else p.log.name
         if args.format == "json":
@@ -195,16 +195,20 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
                               "log_start_offset": p.log_start_offset,
                               "log_end_offset": p.log_end_offset,
                               "high_watermark": p.high_watermark,
+                              "cleanup_policy": p.cleanup_policy,
                               "deleted": [d.__dict__ for d in p.deleted], "rolled": p.rolled,
+                              "restarted": p.restarted,
                               "new_log_start_offset": p.new_log_start_offset}))
             continue
         for d in p.deleted:
             print(f"{name}: delete {d.file} ({d.reason}): {d.bytes} bytes, offsets from "
                   f"{d.base_offset}")
         roll = (f", after rolling an empty segment at {p.roll_offset}" if p.rolled else "")
+        policy = ("" if "delete" in p.cleanup_policy.split(",") else
+                  f" (cleanup.policy {p.cleanup_policy}: only the log start offset deletes)")
         print(f"{name}: {len(p.deleted)} of {len(p.segments)} segments deleted{roll}; new log "
               f"start {p.new_log_start_offset} (was {p.log_start_offset}), log end "
-              f"{p.log_end_offset}")
+              f"{p.log_end_offset}, high watermark {p.high_watermark}{policy}")
     if args.apply:
         out = plan.apply(args.apply)
         print(f"wrote the retained copy to {out}", file=sys.stderr)
@@ -305,6 +309,10 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
                    help="retention.bytes per partition (negative or absent: no size limit, "
                         "as in Kafka)")
     p.add_argument("--now", type=count, default=None, help="the time in ms (default: now)")
+    p.add_argument("--cleanup-policy", default="delete",
+                   help="the topics' cleanup.policy: delete (default), compact or compact,delete; "
+                        "without delete only the log start offset deletes; fixed for "
+                        "__consumer_offsets, __transaction_state and __cluster_metadata")
     p.add_argument("--apply", metavar="DEST", help="write the retained copy here (a new directory)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     url_flags(p)

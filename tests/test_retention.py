@@ -335,3 +335,35 @@ def test_a_tiered_bucket_is_refused(tmp_path):
     assert len(kbatch.open_log(part, layout="tiered").read()) == 6
     with pytest.raises(kbatch.ArgumentError, match="tiered bucket"):
         retention(part, layout="tiered", retention_ms=0, now=T0 + 10_000)
+
+
+def test_an_open_transaction_beginning_in_a_deleted_segment_is_reported(tmp_path):
+    """Producer 7's transaction starts at offset 0 and has no marker: the
+    broker keeps it in its producer state, so after retention deletes
+    segment 0 a read_committed consumer's last stable offset is the new
+    log start (UnifiedLog: max(first unstable offset, log start)) and it
+    sees nothing; a read of the source as that consumer agrees, and the
+    plan says what the copy alone cannot show."""
+    from tests.kafka_ref import build_batch as ref_batch, control_batch
+    from tests.lifecycle_ref import write_partition
+    dd = tmp_path / "dd"
+    segs = [[ref_batch([(T0, b"k", b"open", []), (T0, b"k", b"open", [])], base_offset=0,
+                       producer_id=7, producer_epoch=0, base_sequence=0, transactional=True),
+             ref_batch([(T0, b"a", b"2", []), (T0, b"b", b"3", [])], base_offset=2)],
+            [ref_batch([(T0 + 5000, b"c", b"4", []), (T0 + 5000, b"d", b"5", [])],
+                       base_offset=4)]]
+    write_partition(dd / "t-0", segs)
+    plan = retention(dd, retention_ms=1000, now=T0 + 5500)
+    (p,) = plan.partitions
+    assert [d.base_offset for d in p.deleted] == [0] and p.new_log_start_offset == 4
+    assert len(p.notes) == 1 and "producer 7's transaction from offset 0" in p.notes[0]
+    seen = kbatch.open_log_dir(dd).read(visibility="consumer", log_start=plan.log_start_offsets,
+                                        isolation="read_committed")
+    assert len(seen[("t", 0)]) == 0
+    # a committed transaction in the deleted segment: nothing to say
+    segs[0].insert(1, control_batch(base_offset=2, producer_id=7, producer_epoch=0))
+    segs[0][2] = ref_batch([(T0, b"a", b"2", [])], base_offset=3)
+    write_partition(dd / "u-0", segs)
+    (q,) = [x for x in retention(dd, retention_ms=1000, now=T0 + 5500).partitions
+            if x.topic == "u"]
+    assert [d.base_offset for d in q.deleted] == [0] and q.notes == []

@@ -117,6 +117,8 @@ class PartitionPlan:
     checkpoint_start: int = 0   # the log-start-offset-checkpoint entry as loaded (0: none)
     # the topic's cleanup.policy; without "delete" only the log start deletes
     cleanup_policy: str = "delete"
+    # what the plan's copy cannot show by itself (``open_transaction_notes``)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def key(self) -> tuple:
@@ -359,8 +361,42 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         plan = PartitionPlan(p.topic, p.partition, log, infos, start, end, hw,
                              checkpoint_start=starts.get(key, 0),
                              cleanup_policy=policy_of(p.topic, cleanup_policy))
-        plans.append(plan_partition(plan, retention_ms, retention_bytes, now_ms))
+        plan = plan_partition(plan, retention_ms, retention_bytes, now_ms)
+        plan.notes += open_transaction_notes(plan)
+        plans.append(plan)
     return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms)
+
+
+def open_transaction_notes(plan: PartitionPlan) -> list[str]:
+    """A transaction still open at the high watermark (no marker below it)
+    that begins in a segment the plan deletes: the broker keeps it in its
+    producer state (the ``.snapshot`` files), so a consumer's last stable
+    offset stays at the new log start until it ends (UnifiedLog:
+    ``max(first unstable offset, log start)``), while the retained log alone
+    no longer holds its first records: a read_committed read of the copy
+    would show the records after the new log start."""
+    new_start = plan.new_log_start_offset
+    if not plan.deleted or plan.restarted:
+        return []
+    from kbatch.lib.txn import OPEN, TxnState
+    batches, control, txn_index = plan.log.transaction_tables()
+    state = TxnState.build(batches, control, txn_index,
+                           active_base=plan.log.segments[-1].base_offset,
+                           high_watermark=plan.high_watermark)
+    verdict = state.verdict(batches)
+    unstable = (verdict == OPEN) | state.ended_at_or_above(batches, verdict,
+                                                           plan.high_watermark)
+    rows = np.flatnonzero(unstable & (batches.base_offset < new_start))
+    notes = []
+    for pid in sorted(set(batches.producer_id[rows].tolist())):
+        first = int(batches.base_offset[rows][batches.producer_id[rows] == pid].min())
+        notes.append(
+            f"producer {pid}'s transaction from offset {first} is open at the high watermark "
+            f"{plan.high_watermark} and begins in a deleted segment: the broker keeps it in its "
+            f"producer state, so read_committed consumers see nothing at or past the new log "
+            f"start {new_start} until it ends; the copy's log alone no longer shows it (a "
+            f"read_committed read of the copy would return those records)")
+    return notes
 
 
 # --- the retained copy -----------------------------------------------------------------
@@ -467,4 +503,5 @@ def _stem_base(name: str) -> int | None:
 
 
 __all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan",
-           "plan_partition", "retention", "segment_infos"]
+           "open_transaction_notes", "plan_partition", "policy_of", "retention",
+           "segment_infos"]

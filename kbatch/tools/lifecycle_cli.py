@@ -197,7 +197,7 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
                               "high_watermark": p.high_watermark,
                               "cleanup_policy": p.cleanup_policy,
                               "deleted": [d.__dict__ for d in p.deleted], "rolled": p.rolled,
-                              "restarted": p.restarted,
+                              "restarted": p.restarted, "notes": p.notes,
                               "new_log_start_offset": p.new_log_start_offset}))
             continue
         for d in p.deleted:
@@ -209,6 +209,8 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
         print(f"{name}: {len(p.deleted)} of {len(p.segments)} segments deleted{roll}; new log "
               f"start {p.new_log_start_offset} (was {p.log_start_offset}), log end "
               f"{p.log_end_offset}, high watermark {p.high_watermark}{policy}")
+        for note in p.notes:
+            print(f"  note: {note}")
     if args.apply:
         out = plan.apply(args.apply)
         print(f"wrote the retained copy to {out}", file=sys.stderr)

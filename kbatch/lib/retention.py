@@ -64,9 +64,10 @@ import numpy as np
 from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of, offsets_text,
                                     read_checkpoint)
+from kbatch.lib.copies import carry_untouched, copy_file
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.logfiles import keep_mtime, loaded_files, mtime_ms
+from kbatch.lib.logfiles import loaded_files, mtime_ms
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind
 from kbatch.lib.storage import Storage
@@ -401,21 +402,6 @@ def open_transaction_notes(plan: PartitionPlan) -> list[str]:
 
 # --- the retained copy -----------------------------------------------------------------
 
-def _copy(loc, dest: Path) -> None:
-    """A file of the source (local or remote) into ``dest``, in pieces."""
-    local = loc.local_path()
-    if isinstance(local, Path):
-        with open(local, "rb") as src, open(dest, "wb") as out:
-            while True:
-                piece = src.read(16 << 20)
-                if not piece:
-                    break
-                out.write(piece)
-        return
-    data = loc.tree.read_small(loc.path, 1 << 40)
-    dest.write_bytes(data or b"")
-
-
 def apply_plan(plan: RetentionPlan, dest) -> Path:
     """The retained copy of ``plan.source`` in the new directory ``dest``."""
     dest = Path(os.fspath(dest))
@@ -457,8 +443,7 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
                     # kept segments and their files, and every file retention does
                     # not touch (partition.metadata, KRaft snapshots, quorum-state);
                     # as old as the original: the time pass falls back on it
-                    _copy(p.log.location.child(e.name), out / name)
-                    keep_mtime(p.log.location.child(e.name), out / name)
+                    copy_file(p.log.location.child(e.name), out / name)
             if p.rolled:
                 stem = out / f"{p.roll_offset:020d}"
                 for suffix in (".log", ".index", ".timeindex"):
@@ -468,28 +453,10 @@ def apply_plan(plan: RetentionPlan, dest) -> Path:
             starts.update(plan.log_start_offsets)
             (dest / "log-start-offset-checkpoint").write_text(offsets_text(starts))
             carry_data_dir_files(found.location, dest, "log_start_offset")
-            _carry_untouched(found, plan, dest)
+            carry_untouched(found.location, found.partitions(),
+                            {p.log.location.name for p in plan.partitions}, dest)
         return dest
     return into_new_directory(dest, write)
-
-
-def _carry_untouched(found, plan: RetentionPlan, dest: Path) -> None:
-    """What retention leaves as it is in a data directory, copied: its own
-    files (``bootstrap.checkpoint``, ``.kafka_cleanshutdown``...; the offset
-    checkpoints are written or carried already) and the partitions it had
-    nothing to plan for (no segment file), file by file."""
-    for e in found.location.list():
-        if e.is_file and not (dest / e.name).exists():
-            _copy(found.location.child(e.name), dest / e.name)
-    planned = {p.log.location.name for p in plan.partitions}
-    for part in found.partitions():
-        name = part.location.name
-        if name in planned:
-            continue
-        (dest / name).mkdir(exist_ok=True)
-        for file, e in loaded_files(part.location).items():
-            _copy(part.location.child(e.name), dest / name / file)
-            keep_mtime(part.location.child(e.name), dest / name / file)
 
 
 def _stem_base(name: str) -> int | None:

@@ -1,0 +1,56 @@
+"""Files of a log copied into a new local directory, as the copies that
+retention (``kbatch.lib.retention``) and the cleaner (``kbatch.lib.compact``)
+write: what they do not rewrite is carried over byte for byte, as old as
+the original (the time pass of a later retention plan falls back on a
+segment file's modification time).
+
+    copy_file(loc, dest)          one file, local or remote, in 16 MiB pieces
+    carry_untouched(dir, ...)     a data directory's own files and the
+                                  partitions the copy had nothing to do for
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from kbatch.lib.logfiles import keep_mtime, loaded_files
+
+PIECE = 16 << 20
+
+
+def copy_file(loc, dest: Path) -> None:
+    """The file at ``loc`` (a ``Location``, local or remote) into ``dest``,
+    with its modification time where the store has one. Keeps one piece of
+    a local file in memory (a remote file is read whole)."""
+    local = loc.local_path()
+    with open(dest, "wb") as out:
+        if isinstance(local, Path):
+            with open(local, "rb") as src:
+                while piece := src.read(PIECE):
+                    out.write(piece)
+        else:
+            out.write(loc.tree.read_small(loc.path, 1 << 40) or b"")
+    keep_mtime(loc, dest)
+
+
+def carry_untouched(data_dir, partitions: Iterable, done: set[str], dest: Path) -> None:
+    """What a copy of the data directory at ``data_dir`` (a ``Location``)
+    leaves as it is: the directory's own files not in ``dest`` yet
+    (``bootstrap.checkpoint``, ``.kafka_cleanshutdown``...; the offset
+    checkpoints the caller wrote stay), and every partition of
+    ``partitions`` (``Partition``) whose folder name is not in ``done``
+    (no segment file to work on), file by file as a broker loads them."""
+    for e in data_dir.list():
+        if e.is_file and not (dest / e.name).exists():
+            copy_file(data_dir.child(e.name), dest / e.name)
+    for part in partitions:
+        name = part.location.name
+        if name in done:
+            continue
+        (dest / name).mkdir(exist_ok=True)
+        for file, e in loaded_files(part.location).items():
+            copy_file(part.location.child(e.name), dest / name / file)
+
+
+__all__ = ["carry_untouched", "copy_file"]

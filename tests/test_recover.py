@@ -381,3 +381,77 @@ def test_an_intact_segment_keeps_its_age(tmp_path):
     kbatch.recover(tmp_path / "t-0", tmp_path / "out")
     ages = [(tmp_path / "out" / f"{b:020d}.log").stat().st_mtime_ns for b in bases]
     assert ages[:2] == [old, old] and ages[2] > old
+
+
+def _rows(n, start=0, value=b"v" * 10):
+    return [(T0 + start + i, b"k", value, []) for i in range(n)]
+
+
+def test_a_batch_past_a_decode_limit_stops_recovery_instead_of_cutting(tmp_path, capfd):
+    """A broker's recovery checks a batch's size and CRC, never its
+    decompressed size: a valid batch past one of kbatch's decode limits is
+    not damage. Recovering stops with a LimitExceededError that names the
+    option (cutting there would drop it and every later segment); with the
+    limit raised the partition is copied whole."""
+    from kbatch.tools.cli import main
+    big = build_batch([(T0 + i, b"k", bytes(64 << 10), []) for i in range(32)], base_offset=2,
+                      codec=1)                       # 2 MiB of records, gzip: a few KiB
+    write_partition(tmp_path / "t-0", [[build_batch(_rows(2)), big,
+                                        build_batch(_rows(2, 34), base_offset=34)],
+                                       [build_batch(_rows(2, 36), base_offset=36)]])
+    with pytest.raises(kbatch.LimitExceededError, match="max_decompressed_bytes"):
+        kbatch.recover(tmp_path / "t-0", tmp_path / "low", max_decompressed_bytes=1 << 20)
+    assert not (tmp_path / "low").exists()
+    assert main(["recover", str(tmp_path / "t-0"), str(tmp_path / "cli-low"),
+                 "--max-decompressed-bytes", str(1 << 20)]) != 0
+    assert "--max-decompressed-bytes" in capfd.readouterr().err
+    report = kbatch.recover(tmp_path / "t-0", tmp_path / "whole",
+                            max_decompressed_bytes=4 << 20)
+    assert report.ok and report.partitions[0].log_end_offset == 38
+    assert main(["recover", str(tmp_path / "t-0"), str(tmp_path / "cli-whole"),
+                 "--max-decompressed-bytes", str(4 << 20)]) == 0
+
+
+def test_a_first_batch_below_the_segment_base_is_kept_as_kafka_keeps_it(tmp_path):
+    """LogSegment.recover checks each batch's last offset against the
+    segment's base (ensureOffsetInRange), not its first: a segment named 100
+    whose first batch holds 95..104 is kept whole; a batch whose last offset
+    lies below the base is where the log is cut."""
+    write_partition(tmp_path / "t-0", [[build_batch(_rows(10), base_offset=95),
+                                        build_batch(_rows(5), base_offset=105)]], bases=[100])
+    report = kbatch.recover(tmp_path / "t-0", tmp_path / "out")
+    (p,) = report.partitions
+    assert report.ok and p.log_end_offset == 110 and not p.dropped
+    write_partition(tmp_path / "u-0", [[build_batch(_rows(3), base_offset=100),
+                                        build_batch(_rows(3), base_offset=90)]], bases=[100])
+    (q,) = kbatch.recover(tmp_path / "u-0", tmp_path / "out-u").partitions
+    assert q.log_end_offset == 103
+    assert [(d.start, d.reason) for d in q.dropped] == \
+        [(len(build_batch(_rows(3), base_offset=100)), "last offset below the segment's base "
+                                                       "offset")]
+
+
+def test_data_dir_files_and_high_watermarks_as_the_source_has_them(tmp_path):
+    """The copy's replication-offset-checkpoint holds the source's entries
+    only (a partition without one loads with 0; none is made up from its
+    log end); the data directory's own files and KRaft's quorum-state are
+    copied, the clean-shutdown marker is not (the broker must recover the
+    copy); a future replica's folder is named in the notes, not dropped
+    without a word."""
+    data = tmp_path / "data"
+    write_partition(data / "t-0", [[build_batch(_rows(5))]])
+    write_partition(data / "t-1", [[build_batch(_rows(7))]])
+    write_partition(data / "u-1.0123456789abcdef0123456789abcdef-future", [[build_batch(_rows(2))]])
+    write_partition(data / "__cluster_metadata-0", [[build_batch(_rows(3))]])
+    (data / "__cluster_metadata-0" / "quorum-state").write_text('{"leaderId":1}')
+    (data / "replication-offset-checkpoint").write_text("0\n1\nt 0 2\n")
+    (data / "bootstrap.checkpoint").write_bytes(b"\x00bootstrap")
+    (data / ".kafka_cleanshutdown").write_text("{}")
+    report = kbatch.recover(data, tmp_path / "out")
+    out = tmp_path / "out"
+    assert read_checkpoint(out / "replication-offset-checkpoint")[1] == [("t", 0, 2)]
+    assert (out / "__cluster_metadata-0" / "quorum-state").read_text() == '{"leaderId":1}'
+    assert (out / "bootstrap.checkpoint").read_bytes() == b"\x00bootstrap"
+    assert not (out / ".kafka_cleanshutdown").exists()
+    assert any("-future" in n and "not recovered" in n for n in report.notes)
+    assert kbatch.verify(out).ok

@@ -142,11 +142,13 @@ def cmd_latest(args, resolve_path, storage_of) -> int:
 def cmd_recover(args, resolve_path, storage_of) -> int:
     """``kbatch recover``: the valid prefix of every partition into DST;
     exit 1 when something was dropped (the report says what)."""
-    from kbatch.tools.recover import recover
+    from kbatch.tools.recover import DECODE_LIMITS, recover
     found = resolve_path(args.source, PathKind.PARTITION, PathKind.DATA_DIR,
                          what="recover takes a partition or a broker data directory",
                          storage=storage_of(args, [args.source]), check=False, segments=True)
-    report = recover(found, args.dest, index_interval_bytes=args.index_interval_bytes)
+    limits = {name: getattr(args, name) for name in DECODE_LIMITS
+              if getattr(args, name) is not None}
+    report = recover(found, args.dest, index_interval_bytes=args.index_interval_bytes, **limits)
     for p in report.partitions:
         if args.format == "json":
             print(json.dumps({"partition": p.name, "log_start_offset": p.log_start_offset,
@@ -292,6 +294,13 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     p.add_argument("--index-interval-bytes", type=_within(*INT_RANGE, "index.interval.bytes"),
                    default=4096,
                    help="the topic's index.interval.bytes (default 4096)")
+    for flag, what in (("--max-batch-bytes", "one batch on disk (default 1 GiB)"),
+                       ("--max-decompressed-bytes", "one batch decompressed (default 256 MiB)"),
+                       ("--max-records-per-batch", "records of one batch (default 16 Mi)"),
+                       ("--max-headers-per-record", "headers of one record (default 65536)")):
+        p.add_argument(flag, type=_within(1, 2**62, flag[2:]), default=None,
+                       help=f"decode limit: {what}; a batch past it stops the recovery "
+                            "(it is not damage) and says which flag to raise")
     p.add_argument("--format", choices=["text", "json"], default="text")
     url_flags(p)
     p.set_defaults(func=lambda args: cmd_recover(args, resolve_path, storage_of))

@@ -5,8 +5,9 @@ LogSegment.recover), done on a copy, and to every segment (the broker
 recovers only those from its recovery point on, and none after a clean
 shutdown; damage below them it would serve): every batch of every segment is
 checked by the rules ``verify`` applies (``kbatch.tools.verify_rules``:
-CRC, sizes, records, offsets that increase and stay above the segment's
-base; ``first_damage`` says where a segment's valid prefix ends), and the
+CRC, sizes, records, offsets that increase, last offsets not below the
+segment's base as LogSegment.recover's ensureOffsetInRange checks them;
+``first_damage`` says where a segment's valid prefix ends), and the
 partition is cut at the first invalid batch: the rest of that segment and
 every later segment are not copied. The report says what was dropped, per
 partition (file, bytes, first offset, reason). The source is never
@@ -44,9 +45,14 @@ source's, where it is past the first copied segment, as
 LogManager.checkpointLogStartOffsetsInDir writes it; a checkpoint past
 the recovered log end offset deletes every segment and starts an empty
 one there, as LogLoader does) and ``replication-offset-
-checkpoint`` (the source's high watermark, at most the new log end), and
-``cleaner-offset-checkpoint`` when the source has one (as it is); ``meta.properties``
-and each partition's ``partition.metadata`` are copied. Producer
+checkpoint`` (the source's high watermarks, at most the new log end; a
+partition without one gets none, as a broker loads it: 0), and
+``cleaner-offset-checkpoint`` when the source has one (as it is); ``meta.properties``,
+the data directory's other files (``bootstrap.checkpoint``...; not
+``.kafka_cleanshutdown``: a broker must recover the copy) and each
+partition's files that are not a segment's (``partition.metadata``,
+``quorum-state``) are copied. A ``-future`` or ``-stray`` folder is not
+recovered; the report's notes name it. Producer
 snapshots (``.snapshot``) are left out: a broker that finds none rebuilds
 producer state from the log (LogLoader), and the report says so.
 KRaft snapshots (``__cluster_metadata-0/*.checkpoint``) are copied as they are.
@@ -56,6 +62,10 @@ split into segments named by their first batch's base offset, as
 LocalLog.splitOverflowedSegment does when a broker loads it
 (``split_groups``; the report's ``split_from`` names the source segment):
 nothing of it is dropped.
+
+A batch past one of kbatch's decode limits (``max_decompressed_bytes``...)
+is not damage: recovery stops with ``LimitExceededError`` naming the option
+to raise rather than cut the partition there.
 
 Kafka's recovery trusts a CRC-valid batch's records; this one decodes them
 too (a batch whose records are malformed behind a valid CRC is cut), and
@@ -71,14 +81,15 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.errors import ArgumentError, CorruptRecordError
+from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import epochs as epoch_cache
 from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, offsets_of, offsets_text,
                                     read_checkpoint)
+from kbatch.lib.copies import copy_file
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment, keep_mtime
 from kbatch.lib.open import Partition, resolve
-from kbatch.lib.paths import PathKind, segment_base
+from kbatch.lib.paths import PathKind, file_offset, segment_base
 from kbatch.lib.producers import ProducerState
 from kbatch.lib.writer import DEFAULT_INDEX_INTERVAL, IndexBuilder, into_new_directory
 from kbatch.tools.verify_rules import (CHUNK_BYTES, CHUNK_RECORDS, SegmentReport, check,
@@ -163,7 +174,31 @@ def check_segment(seg: Segment, last: bool, **options):
             yield chunk
     batches = walk(report, chunks())
     check(report, batches, None, "", None, "")
-    return report, batches, markers, first_damage(report, batches)
+    cut = first_damage(report, batches)
+    _refuse_limit(seg, cut)
+    return report, batches, markers, cut
+
+
+# the decode limits (``read_segment``'s options): a batch past one is not
+# damage, and Kafka's recovery (sizes and CRCs) would keep it
+DECODE_LIMITS = ("max_batch_bytes", "max_decompressed_bytes", "max_records_per_batch",
+                 "max_headers_per_record")
+
+
+def _refuse_limit(seg: Segment, cut: tuple[int, str] | None) -> None:
+    """``LimitExceededError`` when a segment's valid prefix would end at a
+    batch only because it passes one of kbatch's decode limits: cutting
+    there would drop valid data (and every later segment)."""
+    if cut is None:
+        return
+    for name in DECODE_LIMITS:
+        if name in cut[1]:
+            raise LimitExceededError(
+                f"{cut[1]}: a limit of this read, not damage (a broker's recovery checks "
+                f"sizes and CRCs only); recovering would cut the partition here: raise it "
+                f"(recover(..., {name}=N), kbatch recover --{name.replace('_', '-')} N)",
+                path=str(seg.location), position=cut[0], base_offset=None,
+                batch_position=cut[0])
 
 
 def split_groups(seg_base: int, base, last, keep: list[int]) -> list[tuple[int, list[int]]]:
@@ -330,10 +365,31 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
     if data is not None:
         _write(dest / "partition.metadata", data)
     for e in log.location.list():
-        if e.is_file and e.name.endswith(".checkpoint"):      # KRaft snapshots
-            child = log.location.child(e.name)
-            _write(dest / e.name, child.tree.read_small(child.path, 1 << 30) or b"")
+        # KRaft snapshots (*.checkpoint), quorum-state: every file that is
+        # not a segment's or rebuilt here, as it is
+        if e.is_file and file_offset(e.name) is None and e.name != EPOCH_FILE \
+                and not (dest / e.name).exists():
+            copy_file(log.location.child(e.name), dest / e.name)
     return out
+
+
+def _data_dir_files(source, dest: Path) -> list[str]:
+    """A data directory's own files that recovery does not write
+    (``bootstrap.checkpoint``...), copied; ``.kafka_cleanshutdown`` left out
+    (the copy's producer snapshots are: a broker starting on it must load
+    it as after an unclean shutdown). Returns notes on what is not
+    recovered: folders of a move between log directories in progress
+    (``-future``) or stray logs (``-stray``) are not partitions of this
+    directory's log."""
+    notes = []
+    for e in source.list():
+        if e.is_file and e.name != ".kafka_cleanshutdown" and not (dest / e.name).exists():
+            copy_file(source.child(e.name), dest / e.name)
+        elif not e.is_file and e.name.endswith(("-future", "-stray")):
+            notes.append(f"{e.name}: a {e.name.rpartition('-')[2]} replica (a move between log "
+                         "directories in progress, or a stray log) is not recovered or copied: "
+                         "recover it on its own if its data is needed")
+    return notes
 
 
 def _start_past_end(out: PartitionRecovery, dest: Path, end: int, checkpoint: int) -> int:
@@ -433,8 +489,11 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
                       {(p.topic, p.partition): p.log_start_offset for p in parts
                        if p.log_start_offset is not None and p.segments
                        and p.log_start_offset > segment_base(p.segments[0].file)})
+        # the source's high watermarks, at most the new log end; a partition
+        # without an entry keeps none (a broker loads it as 0: Partition's
+        # "No checkpointed highwatermark"), never one made up from its end
         _offsets_file(dest / _file_of("high_watermark"),
-                      {k: min(hw.get(k, e), e) for k, e in ends.items()})
+                      {k: min(hw[k], e) for k, e in ends.items() if k in hw})
         if cleaner:
             # as it was: a broker's cleaner resets a checkpoint past the log
             # end to the log start itself (LogCleanerManager.cleanableOffsets:
@@ -445,6 +504,7 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
         data = meta.tree.read_small(meta.path, 1 << 16)
         if data is not None:
             _write(dest / "meta.properties", data)
+        notes += _data_dir_files(found.location, dest)
         return RecoveryReport(str(dest), parts, notes + _partition_notes(parts))
     return into_new_directory(dest, write)
 

@@ -159,9 +159,14 @@ def first_damage(report: SegmentReport, batches: BatchTable) -> tuple[int, str] 
     bad = np.flatnonzero(batches.crc_valid == 0)
     if len(bad):
         cuts.append((int(batches.position[bad[0]]), "crc mismatch"))
-    below, back, inverted = offset_violations(batches, report.base_offset)
-    if below:
-        cuts.append((int(batches.position[0]), "offset below the segment's base offset"))
+    _, back, inverted = offset_violations(batches, report.base_offset)
+    # LogSegment.recover -> ensureOffsetInRange: a batch's last offset must
+    # not lie below the segment's base (a first batch starting below it, as
+    # a legacy wrapper named by its last offset does, is kept)
+    below = np.flatnonzero(batches.last_offset < report.base_offset)
+    if len(below):
+        cuts.append((int(batches.position[below[0]]),
+                     "last offset below the segment's base offset"))
     for rows, why in ((back, "offsets do not increase"),
                       (inverted, "last offset below the base offset")):
         if len(rows):

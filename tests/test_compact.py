@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pathlib
 import random
+import shutil
 
 import numpy as np
 import pytest
@@ -275,8 +276,18 @@ def test_corpus_partitions(tmp_path):
             done = dirty_from.get((p.topic, p.partition), -1) >= p.first_uncleanable_offset
             assert not (done and p.cleaned), name
             skipped += done
-            # the partition alone (no checkpoint): cleaned from its log start
-            alone = compact(src / name, tmp_path / f"a{i}-{k}", now=1_800_000_000_000)
+            # the partition directory: its data directory's checkpoints apply,
+            # as in the run over the whole directory
+            inside = compact(src / name, tmp_path / f"p{i}-{k}", now=1_800_000_000_000)
+            (q,) = inside.partitions
+            assert (q.first_uncleanable_offset, q.first_dirty_offset, q.end_offset,
+                    [c.file for c in q.cleaned]) == \
+                (p.first_uncleanable_offset, p.first_dirty_offset, p.end_offset,
+                 [c.file for c in p.cleaned]), name
+            # the partition alone (no checkpoint beside it): cleaned from its log start
+            shutil.copytree(src / name, tmp_path / f"bare{i}-{k}" / name)
+            alone = compact(tmp_path / f"bare{i}-{k}" / name, tmp_path / f"a{i}-{k}",
+                            now=1_800_000_000_000)
             for out in (tmp_path / f"c{i}" / name, tmp_path / f"a{i}-{k}"):
                 for seg in out.glob("*.log"):
                     read_with_kafka_python(seg.read_bytes(), check_crc=True)
@@ -515,6 +526,7 @@ def test_dirty_ratio_and_the_lag_by_hand(tmp_path):
                 max_compaction_lag_ms=HOUR - 15)     # the second segment's first batch, T0 + 10,
     #                                              is older than now - lag = T0 + 15: overdue
     assert r.partitions[0].picked and r.partitions[0].end_offset == 4
+    (data / "cleaner-offset-checkpoint").unlink()     # a partition directory reads it too
     r = compact(src, tmp_path / "e", now=T0 + HOUR, min_compaction_lag_ms=HOUR - 5)
     (p,) = r.partitions            # segment 1 (largest timestamp T0 + 11) is too recent
     assert p.first_uncleanable_offset == 2 and p.end_offset == 2
@@ -610,3 +622,33 @@ def test_topic_configs_kafka_refuses_are_refused(tmp_path, capfd):
     assert main(["compact", str(src), str(tmp_path / "small-cli"), "--now", str(T0 + HOUR),
                  "--segment-bytes", "14", "--min-cleanable-dirty-ratio", "0.5",
                  "--max-compaction-lag-ms", "1"]) == 0
+
+
+def test_a_partition_directory_is_cleaned_below_its_data_directorys_high_watermark(tmp_path):
+    """LogCleanerManager.cleanableOffsets bounds the cleaning by the last
+    stable offset, which the high watermark bounds: the high watermark of
+    ``replication-offset-checkpoint`` beside the partition applies when the
+    partition directory is given alone, as when the data directory is (a
+    record above it is not committed and must not remove an older one).
+    The data directory's own files and partitions without segments are
+    copied as they are."""
+    data = tmp_path / "data"
+    write_partition(data / "t-0", [[build_batch([(T0, b"a", b"1", []), (T0, b"b", b"1", [])])],
+                                   [build_batch([(T0, b"a", b"2", [])], base_offset=2)],
+                                   [build_batch([(T0, b"z", b"1", [])], base_offset=3)]])
+    (data / "replication-offset-checkpoint").write_text("0\n1\nt 0 2\n")
+    (data / "e-0").mkdir()
+    (data / "e-0" / "partition.metadata").write_text("version: 0\n")
+    (data / "bootstrap.checkpoint").write_bytes(b"\x00boot")
+    (data / "t-0" / "quorum-state").write_text("{}")
+    whole = compact(data, tmp_path / "dd", now=T0 + HOUR).partitions[0]
+    alone = compact(data / "t-0", tmp_path / "pd", now=T0 + HOUR).partitions[0]
+    for p in (whole, alone):
+        assert p.first_uncleanable_offset == 2
+    for out in (tmp_path / "dd" / "t-0", tmp_path / "pd"):
+        got = read_with_kafka_python(b"".join(f.read_bytes() for f in sorted(out.glob("*.log"))))
+        assert [(r["offset"], r["key"]) for r in got.records] == [(0, b"a"), (1, b"b"), (2, b"a"),
+                                                                   (3, b"z")]
+        assert (out / "quorum-state").read_text() == "{}"
+    assert (tmp_path / "dd" / "e-0" / "partition.metadata").read_text() == "version: 0\n"
+    assert (tmp_path / "dd" / "bootstrap.checkpoint").read_bytes() == b"\x00boot"

@@ -74,9 +74,10 @@ import numpy as np
 from kbatch.errors import ArgumentError
 from kbatch.lib.checkpoints import carry_data_dir_files, offsets_of, offsets_text
 from kbatch.lib.log import PartitionLog
+from kbatch.lib.copies import carry_untouched, copy_file
 from kbatch.lib.logfiles import keep_mtime, loaded_files
 from kbatch.lib.open import Partition, resolve
-from kbatch.lib.paths import PathKind
+from kbatch.lib.paths import PathKind, file_offset
 from kbatch.lib.producers import TXN_ENTRY, ProducerState
 from kbatch.lib.records import Records
 from kbatch.lib.segment import DecodeOptions
@@ -325,10 +326,10 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
         _copy_segment(seg, dest)
         out.untouched.append(seg.location.name)
     for name, e in loaded_files(log.location).items():
-        if name in ("partition.metadata", "leader-epoch-checkpoint") \
-                or name.endswith(".snapshot"):
-            child = log.location.child(e.name)
-            (dest / name).write_bytes(child.tree.read_small(child.path, 1 << 30) or b"")
+        # producer snapshots, and every file that is not a segment's
+        # (partition.metadata, leader-epoch-checkpoint, KRaft's files)
+        if name.endswith(".snapshot") or file_offset(name) is None:
+            copy_file(log.location.child(e.name), dest / name)
     return out
 
 
@@ -750,7 +751,12 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     def write():
         starts, cleaner = {}, {}
         if found.kind is PathKind.PARTITION:
-            parts, hws, single = [Partition(found.topic, found.partition, found.location)], {}, True
+            parts, single = [Partition(found.topic, found.partition, found.location)], True
+            # the checkpoints of the data directory holding the partition
+            holder = found.location.parent
+            hws = offsets_of(holder, "high_watermark")
+            starts = offsets_of(holder, "log_start_offset")
+            cleaner = offsets_of(holder, "cleaner_offset")
         elif found.kind is PathKind.DATA_DIR:
             parts, single = found.partitions(), False
             hws = offsets_of(found.location, "high_watermark")
@@ -761,12 +767,13 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                                 "directory or a broker data directory")
         if not single:
             dest.mkdir(parents=True)
-        done = []
+        done, written = [], set()
         for p in parts:
             log = PartitionLog.at(p, found.storage)
             if not log.segments:
                 continue
             target = dest if single else dest / p.location.name
+            written.add(p.location.name)
             done.append(compact_partition(
                 log, target, now=now_ms, delete_retention_ms=delete_retention_ms,
                 segment_bytes=segment_bytes, producer_id_expiration_ms=producer_id_expiration_ms,
@@ -782,6 +789,7 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             cleaner.update({(c.topic, c.partition): c.end_offset for c in done})
             (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))
             carry_data_dir_files(found.location, dest, "cleaner_offset")
+            carry_untouched(found.location, parts, written, dest)
         return CompactionReport(str(dest), done)
     return into_new_directory(dest, write)
 

@@ -266,7 +266,15 @@ def test_corpus_partitions(tmp_path):
                            "ronem123__rupia-transaction-service/kafka-logs"]):
         src = CORPUS / d
         report = compact(src, tmp_path / f"c{i}", now=1_800_000_000_000)
-        assert kbatch.verify(tmp_path / f"c{i}").ok
+        for p in report.partitions:
+            assert kbatch.verify(tmp_path / f"c{i}" / f"{p.topic}-{p.partition}").ok
+        # the KRaft metadata log is never cleaned: copied file for file
+        for entry in report.not_compacted:
+            assert entry.startswith("__cluster_metadata-0 ")
+            for f in (src / "__cluster_metadata-0").iterdir():
+                if f.is_file() and not f.name.endswith((".deleted", ".cleaned", ".swap")):
+                    assert (tmp_path / f"c{i}" / "__cluster_metadata-0" / f.name).read_bytes() \
+                        == f.read_bytes()
         marks = src / "cleaner-offset-checkpoint"
         dirty_from = {(t, p): o for t, p, o in read_checkpoint(marks)[1]} \
             if marks.exists() else {}
@@ -652,3 +660,33 @@ def test_a_partition_directory_is_cleaned_below_its_data_directorys_high_waterma
         assert (out / "quorum-state").read_text() == "{}"
     assert (tmp_path / "dd" / "e-0" / "partition.metadata").read_text() == "version: 0\n"
     assert (tmp_path / "dd" / "bootstrap.checkpoint").read_bytes() == b"\x00boot"
+
+
+def test_topics_the_cleaner_does_not_clean_are_copied_as_they_are(tmp_path, capfd):
+    """The log cleaner cleans logs whose cleanup.policy holds "compact": a
+    topic of policy "delete" and the KRaft metadata log (never cleaned) are
+    copied byte for byte, named in the report; the broker's compacted
+    topics and the rest are cleaned."""
+    from kbatch.tools.cli import main
+    data = tmp_path / "data"
+    rows = [[build_batch([(T0, b"a", b"1", []), (T0, b"a", b"2", [])])],
+            [build_batch([(T0, b"z", b"1", [])], base_offset=2)]]
+    for topic in ("__cluster_metadata", "__consumer_offsets", "logs", "table"):
+        write_partition(data / f"{topic}-0", rows)
+    report = compact(data, tmp_path / "out", now=T0 + HOUR, cleanup_policy={"logs": "delete"})
+    assert sorted(report.not_compacted) == ["__cluster_metadata-0 (cleanup.policy metadata)",
+                                            "logs-0 (cleanup.policy delete)"]
+    assert sorted(p.topic for p in report.partitions) == ["__consumer_offsets", "table"]
+    for name in ("__cluster_metadata-0", "logs-0"):
+        for f in (data / name).iterdir():
+            assert (tmp_path / "out" / name / f.name).read_bytes() == f.read_bytes()
+    assert [r["offset"] for r in read_with_kafka_python(
+        (tmp_path / "out" / "table-0" / f"{0:020d}.log").read_bytes()).records] == [1]
+    alone = compact(data / "logs-0", tmp_path / "alone", cleanup_policy="delete")
+    assert alone.partitions == [] and alone.not_compacted == ["logs-0 (cleanup.policy delete)"]
+    assert sorted(f.name for f in (tmp_path / "alone").iterdir()) == \
+        sorted(f.name for f in (data / "logs-0").iterdir())
+    assert main(["compact", str(data), str(tmp_path / "cli"), "--cleanup-policy", "delete"]) == 0
+    assert "table-0 (cleanup.policy delete): not cleaned" in capfd.readouterr().out
+    with pytest.raises(kbatch.ArgumentError, match="cleanup"):
+        compact(data, tmp_path / "bad", cleanup_policy="keep")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pathlib
 import random
-import shutil
 import struct
 
 import pytest

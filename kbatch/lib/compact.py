@@ -55,8 +55,14 @@ Per partition (magic 2 data):
   rolled segment, and a ``.txnindex`` of the aborted transactions whose
   markers it keeps.
 
+Only logs whose cleanup.policy holds "compact" are cleaned (``cleanup_policy``;
+the KRaft metadata log never is): the others are copied as they are. A
+partition directory is cleaned with the checkpoint files of the data
+directory holding it (high watermark, log start, cleaner offset).
+
 The cleaner-offset-checkpoint of the copy names where the cleaning ended;
-the other checkpoint files and side files are copied. A cleaned segment
+the other checkpoint files and side files, the data directory's own files
+and every file of a partition that is not a segment's are copied. A cleaned segment
 takes the modification time of its group's last source segment
 (cleanSegments), copied ones keep theirs: retention by time falls back on
 them.
@@ -74,7 +80,7 @@ import numpy as np
 from kbatch.errors import ArgumentError
 from kbatch.lib.checkpoints import carry_data_dir_files, offsets_of, offsets_text
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.copies import carry_untouched, copy_file
+from kbatch.lib.copies import carry_untouched, copy_file, copy_partition
 from kbatch.lib.logfiles import keep_mtime, loaded_files
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind, file_offset
@@ -144,6 +150,9 @@ class PartitionCompaction:
 class CompactionReport:
     dest: str
     partitions: list[PartitionCompaction]
+    # partitions of topics the cleaner does not clean (their cleanup.policy
+    # lacks "compact"), copied as they are: "<folder> (cleanup.policy ...)"
+    not_compacted: list[str] = field(default_factory=list)
 
 
 def _active_producers(batches, now: int, expiration_ms: int) -> dict[int, tuple[int, int]]:
@@ -667,7 +676,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             dedupe_buffer_bytes: int = DEDUPE_BUFFER_BYTES,
             min_compaction_lag_ms: int = 0,
             min_cleanable_dirty_ratio: float | None = None,
-            max_compaction_lag_ms: int | None = None, **storage) -> CompactionReport:
+            max_compaction_lag_ms: int | None = None, cleanup_policy="compact",
+            **storage) -> CompactionReport:
     """What one run of Kafka's log cleaner leaves of ``source`` (a
     partition, a data directory, or a URL of one), written to the new
     directory ``dest`` (see the module docstring). ``now``: ms (default:
@@ -683,7 +693,13 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     min.compaction.lag.ms (segments that recent stay dirty);
     ``min_cleanable_dirty_ratio`` (the topic's min.cleanable.dirty.ratio,
     e.g. 0.5) with ``max_compaction_lag_ms`` (max.compaction.lag.ms): clean
-    only a log the broker would pick (None: one run on every log)."""
+    only a log the broker would pick (None: one run on every log);
+    ``cleanup_policy``: the topics' cleanup.policy (a str for every topic,
+    or ``{topic: policy}``, "compact" for a topic it does not name): a
+    topic without "compact" is copied as it is, and so is the KRaft
+    metadata log, which the log cleaner never cleans (the broker's own
+    ``__consumer_offsets`` and ``__transaction_state`` are compacted)."""
+    from kbatch.lib.retention import check_policies, policy_of
     from kbatch.lib.timestamps import to_millis
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
     # numpy integers are ints here (as retention takes them)
@@ -740,6 +756,7 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     if max_compaction_lag_ms is not None and ratio is None:
         raise ArgumentError("max_compaction_lag_ms applies with min_cleanable_dirty_ratio "
                             "(it decides whether the broker picks a log)")
+    check_policies(cleanup_policy)
     store, rest = Storage.split(storage)
     if rest:
         raise ArgumentError(f"compact: unknown argument(s) {', '.join(sorted(rest))}")
@@ -767,8 +784,14 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                                 "directory or a broker data directory")
         if not single:
             dest.mkdir(parents=True)
-        done, written = [], set()
+        done, written, not_compacted = [], set(), []
         for p in parts:
+            policy = policy_of(p.topic, cleanup_policy, default="compact")
+            if "compact" not in policy.split(","):
+                not_compacted.append(f"{p.location.name} (cleanup.policy {policy})")
+                if single:
+                    copy_partition(p.location, dest)
+                continue        # carry_untouched copies it
             log = PartitionLog.at(p, found.storage)
             if not log.segments:
                 continue
@@ -790,7 +813,7 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))
             carry_data_dir_files(found.location, dest, "cleaner_offset")
             carry_untouched(found.location, parts, written, dest)
-        return CompactionReport(str(dest), done)
+        return CompactionReport(str(dest), done, not_compacted)
     return into_new_directory(dest, write)
 
 

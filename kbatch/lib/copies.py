@@ -5,6 +5,8 @@ the original (the time pass of a later retention plan falls back on a
 segment file's modification time).
 
     copy_file(loc, dest)          one file, local or remote, in 16 MiB pieces
+    copy_partition(loc, dest)     a partition directory's files as a broker
+                                  loads them
     carry_untouched(dir, ...)     a data directory's own files and the
                                   partitions the copy had nothing to do for
 """
@@ -34,6 +36,15 @@ def copy_file(loc, dest: Path) -> None:
     keep_mtime(loc, dest)
 
 
+def copy_partition(location, dest: Path) -> None:
+    """The partition directory at ``location`` into ``dest`` (made if
+    absent), file by file as a broker loads them (``loaded_files``: an
+    interrupted swap completed, no ``.deleted``/``.cleaned`` files)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for file, e in loaded_files(location).items():
+        copy_file(location.child(e.name), dest / file)
+
+
 def carry_untouched(data_dir, partitions: Iterable, done: set[str], dest: Path) -> None:
     """What a copy of the data directory at ``data_dir`` (a ``Location``)
     leaves as it is: the directory's own files not in ``dest`` yet
@@ -45,12 +56,8 @@ def carry_untouched(data_dir, partitions: Iterable, done: set[str], dest: Path) 
         if e.is_file and not (dest / e.name).exists():
             copy_file(data_dir.child(e.name), dest / e.name)
     for part in partitions:
-        name = part.location.name
-        if name in done:
-            continue
-        (dest / name).mkdir(exist_ok=True)
-        for file, e in loaded_files(part.location).items():
-            copy_file(part.location.child(e.name), dest / name / file)
+        if part.location.name not in done:
+            copy_partition(part.location, dest / part.location.name)
 
 
-__all__ = ["carry_untouched", "copy_file"]
+__all__ = ["carry_untouched", "copy_file", "copy_partition"]

@@ -182,15 +182,25 @@ def _policy(value, where: str) -> str:
     return policy
 
 
-def policy_of(topic: str | None, cleanup_policy) -> str:
+def policy_of(topic: str | None, cleanup_policy, default: str = "delete") -> str:
     """The cleanup.policy of ``topic``: fixed for the broker's own topics,
     else ``cleanup_policy`` (a str for every topic, or ``{topic: str}``
-    with "delete" for a topic it does not name)."""
+    with ``default`` for a topic it does not name)."""
     if topic in FIXED_POLICIES:
         return FIXED_POLICIES[topic]
     if isinstance(cleanup_policy, dict):
-        return _policy(cleanup_policy.get(topic, "delete"), f"cleanup_policy[{topic!r}]")
+        return _policy(cleanup_policy.get(topic, default), f"cleanup_policy[{topic!r}]")
     return _policy(cleanup_policy, "cleanup_policy")
+
+
+def check_policies(cleanup_policy) -> None:
+    """``ArgumentError`` unless ``cleanup_policy`` is a policy or a mapping
+    of topics to policies."""
+    if isinstance(cleanup_policy, dict):
+        for topic, value in cleanup_policy.items():
+            _policy(value, f"cleanup_policy[{topic!r}]")
+    else:
+        _policy(cleanup_policy, "cleanup_policy")
 
 
 def _checked_ms(value, name: str, low: int, high: int) -> int | None:
@@ -324,10 +334,7 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
     store, rest = Storage.split(storage)
     if rest:
         raise ArgumentError(f"retention: unknown argument(s) {', '.join(sorted(rest))}")
-    policy_of(None, cleanup_policy if isinstance(cleanup_policy, str) else "delete")
-    if isinstance(cleanup_policy, dict):
-        for topic, value in cleanup_policy.items():
-            _policy(value, f"cleanup_policy[{topic!r}]")
+    check_policies(cleanup_policy)
     found = resolve(source, store)
     if found.storage.layout == "tiered":
         raise ArgumentError(
@@ -470,5 +477,6 @@ def _stem_base(name: str) -> int | None:
 
 
 __all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan",
-           "open_transaction_notes", "plan_partition", "policy_of", "retention",
+           "check_policies", "open_transaction_notes", "plan_partition", "policy_of",
+           "retention",
            "segment_infos"]

@@ -230,7 +230,14 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
                      segment_bytes=args.segment_bytes,
                      min_compaction_lag_ms=args.min_compaction_lag_ms,
                      min_cleanable_dirty_ratio=args.min_cleanable_dirty_ratio,
-                     max_compaction_lag_ms=args.max_compaction_lag_ms)
+                     max_compaction_lag_ms=args.max_compaction_lag_ms,
+                     cleanup_policy=args.cleanup_policy)
+    for name in report.not_compacted:
+        if args.format == "json":
+            print(json.dumps({"not_compacted": name}))
+        else:
+            print(f"{name}: not cleaned (the log cleaner cleans compacted topics only); "
+                  "copied as it is")
     for p in report.partitions:
         name = f"{p.topic}-{p.partition}" if p.topic is not None else report.dest
         if args.format == "json":
@@ -259,7 +266,7 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
               f"records kept; {p.tombstones_kept} tombstones kept, {p.tombstones_removed} "
               f"removed, {p.null_keys} records without a key dropped, {p.aborted_batches} "
               f"aborted batches emptied; untouched: {', '.join(p.untouched) or '-'}")
-    return EXIT_OK if report.partitions else EXIT_PROBLEMS
+    return EXIT_OK if report.partitions or report.not_compacted else EXIT_PROBLEMS
 
 
 def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
@@ -354,6 +361,10 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
                    default=None,
                    help="max.compaction.lag.ms: with --min-cleanable-dirty-ratio, a log "
                         "whose dirty data is older than this is picked whatever its ratio")
+    p.add_argument("--cleanup-policy", default="compact",
+                   help="the topics' cleanup.policy: compact (default), delete or "
+                        "compact,delete; a topic without compact is copied as it is (and so "
+                        "is __cluster_metadata, which the log cleaner never cleans)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     url_flags(p)
     p.set_defaults(func=lambda args: cmd_compact(args, resolve_path, storage_of))

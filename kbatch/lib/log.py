@@ -88,6 +88,7 @@ from kbatch.lib.batchrows import (BatchPart, Damage, batch_table, check_level, c
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
 from kbatch.lib.index import TxnIndex
 from kbatch.lib.latest import apply_view, check_columns, check_view
+from kbatch.lib.repeats import warn_repeated
 from kbatch.lib.logfiles import Segment, list_segments
 from kbatch.lib.open import Partition, expect
 from kbatch.lib.paths import PathKind
@@ -881,6 +882,7 @@ class PartitionLog:
             records = self._decode_plans(plans, opts, drops)
         if records.end is None or records.end.reason != "corrupt":    # (stop: end says it)
             self._warn_missing(lo, hi, _reached(records, plans, lo), high_watermark, log_start)
+        warn_repeated(records, self.name)
         # a whole read keeps every record the files hold (whatever its offset)
         if (_ranged(start_offset, end_offset, start_timestamp, end_timestamp, log_start)
                 and not _inside(records.batches, lo, hi)):

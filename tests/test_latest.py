@@ -317,6 +317,14 @@ def test_cli_latest(tmp_path, capfd):
     with pytest.raises(SystemExit) as exit_:
         main(["latest", str(d), "--limit", "-1"])
     assert exit_.value.code == 2
+    # as a consumer sees it: [log start, high watermark) of the checkpoints
+    # beside the partition (offsets 1..3 here: b=2 and the tombstone of a)
+    (d.parent / "log-start-offset-checkpoint").write_text("0\n1\nt 0 1\n")
+    (d.parent / "replication-offset-checkpoint").write_text("0\n1\nt 0 4\n")
+    assert main(["latest", str(d), "--visibility", "consumer"]) == 0
+    out, err = capfd.readouterr()
+    assert out.splitlines() == ["t-0 offset 1 timestamp 1700000000001 key b value 2"]
+    assert "from 3 records" in err
 
 
 def test_a_large_take_on_threads_equals_one_thread():

@@ -103,6 +103,7 @@ def cmd_latest(args, resolve_path, storage_of) -> int:
     (or JSON object) per key, then what was left out."""
     from kbatch.lib.latest import latest
     from kbatch.lib.log import select_topics
+    from kbatch.lib.visibility import visible_ranges
     found = resolve_path(args.path, PathKind.PARTITION, PathKind.DATA_DIR, PathKind.DATA_DIRS,
                          what="latest reads a partition or a broker data directory",
                          storage=storage_of(args), segments=True)
@@ -112,7 +113,13 @@ def cmd_latest(args, resolve_path, storage_of) -> int:
     shown = 0
     for log in logs:
         name = f"{log.topic}-{log.partition}" if log.topic is not None else log.name
-        records = log.read(isolation=args.isolation)
+        bounds = {}
+        if args.visibility == "consumer":
+            # the checkpoints of the data directory holding the partition
+            start, hw = visible_ranges(log.location.parent).get((log.topic, log.partition),
+                                                                (None, None))
+            bounds = {"log_start": start, "high_watermark": hw}
+        records = log.read(isolation=args.isolation, **bounds)
         table, summary = latest(records, where=name, warn=False)
         rows = range(len(table)) if args.limit is None else range(min(args.limit, len(table)))
         for i in rows:
@@ -281,6 +288,11 @@ def add_subcommands(sub, resolve_path, storage_of, url_flags) -> None:
     p.add_argument("--isolation", choices=["read_uncommitted", "read_committed"],
                    default="read_uncommitted",
                    help="read_committed: aborted and open transactions never count")
+    p.add_argument("--visibility", choices=["all", "consumer"], default="all",
+                   help="consumer: only [log start offset, high watermark) of the data "
+                        "directory's checkpoint files count, as a consumer of the broker "
+                        "sees the partition (with --isolation read_committed: the table a "
+                        "read_committed consumer rebuilds)")
     p.add_argument("--format", choices=["text", "json"], default="text")
     p.add_argument("--decode", choices=["utf8"], default=None,
                    help="JSON: keys/values as UTF-8 text instead of base64")

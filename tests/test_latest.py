@@ -520,3 +520,29 @@ def test_the_views_take_kernel_copies_and_checks():
             take_views(views, col.buffers, col.validity, np.arange(len(values), dtype=np.int64),
                        2, allocate)
     assert calls == []
+
+
+def test_a_table_of_a_read_past_damage_says_so(tmp_path, caplog):
+    """The batch holding a's newest value fails its CRC: a read that skips
+    it (or stops there) gives a table whose a is the older value, which
+    the rows alone cannot tell: the view warns, naming what was passed
+    over; a read without damage does not."""
+    T0 = 1_700_000_000_000
+    good = build_batch([(T0, b"a", b"old", [])], base_offset=0)
+    bad = bytearray(build_batch([(T0, b"a", b"new", [])], base_offset=1))
+    bad[-1] ^= 0xFF                                  # a record byte: the CRC fails
+    tail = build_batch([(T0, b"b", b"1", [])], base_offset=2)
+    src = write_partition(tmp_path / "t-0", [[good, bytes(bad), tail]])
+    log = kbatch.open_log(src)
+    for mode, what in (("skip", "damaged range(s) skipped"), ("stop", "stopped at damage")):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="kbatch"):
+            table = log.read(view="latest", on_corrupt=mode)
+        assert table.value[0] == b"old"
+        assert [r for r in caplog.records if what in r.getMessage()], mode
+    with pytest.raises(kbatch.CorruptRecordError):
+        log.read(view="latest")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="kbatch"):
+        kbatch.open_log(write_partition(tmp_path / "u-0", [[good, tail]])).read(view="latest")
+    assert not [r for r in caplog.records if "view='latest' of a read" in r.getMessage()]

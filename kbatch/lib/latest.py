@@ -124,7 +124,24 @@ def latest(records: Records, *, where: str | None = None, warn: bool = True,
         log.warning("%s: %d record(s) without a key left out of view='latest' (a compacted "
                     "topic refuses them; Kafka's cleaner drops them)",
                     where or records.path or "read", summary.null_keys)
+    _warn_damage(records, where)
     return records.take_rows(rows, threads), summary
+
+
+def _warn_damage(records: Records, where: str | None) -> None:
+    """A table of a read that passed over damage (``on_corrupt="skip"``) or
+    stopped at it (``"stop"``) may show a key's older value where its
+    latest record lay in the damaged or unread bytes: said on the
+    ``kbatch`` logger, whatever ``warn`` says (the rows alone look whole)."""
+    end = records.end
+    stopped = end is not None and end.reason == "corrupt"
+    if not records.skipped and not stopped:
+        return
+    what = (f"{len(records.skipped)} damaged range(s) skipped" if records.skipped else
+            f"the read stopped at damage ({end.trailing_bytes} bytes not read)")
+    log.warning("%s: view='latest' of a read with %s: a key whose latest record lay there "
+                "shows an older value, or none, in this table", where or records.path or "read",
+                what)
 
 
 def apply_view(records: Records, view: str, where: str | None = None,

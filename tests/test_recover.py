@@ -454,3 +454,41 @@ def test_data_dir_files_and_high_watermarks_as_the_source_has_them(tmp_path):
     assert not (out / ".kafka_cleanshutdown").exists()
     assert any("-future" in n and "not recovered" in n for n in report.notes)
     assert kbatch.verify(out).ok
+
+
+def test_offsets_going_back_across_segments_are_cut_and_the_copy_verifies(tmp_path):
+    """Segment 12's first batch holds 8..13, offsets segment 0 holds too: a
+    broker would keep both copies (each batch's last offset is in range),
+    but the copy would hold offsets 8 and 9 twice; recovery cuts there, as
+    for offsets going back within a segment, and the copy verifies clean.
+    A first batch below the segment's base that repeats nothing is kept,
+    and its copy verifies clean too."""
+    write_partition(tmp_path / "t-0", [[build_batch(_rows(10))],
+                                       [build_batch(_rows(6), base_offset=8),
+                                        build_batch(_rows(2), base_offset=14)]], bases=[0, 12])
+    report = kbatch.recover(tmp_path / "t-0", tmp_path / "out")
+    (p,) = report.partitions
+    assert p.log_end_offset == 12 and not report.ok     # segment 12 kept, empty
+    assert [(d.file, d.start) for d in p.dropped] == [(f"{12:020d}.log", 0)]
+    assert "offsets do not increase" in p.dropped[0].reason
+    assert kbatch.verify(tmp_path / "out").ok
+    assert kbatch.open_log(tmp_path / "out").read().offset.tolist() == list(range(10))
+    write_partition(tmp_path / "u-0", [[build_batch(_rows(10))],
+                                       [build_batch(_rows(6), base_offset=10)]], bases=[0, 12])
+    report = kbatch.recover(tmp_path / "u-0", tmp_path / "out-u")
+    assert report.ok and report.partitions[0].log_end_offset == 16
+    assert kbatch.verify(tmp_path / "out-u").ok
+
+
+def test_a_path_naming_a_limit_is_not_taken_for_one(tmp_path):
+    """Only an error that names a limit's value (``max_x=N``) stops the
+    recovery; a torn batch in a folder whose name mentions a limit is
+    damage, cut as any other."""
+    part = tmp_path / "max_records_per_batch=5-experiments" / "t-0"
+    good = build_batch(_rows(3))
+    bad = bytearray(build_batch(_rows(2), base_offset=3))
+    bad[8:12] = (-16).to_bytes(4, "big", signed=True)
+    write_partition(part, [[good + bytes(bad)], [build_batch(_rows(1), base_offset=5)]])
+    report = kbatch.recover(part, tmp_path / "out")
+    (p,) = report.partitions
+    assert p.log_end_offset == 3 and p.dropped and not report.ok

@@ -367,3 +367,53 @@ def test_an_open_transaction_beginning_in_a_deleted_segment_is_reported(tmp_path
     (q,) = [x for x in retention(dd, retention_ms=1000, now=T0 + 5500).partitions
             if x.topic == "u"]
     assert [d.base_offset for d in q.deleted] == [0] and q.notes == []
+
+
+def test_a_partition_beside_a_malformed_checkpoint_still_plans(tmp_path, caplog):
+    """The folder holding a partition directory may not be a data directory:
+    a checkpoint file there that cannot be parsed (or is a folder) is not
+    used, with a warning, and retention and the cleaner plan as without one."""
+    import logging
+    from kbatch.lib.compact import compact
+    root = tmp_path / "root"
+    write(root / "t-0", [[(3, T0)], [(3, T0)], [(3, T0)]])
+    (root / "replication-offset-checkpoint").write_text("garbage\n")
+    (root / "log-start-offset-checkpoint").mkdir()
+    with caplog.at_level(logging.WARNING, logger="kbatch"):
+        plan = retention(root / "t-0", retention_bytes=1)
+        report = compact(root / "t-0", tmp_path / "out", now=T0 + 1000)
+    assert [d.base_offset for d in plan.partitions[0].deleted] == [0, 3]
+    assert report.partitions[0].first_uncleanable_offset == 6
+    assert [r for r in caplog.records if "is not used" in r.getMessage()]
+
+
+def test_cleanup_policy_spelling_as_kafka_takes_it():
+    """LogConfig's cleanup.policy list: lower case, each value once; None is
+    the default; an internal topic named in a mapping takes the policy given
+    (AlterConfigs can change it), the metadata log's stays."""
+    from kbatch.lib.retention import check_policies, policy_of
+    for bad in ("Delete", "delete,delete", "compact,", "", 0):
+        with pytest.raises(kbatch.ArgumentError):
+            check_policies(bad)
+    check_policies(None)
+    assert policy_of("t", None) == "delete" and policy_of("t", None, "compact") == "compact"
+    assert policy_of("t", "delete, compact") == "compact,delete"
+    assert policy_of("__consumer_offsets", "delete") == "compact"
+    assert policy_of("__consumer_offsets", {"__consumer_offsets": "delete"}) == "delete"
+    assert policy_of("__cluster_metadata", {"__cluster_metadata": "compact"}) == "metadata"
+
+
+def test_the_cleaner_refuses_a_tiered_bucket(tmp_path):
+    from kbatch.lib.compact import compact
+    from tests.tiered_encoder import Encoder, encode_partition, kafka_uuid
+    segs = write(tmp_path / "src" / "t-0", [[(3, T0)], [(3, T0 + 500)]])
+    objects = encode_partition(Encoder("plain", chunk_size=1024), str(tmp_path / "src" / "t-0"),
+                               topic="t", topic_id=kafka_uuid(), partition=0,
+                               last_offsets={segs[0][0]: 2, segs[1][0]: 5})
+    for key, data in objects.items():
+        (tmp_path / "bucket" / key).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "bucket" / key).write_bytes(data)
+    (part,) = {(tmp_path / "bucket" / k).parent for k in objects}
+    with pytest.raises(kbatch.ArgumentError, match="tiered bucket"):
+        compact(part, tmp_path / "out", layout="tiered")
+    assert not (tmp_path / "out").exists()

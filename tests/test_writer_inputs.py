@@ -499,6 +499,11 @@ def test_records_of_aborted_or_open_transactions_are_refused(tmp_path):
         assert not (tmp_path / "open-joined-0").exists()
     both = kbatch.Records.concat([rc_read, rc_read])
     assert both.last_stable_offset == rc_read.last_stable_offset
+    # an empty part holds no record: it does not take the join's LSO away
+    for k, empty in enumerate((kbatch.Records.empty(), src.read(0, 0))):
+        joined = kbatch.Records.concat([rc_read, empty])
+        assert joined.last_stable_offset == rc_read.last_stable_offset
+        kbatch.write_log(tmp_path / f"with-empty{k}-0", joined)
     # every record as a plain record, asked for with a mapping of the columns
     kbatch.write_log(tmp_path / "all-0", {"key": r.key, "value": r.value,
                                           "timestamp": r.timestamp, "headers": r.headers})

@@ -216,6 +216,22 @@ def offsets_of(data_dir, kind: str, storage: Storage | None = None) -> dict[tupl
     return {(t, p): o for t, p, o in parse_checkpoint(kind, data, str(loc))[1]}
 
 
+def holder_offsets(partition: Location, kind: str) -> dict[tuple[str, int], int]:
+    """``offsets_of`` the folder holding the partition directory at
+    ``partition`` (a broker's data directory, where its checkpoints live);
+    {} with a warning on the ``kbatch`` logger when that folder's file
+    cannot be read or parsed: a partition copied beside unrelated files
+    still works, as if no checkpoint named it."""
+    import logging
+    try:
+        return offsets_of(partition.parent, kind)
+    except (CorruptRecordError, OSError, NotRegularFileError) as exc:
+        logging.getLogger("kbatch").warning(
+            "%s: the %s of the folder holding it is not used: %s", partition,
+            {v: k for k, v in OFFSET_FILES.items()}[kind], exc)
+        return {}
+
+
 def offsets_text(entries: dict) -> str:
     """``{(topic, partition): offset}`` as Kafka writes an offset checkpoint
     file: version 0, the entry count, one ``topic partition offset`` line each."""

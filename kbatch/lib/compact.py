@@ -78,7 +78,8 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.errors import ArgumentError
-from kbatch.lib.checkpoints import carry_data_dir_files, offsets_of, offsets_text
+from kbatch.lib.checkpoints import (carry_data_dir_files, holder_offsets, offsets_of,
+                                    offsets_text)
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.copies import carry_untouched, copy_file, copy_partition
 from kbatch.lib.logfiles import keep_mtime, loaded_files
@@ -761,6 +762,9 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     if rest:
         raise ArgumentError(f"compact: unknown argument(s) {', '.join(sorted(rest))}")
     found = resolve(source, store)
+    if found.storage.layout == "tiered":
+        raise ArgumentError(f"{found.name}: a tiered bucket: the log cleaner cleans a broker's "
+                            "local log, never uploaded segments")
     dest = Path(os.fspath(dest))
     if dest.exists():
         raise ArgumentError(f"{dest}: exists; compact writes a new directory (never in place)")
@@ -770,10 +774,9 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
         if found.kind is PathKind.PARTITION:
             parts, single = [Partition(found.topic, found.partition, found.location)], True
             # the checkpoints of the data directory holding the partition
-            holder = found.location.parent
-            hws = offsets_of(holder, "high_watermark")
-            starts = offsets_of(holder, "log_start_offset")
-            cleaner = offsets_of(holder, "cleaner_offset")
+            hws = holder_offsets(found.location, "high_watermark")
+            starts = holder_offsets(found.location, "log_start_offset")
+            cleaner = holder_offsets(found.location, "cleaner_offset")
         elif found.kind is PathKind.DATA_DIR:
             parts, single = found.partitions(), False
             hws = offsets_of(found.location, "high_watermark")

@@ -700,9 +700,10 @@ def _joined_lso(parts: Sequence["Records"]) -> int | None:
     was read with read_committed, else None (a part read with
     read_uncommitted may hold records of open transactions, which a join
     must not pass off as a read_committed read's)."""
-    if any(p.last_stable_offset is None for p in parts):
+    holding = [p for p in parts if len(p)] or list(parts)   # an empty part holds no record
+    if any(p.last_stable_offset is None for p in holding):
         return None
-    return parts[-1].last_stable_offset
+    return holding[-1].last_stable_offset
 
 
 def _source_index(sources: list, source) -> int:

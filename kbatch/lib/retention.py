@@ -62,8 +62,8 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError
-from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, offsets_of, offsets_text,
-                                    read_checkpoint)
+from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, holder_offsets,
+                                    offsets_of, offsets_text, read_checkpoint)
 from kbatch.lib.copies import carry_untouched, copy_file
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
@@ -172,13 +172,15 @@ FIXED_POLICIES = {"__consumer_offsets": "compact", "__transaction_state": "compa
 
 
 def _policy(value, where: str) -> str:
+    """``value`` as one of ``CLEANUP_POLICIES`` (LogConfig's list: "delete"
+    and "compact", each at most once, case as written)."""
     if not isinstance(value, str):
         raise ArgumentError(f"{where} must be a str ({', '.join(CLEANUP_POLICIES)})")
-    words = sorted({w.strip() for w in value.lower().split(",") if w.strip()})
-    policy = ",".join(words)
-    if policy not in CLEANUP_POLICIES:
+    words = [w.strip() for w in value.split(",")]
+    policy = ",".join(sorted(words))
+    if len(set(words)) != len(words) or policy not in CLEANUP_POLICIES:
         raise ArgumentError(f"{where}={value!r}: cleanup.policy is a list of 'delete' and "
-                            "'compact'")
+                            "'compact', each at most once")
     return policy
 
 
@@ -186,11 +188,15 @@ def policy_of(topic: str | None, cleanup_policy, default: str = "delete") -> str
     """The cleanup.policy of ``topic``: fixed for the broker's own topics,
     else ``cleanup_policy`` (a str for every topic, or ``{topic: str}``
     with ``default`` for a topic it does not name)."""
+    if isinstance(cleanup_policy, dict) and topic in cleanup_policy \
+            and topic != "__cluster_metadata":
+        # named on purpose: an internal topic's policy changed by AlterConfigs
+        return _policy(cleanup_policy[topic], f"cleanup_policy[{topic!r}]")
     if topic in FIXED_POLICIES:
         return FIXED_POLICIES[topic]
     if isinstance(cleanup_policy, dict):
         return _policy(cleanup_policy.get(topic, default), f"cleanup_policy[{topic!r}]")
-    return _policy(cleanup_policy, "cleanup_policy")
+    return _policy(default if cleanup_policy is None else cleanup_policy, "cleanup_policy")
 
 
 def check_policies(cleanup_policy) -> None:
@@ -199,7 +205,7 @@ def check_policies(cleanup_policy) -> None:
     if isinstance(cleanup_policy, dict):
         for topic, value in cleanup_policy.items():
             _policy(value, f"cleanup_policy[{topic!r}]")
-    else:
+    elif cleanup_policy is not None:
         _policy(cleanup_policy, "cleanup_policy")
 
 
@@ -345,9 +351,8 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
     if found.kind is PathKind.PARTITION:
         parts = [Partition(found.topic, found.partition, found.location)]
         # the checkpoints of the data directory holding the partition
-        holder = found.location.parent
-        starts = offsets_of(holder, "log_start_offset")
-        hws = offsets_of(holder, "high_watermark")
+        starts = holder_offsets(found.location, "log_start_offset")
+        hws = holder_offsets(found.location, "high_watermark")
     elif found.kind is PathKind.DATA_DIR:
         parts = found.partitions()
         starts = offsets_of(found.location, "log_start_offset")

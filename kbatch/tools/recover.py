@@ -76,6 +76,7 @@ cut as well: the copy then reads without errors and verifies clean.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -191,14 +192,35 @@ def _refuse_limit(seg: Segment, cut: tuple[int, str] | None) -> None:
     there would drop valid data (and every later segment)."""
     if cut is None:
         return
+    reason = cut[1].replace(str(seg.location), "")
     for name in DECODE_LIMITS:
-        if name in cut[1]:
+        if re.search(rf"\b{name}=\d", reason):
             raise LimitExceededError(
                 f"{cut[1]}: a limit of this read, not damage (a broker's recovery checks "
                 f"sizes and CRCs only); recovering would cut the partition here: raise it "
                 f"(recover(..., {name}=N), kbatch recover --{name.replace('_', '-')} N)",
                 path=str(seg.location), position=cut[0], base_offset=None,
                 batch_position=cut[0])
+
+
+def _overlap_cut(batches, next_offset: int | None, cut: tuple[int, str] | None
+                 ) -> tuple[int, str] | None:
+    """``cut``, or the first batch of a segment starting at or below an
+    offset the segments before it hold (``next_offset``: one past the last
+    offset kept), if it comes first: the offsets go back across segments.
+    A broker would keep both copies and serve the first; the copy would
+    hold the offsets twice, so it is cut there, as offsets going back
+    within a segment are."""
+    if next_offset is None or not len(batches):
+        return cut
+    back = np.flatnonzero(batches.base_offset < next_offset)
+    if not len(back):
+        return cut
+    at = int(batches.position[back[0]])
+    if cut is not None and cut[0] <= at:
+        return cut
+    return at, (f"offsets do not increase: a batch starts at {int(batches.base_offset[back[0]])}"
+                f", below {next_offset}, the end of the segments before it")
 
 
 def split_groups(seg_base: int, base, last, keep: list[int]) -> list[tuple[int, list[int]]]:
@@ -290,6 +312,7 @@ def recover_partition(log: PartitionLog, dest: Path, *, index_interval_bytes: in
             continue
         report, batches, markers, cut = check_segment(seg, i == len(log.segments) - 1,
                                                       **options)
+        cut = _overlap_cut(batches, next_offset, cut)
         stop = report.valid_bytes if cut is None else cut[0]
         keep = np.flatnonzero(batches.position < stop) if len(batches) else np.empty(0, int)
         pos, size = batches.position, batches.size

@@ -139,10 +139,13 @@ def check(report: SegmentReport, batches: BatchTable, idx, idx_name: str, ti,
 def offset_violations(batches: BatchTable, base_offset: int) -> tuple[bool, np.ndarray,
                                                                          np.ndarray]:
     """The offset rules of a segment's batches: ``(below, back, inverted)``:
-    whether the first batch starts below the segment's base offset, the
-    rows of batches that do not start above the previous batch's last
-    offset, and the rows whose last offset is below their base offset."""
-    below = bool(len(batches) and batches.base_offset[0] < base_offset)
+    the rows of batches whose last offset lies below the segment's base
+    offset (LogSegment.recover's ensureOffsetInRange refuses them; a first
+    batch starting below the base, as a legacy wrapper named by its last
+    offset does, is in range), the rows of batches that do not start above
+    the previous batch's last offset, and the rows whose last offset is
+    below their base offset."""
+    below = np.flatnonzero(batches.last_offset < base_offset)
     back = np.flatnonzero(batches.base_offset[1:] <= batches.last_offset[:-1]) + 1
     inverted = np.flatnonzero(batches.last_offset < batches.base_offset)
     return below, back, inverted
@@ -159,11 +162,7 @@ def first_damage(report: SegmentReport, batches: BatchTable) -> tuple[int, str] 
     bad = np.flatnonzero(batches.crc_valid == 0)
     if len(bad):
         cuts.append((int(batches.position[bad[0]]), "crc mismatch"))
-    _, back, inverted = offset_violations(batches, report.base_offset)
-    # LogSegment.recover -> ensureOffsetInRange: a batch's last offset must
-    # not lie below the segment's base (a first batch starting below it, as
-    # a legacy wrapper named by its last offset does, is kept)
-    below = np.flatnonzero(batches.last_offset < report.base_offset)
+    below, back, inverted = offset_violations(batches, report.base_offset)
     if len(below):
         cuts.append((int(batches.position[below[0]]),
                      "last offset below the segment's base offset"))
@@ -184,9 +183,10 @@ def first_damage(report: SegmentReport, batches: BatchTable) -> tuple[int, str] 
 def _offset_problems(batches: BatchTable, base_offset: int) -> list[str]:
     out = []
     below, back, inverted = offset_violations(batches, base_offset)
-    if below:
-        out.append(f"first batch offset {int(batches.base_offset[0])} is below the "
-                   f"segment's base offset {base_offset}")
+    for i in below[:100]:
+        out.append(f"batch at byte {int(batches.position[i])} ends at offset "
+                   f"{int(batches.last_offset[i])}, below the segment's base offset "
+                   f"{base_offset}")
     for i in back[:100]:
         out.append(f"non-monotonic offsets: batch at byte {int(batches.position[i])} starts at "
                    f"{int(batches.base_offset[i])} after offset {int(batches.last_offset[i - 1])}")

@@ -19,8 +19,8 @@ in its order, each pass on what the previous one left):
 Passes 2 and 3 run only where the topic's ``cleanup.policy`` holds
 "delete" (UnifiedLog.deleteOldSegments): ``cleanup_policy`` says it per
 topic (default "delete"); the broker's own compacted topics
-(``__consumer_offsets``, ``__transaction_state``) are always "compact",
-and the KRaft metadata log (``__cluster_metadata``) runs with
+(``__consumer_offsets``, ``__transaction_state``) are "compact" unless a
+mapping names them (AlterConfigs can change them), and the KRaft metadata log (``__cluster_metadata``) runs with
 retention.ms and retention.bytes of -1 (KafkaMetadataLog: its snapshots
 move its log start): for these only pass 1 deletes.
 
@@ -33,8 +33,8 @@ high watermark come from the data directory's checkpoint files
 partition directory, those of the folder holding it); without an entry,
 the first segment's base offset and the log end offset. A high watermark
 below the log start is raised to it and one above the log end lowered to
-it, as UnifiedLog.updateHighWatermark does when the partition is loaded. When every segment
-goes, the broker first rolls a new empty segment at the log end offset
+it, as UnifiedLog.updateHighWatermark does when the partition is loaded.
+When every segment goes, the broker first rolls a new empty segment at the log end offset
 (an expired non-empty active segment is deleted too); the log start
 offset becomes the base offset of the first segment kept.
 
@@ -329,8 +329,9 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
     ``{(topic, partition): offset}`` overriding the checkpoint (default:
     ``replication-offset-checkpoint``, else the log end offset).
     ``cleanup_policy``: the topics' cleanup.policy ("delete", "compact" or
-    "compact,delete"; a str for every topic or ``{topic: policy}``), fixed
-    for the broker's own topics (``FIXED_POLICIES``). A tiered bucket
+    "compact,delete"; a str for every topic or ``{topic: policy}``; None:
+    "delete"), fixed for the broker's own topics (``FIXED_POLICIES``) unless
+    a mapping names them (the metadata log's stays). A tiered bucket
     (``layout="tiered"``) is refused: the remote log manager's rules are
     not these."""
     from kbatch.lib.timestamps import to_millis

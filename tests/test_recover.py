@@ -192,6 +192,10 @@ def test_data_dir_checkpoints_and_refusals(tmp_path):
     assert starts == {("a", 0): 3}     # Kafka writes none where it is the first base
     assert (out / "meta.properties").read_text() == "version=1\n"
     assert kbatch.verify(out).ok
+    # the partition alone takes the log start of the data directory holding it
+    (alone,) = kbatch.recover(data / "a-0", tmp_path / "alone").partitions
+    assert alone.log_start_offset == 3 and alone.leader_epochs == \
+        [p for p in report.partitions if p.topic == "a"][0].leader_epochs
     with pytest.raises(kbatch.ArgumentError, match="exists"):
         kbatch.recover(data, out)
     with pytest.raises(kbatch.ArgumentError, match="inside the source"):

@@ -7,8 +7,9 @@ segment file's modification time).
     copy_file(loc, dest)          one file, local or remote, in 16 MiB pieces
     copy_partition(loc, dest)     a partition directory's files as a broker
                                   loads them
-    carry_untouched(dir, ...)     a data directory's own files and the
-                                  partitions the copy had nothing to do for
+    copy_own_files(dir, dest)     a data directory's own files not written yet
+    carry_untouched(dir, ...)     those, and the partitions the copy had
+                                  nothing to do for
 """
 
 from __future__ import annotations
@@ -45,6 +46,15 @@ def copy_partition(location, dest: Path) -> None:
         copy_file(location.child(e.name), dest / file)
 
 
+def copy_own_files(data_dir, dest: Path, leave: tuple[str, ...] = ()) -> None:
+    """The files of the data directory at ``data_dir`` (``bootstrap.checkpoint``,
+    ``.kafka_cleanshutdown``...) that ``dest`` does not hold yet (the
+    checkpoints the caller wrote stay), but those named in ``leave``."""
+    for e in data_dir.list():
+        if e.is_file and e.name not in leave and not (dest / e.name).exists():
+            copy_file(data_dir.child(e.name), dest / e.name)
+
+
 def carry_untouched(data_dir, partitions: Iterable, done: set[str], dest: Path) -> None:
     """What a copy of the data directory at ``data_dir`` (a ``Location``)
     leaves as it is: the directory's own files not in ``dest`` yet
@@ -52,12 +62,10 @@ def carry_untouched(data_dir, partitions: Iterable, done: set[str], dest: Path) 
     checkpoints the caller wrote stay), and every partition of
     ``partitions`` (``Partition``) whose folder name is not in ``done``
     (no segment file to work on), file by file as a broker loads them."""
-    for e in data_dir.list():
-        if e.is_file and not (dest / e.name).exists():
-            copy_file(data_dir.child(e.name), dest / e.name)
+    copy_own_files(data_dir, dest)
     for part in partitions:
         if part.location.name not in done:
             copy_partition(part.location, dest / part.location.name)
 
 
-__all__ = ["carry_untouched", "copy_file", "copy_partition"]
+__all__ = ["carry_untouched", "copy_file", "copy_own_files", "copy_partition"]

@@ -47,8 +47,7 @@ def warn_repeated(records, where: str) -> None:
     if found is None:
         return
     row, first, last = found
-    source = records.sources[int(records.batches.source[row])] \
-        if len(records.sources) > 1 else records.path
+    source = records.sources[int(records.batches.source[row])]
     position = int(records.batches.position[row])
     log.warning("%s: offsets %d..%d appear again at byte %d of %s (its offsets overlap those "
                 "read before it): the read returns every copy the files hold, but a broker "

@@ -84,9 +84,9 @@ import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import epochs as epoch_cache
-from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, offsets_of, offsets_text,
-                                    read_checkpoint)
-from kbatch.lib.copies import copy_file
+from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, holder_offsets, offsets_of,
+                                    offsets_text, read_checkpoint)
+from kbatch.lib.copies import copy_file, copy_own_files
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment, keep_mtime
 from kbatch.lib.open import Partition, resolve
@@ -404,11 +404,10 @@ def _data_dir_files(source, dest: Path) -> list[str]:
     recovered: folders of a move between log directories in progress
     (``-future``) or stray logs (``-stray``) are not partitions of this
     directory's log."""
+    copy_own_files(source, dest, leave=(".kafka_cleanshutdown",))
     notes = []
     for e in source.list():
-        if e.is_file and e.name != ".kafka_cleanshutdown" and not (dest / e.name).exists():
-            copy_file(source.child(e.name), dest / e.name)
-        elif not e.is_file and e.name.endswith(("-future", "-stray")):
+        if not e.is_file and e.name.endswith(("-future", "-stray")):
             notes.append(f"{e.name}: a {e.name.rpartition('-')[2]} replica (a move between log "
                          "directories in progress, or a stray log) is not recovered or copied: "
                          "recover it on its own if its data is needed")
@@ -487,8 +486,12 @@ def recover(source, dest, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL,
         if found.kind is PathKind.PARTITION:
             log = PartitionLog.at(Partition(found.topic, found.partition, found.location),
                                   found.storage)
+            # the log start of the data directory holding it, as retention and
+            # the cleaner's copy take it
+            start = holder_offsets(found.location, "log_start_offset").get(
+                (found.topic, found.partition))
             part = recover_partition(log, dest, index_interval_bytes=index_interval_bytes,
-                                     **options)
+                                     log_start=start, **options)
             notes.append("a partition alone: the data directory's checkpoint files are not "
                          "written (recover the data directory for them)")
             return RecoveryReport(str(dest), [part], notes + _partition_notes([part]))

@@ -639,7 +639,8 @@ def test_a_partition_directory_is_cleaned_below_its_data_directorys_high_waterma
     partition directory is given alone, as when the data directory is (a
     record above it is not committed and must not remove an older one).
     The data directory's own files and partitions without segments are
-    copied as they are."""
+    copied as they are; a future replica's folder is left out and named in
+    the report's notes."""
     data = tmp_path / "data"
     write_partition(data / "t-0", [[build_batch([(T0, b"a", b"1", []), (T0, b"b", b"1", [])])],
                                    [build_batch([(T0, b"a", b"2", [])], base_offset=2)],
@@ -649,7 +650,13 @@ def test_a_partition_directory_is_cleaned_below_its_data_directorys_high_waterma
     (data / "e-0" / "partition.metadata").write_text("version: 0\n")
     (data / "bootstrap.checkpoint").write_bytes(b"\x00boot")
     (data / "t-0" / "quorum-state").write_text("{}")
-    whole = compact(data, tmp_path / "dd", now=T0 + HOUR).partitions[0]
+    write_partition(data / "t-1.0123456789abcdef0123456789abcdef-future",
+                    [[build_batch([(T0, b"a", b"1", [])])]])
+    report = compact(data, tmp_path / "dd", now=T0 + HOUR)
+    whole = report.partitions[0]
+    assert len(report.notes) == 1 and report.notes[0].startswith(
+        "t-1.0123456789abcdef0123456789abcdef-future: a future replica")
+    assert not (tmp_path / "dd" / "t-1.0123456789abcdef0123456789abcdef-future").exists()
     alone = compact(data / "t-0", tmp_path / "pd", now=T0 + HOUR).partitions[0]
     for p in (whole, alone):
         assert p.first_uncleanable_offset == 2
@@ -686,7 +693,10 @@ def test_topics_the_cleaner_does_not_clean_are_copied_as_they_are(tmp_path, capf
     assert alone.partitions == [] and alone.not_compacted == ["logs-0 (cleanup.policy delete)"]
     assert sorted(f.name for f in (tmp_path / "alone").iterdir()) == \
         sorted(f.name for f in (data / "logs-0").iterdir())
+    write_partition(data / "table-1-stray", rows)
     assert main(["compact", str(data), str(tmp_path / "cli"), "--cleanup-policy", "delete"]) == 0
-    assert "table-0 (cleanup.policy delete): not cleaned" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    assert "table-0 (cleanup.policy delete): not cleaned" in out
+    assert "note: table-1-stray: a stray replica" in out
     with pytest.raises(kbatch.ArgumentError, match="cleanup"):
         compact(data, tmp_path / "bad", cleanup_policy="keep")

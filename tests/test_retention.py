@@ -244,7 +244,8 @@ def test_apply_copies_every_file_retention_does_not_touch(tmp_path):
     KRaft metadata log's snapshots and ``quorum-state``, the data
     directory's own files, and partitions without a segment file, byte for
     byte. The metadata log's retention.ms/bytes are -1 (KafkaMetadataLog),
-    so it loses nothing to the time limit."""
+    so it loses nothing to the time limit. A future or stray replica's
+    folder is left out and named in the plan's notes."""
     dd = tmp_path / "dd"
     write(dd / "t-0", [[(3, T0 + 100)], [(3, T0 + 200)]])
     write(dd / "__cluster_metadata-0", [[(3, T0 + 100)], [(3, T0 + 200)]])
@@ -259,7 +260,13 @@ def test_apply_copies_every_file_retention_does_not_touch(tmp_path):
     for rel, data in extra.items():
         (dd / rel).parent.mkdir(parents=True, exist_ok=True)
         (dd / rel).write_bytes(data)
+    write(dd / "t-1.0123456789abcdef0123456789abcdef-future", [[(2, T0)]])
+    write(dd / "t-2-stray", [[(2, T0)]])
     plan = retention(dd, retention_ms=0, now=T0 + 10_000)
+    # the folders of a move in progress and a stray log: left out, named
+    assert sorted(n.split(":")[0] for n in plan.notes) == [
+        "t-1.0123456789abcdef0123456789abcdef-future", "t-2-stray"]
+    assert all("not planned or copied" in n for n in plan.notes)
     by_topic = {p.topic: p for p in plan.partitions}
     assert [d.base_offset for d in by_topic["t"].deleted] == [0, 3]
     assert by_topic["t"].rolled

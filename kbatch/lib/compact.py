@@ -81,7 +81,7 @@ from kbatch.errors import ArgumentError
 from kbatch.lib.checkpoints import (carry_data_dir_files, holder_offsets, offsets_of,
                                     offsets_text)
 from kbatch.lib.log import PartitionLog
-from kbatch.lib.copies import carry_untouched, copy_file, copy_partition
+from kbatch.lib.copies import carry_untouched, copy_file, copy_partition, set_aside_notes
 from kbatch.lib.logfiles import keep_mtime, loaded_files
 from kbatch.lib.open import Partition, resolve
 from kbatch.lib.paths import PathKind, file_offset
@@ -154,6 +154,8 @@ class CompactionReport:
     # partitions of topics the cleaner does not clean (their cleanup.policy
     # lacks "compact"), copied as they are: "<folder> (cleanup.policy ...)"
     not_compacted: list[str] = field(default_factory=list)
+    # folders of the data directory the copy leaves out (``set_aside_notes``)
+    notes: list[str] = field(default_factory=list)
 
 
 def _active_producers(batches, now: int, expiration_ms: int) -> dict[int, tuple[int, int]]:
@@ -816,7 +818,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))
             carry_data_dir_files(found.location, dest, "cleaner_offset")
             carry_untouched(found.location, parts, written, dest)
-        return CompactionReport(str(dest), done, not_compacted)
+        notes = [] if single else set_aside_notes(found.location, "cleaned")
+        return CompactionReport(str(dest), done, not_compacted, notes)
     return into_new_directory(dest, write)
 
 

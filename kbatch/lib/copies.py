@@ -10,6 +10,8 @@ segment file's modification time).
     copy_own_files(dir, dest)     a data directory's own files not written yet
     carry_untouched(dir, ...)     those, and the partitions the copy had
                                   nothing to do for
+    set_aside_notes(dir, done)    what a copy leaves out: ``-future`` and
+                                  ``-stray`` folders, named
 """
 
 from __future__ import annotations
@@ -68,4 +70,16 @@ def carry_untouched(data_dir, partitions: Iterable, done: set[str], dest: Path) 
             copy_partition(part.location, dest / part.location.name)
 
 
-__all__ = ["carry_untouched", "copy_file", "copy_own_files", "copy_partition"]
+def set_aside_notes(data_dir, done: str) -> list[str]:
+    """A note for each folder of the data directory at ``data_dir`` that
+    holds a partition's log but not this directory's: a move between log
+    directories in progress (``-future``) or a stray log (``-stray``). A
+    copy leaves them out; ``done`` says what it did not do to them
+    ("recovered", "planned"...)."""
+    return [f"{e.name}: a {e.name.rpartition('-')[2]} replica (a move between log "
+            f"directories in progress, or a stray log) is not {done} or copied: "
+            "give its folder on its own if its data is needed"
+            for e in data_dir.list() if not e.is_file and e.name.endswith(("-future", "-stray"))]
+
+
+__all__ = ["carry_untouched", "copy_file", "copy_own_files", "copy_partition", "set_aside_notes"]

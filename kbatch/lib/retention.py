@@ -64,7 +64,7 @@ import numpy as np
 from kbatch.errors import ArgumentError, CorruptRecordError
 from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, holder_offsets,
                                     offsets_of, offsets_text, read_checkpoint)
-from kbatch.lib.copies import carry_untouched, copy_file
+from kbatch.lib.copies import carry_untouched, copy_file, set_aside_notes
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import loaded_files, mtime_ms
@@ -138,6 +138,8 @@ class RetentionPlan:
     retention_ms: int | None
     retention_bytes: int | None
     now: int
+    # folders of the data directory the plan leaves out (``set_aside_notes``)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def log_start_offsets(self) -> dict[tuple, int]:
@@ -350,7 +352,7 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
             "watermark, no roll), which retention() does not model; plan it on the broker's "
             "local data directory")
     if found.kind is PathKind.PARTITION:
-        parts = [Partition(found.topic, found.partition, found.location)]
+        parts, notes = [Partition(found.topic, found.partition, found.location)], []
         # the checkpoints of the data directory holding the partition
         starts = holder_offsets(found.location, "log_start_offset")
         hws = holder_offsets(found.location, "high_watermark")
@@ -358,6 +360,7 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         parts = found.partitions()
         starts = offsets_of(found.location, "log_start_offset")
         hws = offsets_of(found.location, "high_watermark")
+        notes = set_aside_notes(found.location, "planned")
     else:
         raise ArgumentError(f"{found.name}: is a {found.kind.value}; retention takes a partition "
                             "directory or a broker data directory")
@@ -378,7 +381,7 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         plan = plan_partition(plan, retention_ms, retention_bytes, now_ms)
         plan.notes += open_transaction_notes(plan)
         plans.append(plan)
-    return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms)
+    return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms, notes)
 
 
 def open_transaction_notes(plan: PartitionPlan) -> list[str]:

@@ -146,6 +146,12 @@ def cmd_latest(args, resolve_path, storage_of) -> int:
     return EXIT_OK if shown or logs else EXIT_PROBLEMS
 
 
+def _print_notes(notes: list[str], fmt: str) -> None:
+    """A copy's notes on its data directory (folders it leaves out)."""
+    for note in notes:
+        print(json.dumps({"note": note}) if fmt == "json" else f"note: {note}")
+
+
 def cmd_recover(args, resolve_path, storage_of) -> int:
     """``kbatch recover``: the valid prefix of every partition into DST;
     exit 1 when something was dropped (the report says what)."""
@@ -180,11 +186,7 @@ def cmd_recover(args, resolve_path, storage_of) -> int:
             what = "whole segment" if d.start == 0 else f"from byte {d.start}"
             print(f"  dropped {d.file} {what}: {d.bytes} bytes from offset {d.first_offset} "
                   f"({d.reason})")
-    for note in report.notes:
-        if args.format == "json":
-            print(json.dumps({"note": note}))
-        else:
-            print(f"note: {note}")
+    _print_notes(report.notes, args.format)
     return EXIT_OK if report.ok else EXIT_PROBLEMS
 
 
@@ -220,6 +222,7 @@ def cmd_retention(args, resolve_path, storage_of) -> int:
               f"{p.log_end_offset}, high watermark {p.high_watermark}{policy}")
         for note in p.notes:
             print(f"  note: {note}")
+    _print_notes(plan.notes, args.format)
     if args.apply:
         out = plan.apply(args.apply)
         print(f"wrote the retained copy to {out}", file=sys.stderr)
@@ -273,6 +276,7 @@ def cmd_compact(args, resolve_path, storage_of) -> int:
               f"records kept; {p.tombstones_kept} tombstones kept, {p.tombstones_removed} "
               f"removed, {p.null_keys} records without a key dropped, {p.aborted_batches} "
               f"aborted batches emptied; untouched: {', '.join(p.untouched) or '-'}")
+    _print_notes(report.notes, args.format)
     return EXIT_OK if report.partitions or report.not_compacted else EXIT_PROBLEMS
 
 

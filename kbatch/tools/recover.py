@@ -86,7 +86,7 @@ from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import epochs as epoch_cache
 from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, holder_offsets, offsets_of,
                                     offsets_text, read_checkpoint)
-from kbatch.lib.copies import copy_file, copy_own_files
+from kbatch.lib.copies import copy_file, copy_own_files, set_aside_notes
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment, keep_mtime
 from kbatch.lib.open import Partition, resolve
@@ -405,13 +405,7 @@ def _data_dir_files(source, dest: Path) -> list[str]:
     (``-future``) or stray logs (``-stray``) are not partitions of this
     directory's log."""
     copy_own_files(source, dest, leave=(".kafka_cleanshutdown",))
-    notes = []
-    for e in source.list():
-        if not e.is_file and e.name.endswith(("-future", "-stray")):
-            notes.append(f"{e.name}: a {e.name.rpartition('-')[2]} replica (a move between log "
-                         "directories in progress, or a stray log) is not recovered or copied: "
-                         "recover it on its own if its data is needed")
-    return notes
+    return set_aside_notes(source, "recovered")
 
 
 def _start_past_end(out: PartitionRecovery, dest: Path, end: int, checkpoint: int) -> int:

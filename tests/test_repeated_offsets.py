@@ -49,3 +49,30 @@ def test_a_healthy_partition_reads_without_the_warning(tmp_path, caplog):
         assert kbatch.open_log(src).read().offset.tolist() == [0, 1, 2, 3]
         kbatch.open_log_dir(tmp_path).read()
     assert not [r for r in caplog.records if getattr(r, "repeated", None)]
+
+
+def test_chunked_reads_warn_of_offsets_met_again(tmp_path, caplog):
+    """``iter()`` (one record a chunk: the repeat lies across chunks and
+    segments: the batch at 2 follows offsets 0..3) and ``level="batches"``
+    warn as ``read()`` does, once. A healthy partition iterates without it."""
+    seg0 = [build_batch(_rows((b"a", b"0"), (b"b", b"1"), (b"c", b"2")), base_offset=0)]
+    seg3 = [build_batch(_rows((b"d", b"3")), base_offset=3),
+            build_batch(_rows((b"c", b"x"), (b"e", b"y")), base_offset=2)]
+    seg5 = [build_batch(_rows((b"f", b"5")), base_offset=5)]
+    src = write_partition(tmp_path / "t-0", [seg0, seg3, seg5])
+    calls = [lambda log: [c.offset.tolist() for c in log.iter(chunk_records=1)],
+             lambda log: log.read(level="batches").num_rows,
+             lambda log: log.read()]
+    for call in calls:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="kbatch"):
+            call(kbatch.open_log(src))
+        assert [getattr(r, "repeated", None) for r in caplog.records
+                if getattr(r, "repeated", None)] == [(2, 3)]
+    caplog.clear()
+    healthy = write_partition(tmp_path / "h-0", [seg0, seg5])
+    with caplog.at_level(logging.WARNING, logger="kbatch"):
+        assert [c.offset.tolist() for c in kbatch.open_log(healthy).iter(chunk_records=1)
+                if len(c)] == [[0, 1, 2], [5]]
+        assert kbatch.open_log(healthy).read(level="batches").num_rows == 2
+    assert not [r for r in caplog.records if getattr(r, "repeated", None)]

@@ -88,7 +88,7 @@ from kbatch.lib.batchrows import (BatchPart, Damage, batch_table, check_level, c
 from kbatch.lib.chain import Piece, decode_run, settle_segment_end, source_size, split_runs
 from kbatch.lib.index import TxnIndex
 from kbatch.lib.latest import apply_view, check_columns, check_view
-from kbatch.lib.repeats import warn_repeated
+from kbatch.lib.repeats import RepeatWatch, warn_repeated
 from kbatch.lib.logfiles import Segment, list_segments
 from kbatch.lib.open import Partition, expect
 from kbatch.lib.paths import PathKind
@@ -595,13 +595,14 @@ class PartitionLog:
         ``control_only``: data records are not decoded (batch rows, control
         records; CRCs checked as in a full read). Once the last chunk is
         given out, what says offsets of ``[lo, hi)`` are missing is warned
-        of (``_warn_missing``)."""
+        of (``_warn_missing``); offsets met again, once met (``RepeatWatch``)."""
         segments = self.segments
         if plans is None:
             plans = planner.plan(segments, lo, hi, self.use_index) if lo < hi else []
         extra = {"control_only": True} if control_only else {}
         active = segments[-1] if segments else None
         reached = {}
+        repeats = RepeatWatch(self.name)
         for k, plan in enumerate(plans):
             last_plan = k == len(plans) - 1
             # only the active (last) segment may end in a torn tail
@@ -620,6 +621,7 @@ class PartitionLog:
                                       chunk_bytes=chunk_bytes, drop_positions=drop, **extra):
                 if len(chunk.batches):
                     seen = int(chunk.batches.last_offset.max())
+                    repeats.see(chunk, plan.limit)
                 if chunk.end is not None:
                     chunk, stopped = check_segment_end(chunk, source.name, inner,
                                                        self._next_base(plan.segment), opts, seen)

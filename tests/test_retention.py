@@ -86,6 +86,26 @@ def test_time_size_and_both(tmp_path):
     everything = retention(tmp_path / "t-0", retention_ms=0, now=T0 + 10_000).partitions[0]
     assert len(everything.deleted) == 4 and everything.rolled
     assert everything.new_log_start_offset == everything.log_end_offset == 24
+    assert everything.notes == []       # no producer ids: no producer state to lose
+
+
+def test_a_roll_that_deletes_idempotent_producers_data_says_their_state_is_lost(tmp_path):
+    """UnifiedLog.roll snapshots the producer state at the new segment; the
+    copy holds none, and the plan says so when the deleted batches name
+    producers (two here, one batch without a producer id)."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    rows = [(T0, b"k", b"v", [])]
+    (part / f"{0:020d}.log").write_bytes(
+        build_batch(rows, base_offset=0, producer_id=7, producer_epoch=0, base_sequence=0)
+        + build_batch(rows, base_offset=1, producer_id=9, producer_epoch=2, base_sequence=0)
+        + build_batch(rows, base_offset=2))
+    p = retention(part, retention_ms=0, now=T0 + 10_000).partitions[0]
+    assert p.rolled and p.roll_offset == 3
+    assert len(p.notes) == 1
+    assert "00000000000000000003.snapshot; 2 producer id(s)" in p.notes[0]
+    kept = retention(part, retention_ms=None, now=T0 + 10_000).partitions[0]
+    assert not kept.rolled and kept.notes == []
 
 
 def test_segment_without_timestamps_uses_the_file_time(tmp_path):

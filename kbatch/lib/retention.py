@@ -379,9 +379,30 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
                              checkpoint_start=starts.get(key, 0),
                              cleanup_policy=policy_of(p.topic, cleanup_policy))
         plan = plan_partition(plan, retention_ms, retention_bytes, now_ms)
-        plan.notes += open_transaction_notes(plan)
+        plan.notes += open_transaction_notes(plan) + roll_notes(plan)
         plans.append(plan)
     return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms, notes)
+
+
+def roll_notes(plan: PartitionPlan) -> list[str]:
+    """A plan that rolls deletes every segment that held data: the broker
+    snapshots its producer state at the new segment (UnifiedLog.roll:
+    ``takeSnapshot`` at its base offset), so idempotent and transactional
+    producers keep their sequence numbers and epochs; the copy holds no
+    snapshot (kbatch writes none), and a broker loading it starts with no
+    producer state. Said when the deleted batches name producers."""
+    if not plan.rolled or plan.restarted:
+        return []
+    batches = plan.log.transaction_tables()[0]
+    producers = np.unique(np.asarray(batches.producer_id, np.int64))
+    producers = producers[producers >= 0]
+    if not len(producers):
+        return []
+    return [f"the broker snapshots its producer state at the rolled segment "
+            f"({plan.roll_offset:020d}.snapshot; {len(producers)} producer id(s) in the deleted "
+            f"batches); the copy holds no producer snapshot, so a broker loading it starts "
+            f"with no producer state (an idempotent producer's sequence numbers, a "
+            f"transactional producer's epoch are forgotten)"]
 
 
 def open_transaction_notes(plan: PartitionPlan) -> list[str]:
@@ -486,6 +507,6 @@ def _stem_base(name: str) -> int | None:
 
 
 __all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan",
-           "check_policies", "open_transaction_notes", "plan_partition", "policy_of",
+           "check_policies", "open_transaction_notes", "plan_partition", "policy_of", "roll_notes",
            "retention",
            "segment_infos"]

@@ -49,8 +49,10 @@ sdist: $(STAMP)
 run: build
 	$(PY) -m kbatch main $(if $(LOG_DIR),--log-dir $(LOG_DIR)) $(if $(SOURCE),--source $(SOURCE))
 
+# the test files spread over the cores (at most 4 processes: each may start a
+# Spark JVM); a file's tests stay in one process, so its fixtures are made once
 test: build
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 # The decoder tests and a short fuzz run against an AddressSanitizer +
 # UndefinedBehaviorSanitizer build of the extension (built apart, in build/asan).

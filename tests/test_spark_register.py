@@ -65,7 +65,9 @@ def test_local_session_with_this_python_keeps_it():
     sc = _Context("local[*]", sys.executable)
     check_workers(_Session(sc))
     assert sc.pythonExec == sys.executable
-    assert str(ROOT) in sc.environment["PYTHONPATH"].split(os.pathsep)
+    # on the workers' path: set for them, or already in this process's (inherited)
+    seen = os.pathsep.join([sc.environment.get("PYTHONPATH", ""), os.environ.get("PYTHONPATH", "")])
+    assert str(ROOT) in seen.split(os.pathsep)
 
 
 def test_cluster_without_kbatch_says_how_to_fix_it():

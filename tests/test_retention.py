@@ -444,3 +444,39 @@ def test_the_cleaner_refuses_a_tiered_bucket(tmp_path):
     with pytest.raises(kbatch.ArgumentError, match="tiered bucket"):
         compact(part, tmp_path / "out", layout="tiered")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("clean, recovery_point, index, time_index, deleted", [
+    (True, 0, True, None, False),      # clean load: the empty time index stays; file time
+    (False, 3, True, None, False),     # below the recovery point: not recovered; file time
+    (False, 3, True, b"", False),      # an empty time index is the same
+    (False, 0, True, None, True),      # recovered: the time index rebuilt from the batches
+    (False, 2, True, None, True),      # the segment holding the recovery point is recovered
+    (True, 0, False, None, True),      # no offset index: recovered whatever the shutdown
+    (True, 0, True, b"x" * 12, True),  # a time index with an entry: the batches' max
+])
+def test_a_segment_without_its_time_index_is_as_old_as_its_file_unless_recovered(
+        tmp_path, clean, recovery_point, index, time_index, deleted):
+    """LogLoader.loadSegmentFiles: a missing time index is made empty
+    (LogSegment.sanityCheck) and only a segment without its offset index, or
+    one recoverLog recovers (after an unclean shutdown, from the segment
+    holding the recovery point on), has it rebuilt from the batches; an
+    empty time index gives no largest timestamp (maxTimestampSoFar -1), so
+    LogSegment.largestTimestamp is the file's modification time. Here the
+    batches are 5.4 s old, the file 0.5 s: retention.ms=1000 deletes the
+    first segment by the batches only."""
+    data = tmp_path / "data"
+    write(data / "t-0", [[(3, T0 + 100)], [(2, T0 + 5000)]],
+          lambda k: T0 + 5000 if k == 0 else T0 + 5400)
+    stem = data / "t-0" / f"{0:020d}"
+    if index:
+        stem.with_suffix(".index").write_bytes(b"")
+    if time_index is not None:
+        stem.with_suffix(".timeindex").write_bytes(time_index)
+    if clean:
+        (data / ".kafka_cleanshutdown").write_text("")
+    (data / "recovery-point-offset-checkpoint").write_text(f"0\n1\nt 0 {recovery_point}\n")
+    for source in (data, data / "t-0"):      # the data directory, or the partition alone
+        p = retention(source, retention_ms=1000, now=T0 + 5500).partitions[0]
+        assert [d.base_offset for d in p.deleted] == ([0] if deleted else []), source
+        assert p.segments[0].from_mtime is not deleted

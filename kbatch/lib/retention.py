@@ -14,7 +14,14 @@ in its order, each pass on what the previous one left):
    Kafka's LogConfig refuses it): a segment goes when ``now - its largest
    timestamp > retention_ms``; its largest timestamp is the largest batch
    max timestamp, or, when it holds none (magic 0, or none >= 0), the
-   file's modification time (LogSegment.largestTimestamp).
+   file's modification time (LogSegment.largestTimestamp). A segment with
+   an offset index but no time index (absent or empty) that the broker's
+   load does not recover has no largest timestamp either (LogLoader: the
+   time index is made empty, ``LogSegment.sanityCheck``): its file's time;
+   the load recovers (rebuilding the time index from the batches) the
+   segments from the one holding the recovery point on
+   (``recovery-point-offset-checkpoint``, 0 when absent), unless the data
+   directory holds ``.kafka_cleanshutdown``.
 
 Passes 2 and 3 run only where the topic's ``cleanup.policy`` holds
 "delete" (UnifiedLog.deleteOldSegments): ``cleanup_policy`` says it per
@@ -61,7 +68,7 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.errors import ArgumentError, CorruptRecordError
+from kbatch.errors import ArgumentError, CorruptRecordError, KbatchError
 from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, holder_offsets,
                                     offsets_of, offsets_text, read_checkpoint)
 from kbatch.lib.copies import carry_untouched, copy_file, set_aside_notes
@@ -224,15 +231,21 @@ def _checked_ms(value, name: str, low: int, high: int) -> int | None:
     return int(value)
 
 
-def segment_infos(log: PartitionLog) -> tuple[list[SegmentInfo], int]:
+def segment_infos(log: PartitionLog, loaded: tuple[bool, int] | None = None
+                  ) -> tuple[list[SegmentInfo], int]:
     """Each segment's size and largest timestamp, and the log end offset
-    (from one walk over the batch headers, ``transaction_tables``)."""
+    (from one walk over the batch headers, ``transaction_tables``).
+    ``loaded``: ``(clean shutdown, recovery point)`` of the broker's load,
+    for segments without a time index (``_time_index_lost``); None: every
+    segment's batches count."""
     batches, _, _ = log.transaction_tables()
     src = batches.source if len(batches) else np.empty(0, np.int32)
     infos, end = [], log.segments[0].base_offset if log.segments else 0
     for i, seg in enumerate(log.segments):
         rows = np.flatnonzero(src == i)
         largest = int(batches.max_timestamp[rows].max()) if len(rows) else -1
+        if loaded is not None and _time_index_lost(seg, log.segments[i + 1:], *loaded):
+            largest = -1
         from_mtime = largest < 0
         if from_mtime:
             largest = mtime_ms(seg.location)
@@ -242,6 +255,24 @@ def segment_infos(log: PartitionLog) -> tuple[list[SegmentInfo], int]:
             end = max(end, int(batches.last_offset[rows].max()) + 1)
         end = max(end, seg.base_offset)
     return infos, end
+
+
+def _time_index_lost(seg, after, clean_shutdown: bool, recovery_point: int) -> bool:
+    """A segment whose offset index is there and whose time index is absent
+    or empty, which the broker's load leaves as it is (LogLoader: such a
+    time index is made empty, and only a segment without its offset index
+    or one it recovers gets its index files rebuilt from the batches). The
+    load recovers, after an unclean shutdown, the segment holding the
+    recovery point and every later one (``segments.values(recoveryPoint,
+    ...)``): those whose next segment starts above it, and the last."""
+    files = dict(seg.files())
+    if not any(name.endswith(".index") for name in files):
+        return False
+    time_index = [e for name, e in files.items() if name.endswith(".timeindex")]
+    if time_index and time_index[0].size > 0:
+        return False
+    recovered = not clean_shutdown and (not after or after[0].base_offset > recovery_point)
+    return not recovered
 
 
 def plan_partition(plan: PartitionPlan, retention_ms: int | None, retention_bytes: int | None,
@@ -356,10 +387,14 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         # the checkpoints of the data directory holding the partition
         starts = holder_offsets(found.location, "log_start_offset")
         hws = holder_offsets(found.location, "high_watermark")
+        recovery = holder_offsets(found.location, "recovery_point")
+        clean = _clean_shutdown(found.location.parent)
     elif found.kind is PathKind.DATA_DIR:
         parts = found.partitions()
         starts = offsets_of(found.location, "log_start_offset")
         hws = offsets_of(found.location, "high_watermark")
+        recovery = offsets_of(found.location, "recovery_point")
+        clean = _clean_shutdown(found.location)
         notes = set_aside_notes(found.location, "planned")
     else:
         raise ArgumentError(f"{found.name}: is a {found.kind.value}; retention takes a partition "
@@ -370,8 +405,8 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         log = PartitionLog.at(p, found.storage)
         if not log.segments:
             continue
-        infos, end = segment_infos(log)
         key = (p.topic, p.partition)
+        infos, end = segment_infos(log, (clean, recovery.get(key, 0)))
         start = max(starts.get(key, infos[0].base_offset), infos[0].base_offset)
         # UnifiedLog.updateHighWatermark: at least the log start, at most the log end
         hw = min(max(hws.get(key, end), start), end)
@@ -382,6 +417,15 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         plan.notes += open_transaction_notes(plan) + roll_notes(plan)
         plans.append(plan)
     return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms, notes)
+
+
+def _clean_shutdown(data_dir) -> bool:
+    """The data directory holds ``.kafka_cleanshutdown``: a broker loading
+    it recovers no segment (False when it cannot be listed)."""
+    try:
+        return any(e.name == ".kafka_cleanshutdown" and e.is_file for e in data_dir.list())
+    except (OSError, KbatchError):
+        return False
 
 
 def roll_notes(plan: PartitionPlan) -> list[str]:

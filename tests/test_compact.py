@@ -700,3 +700,27 @@ def test_topics_the_cleaner_does_not_clean_are_copied_as_they_are(tmp_path, capf
     assert "note: table-1-stray: a stray replica" in out
     with pytest.raises(kbatch.ArgumentError, match="cleanup"):
         compact(data, tmp_path / "bad", cleanup_policy="keep")
+
+
+@pytest.mark.parametrize("clean, recovered", [(True, False), (False, True)])
+def test_min_compaction_lag_sees_a_segment_without_its_time_index_as_the_broker_does(
+        tmp_path, clean, recovered):
+    """LogCleanerManager.cleanableOffsets holds back a dirty segment whose
+    largestTimestamp is within min.compaction.lag.ms. A segment with an
+    ``.index`` and no ``.timeindex`` that the broker's load does not recover
+    (clean shutdown) has no largest timestamp but its file's time (recent
+    here); recovered (unclean, recovery point 0), its batches' (an hour old)."""
+    import os
+    data = tmp_path / "data"
+    src = write_partition(data / "t-0", [
+        [build_batch([(T0, b"a", b"1", []), (T0, b"a", b"2", [])])],
+        [build_batch([(T0 + 1, b"a", b"3", [])], base_offset=2)]])
+    now = T0 + HOUR
+    first = src / f"{0:020d}.log"
+    os.utime(first, ((now - 10_000) / 1000, (now - 10_000) / 1000))   # written 10 s ago
+    (src / f"{0:020d}.index").write_bytes(b"")
+    if clean:
+        (data / ".kafka_cleanshutdown").write_text("")
+    (p,) = compact(data, tmp_path / "out", now=now, min_compaction_lag_ms=60_000).partitions
+    assert p.first_uncleanable_offset == (2 if recovered else 0)
+    assert [c.records_out for c in p.cleaned] == ([1] if recovered else [])

@@ -263,7 +263,10 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
                       cleaner_offset: int | None = None,
                       min_compaction_lag_ms: int = 0,
                       min_cleanable_dirty_ratio: float | None = None,
-                      max_compaction_lag_ms: int | None = None) -> PartitionCompaction:
+                      max_compaction_lag_ms: int | None = None,
+                      loaded: tuple[bool, int] | None = None) -> PartitionCompaction:
+    # loaded: (clean shutdown, recovery point) of the broker's load, for the
+    # largest timestamps min_compaction_lag_ms looks at (retention.segment_infos)
     opts = DecodeOptions()
     whole = log.read()
     batches, control, _ = log.transaction_tables()
@@ -283,7 +286,7 @@ def compact_partition(log: PartitionLog, dest: Path, *, now: int, delete_retenti
                       default=uncleanable)
     first_dirty = _first_dirty(log, batches, log_start, cleaner_offset)
     if min_compaction_lag_ms > 0:
-        lagged = _lag_bound(log, first_dirty, now, min_compaction_lag_ms)
+        lagged = _lag_bound(log, first_dirty, now, min_compaction_lag_ms, loaded)
         if lagged is not None:
             uncleanable = min(uncleanable, lagged)
     out = PartitionCompaction(log.topic, log.partition, uncleanable, first_dirty)
@@ -365,13 +368,15 @@ def _dirty_segments(log: PartitionLog, first_dirty: int) -> list[int]:
     return list(range(home, len(segs) - 1))
 
 
-def _lag_bound(log: PartitionLog, first_dirty: int, now: int, lag_ms: int) -> int | None:
+def _lag_bound(log: PartitionLog, first_dirty: int, now: int, lag_ms: int,
+               loaded: tuple[bool, int] | None) -> int | None:
     """LogCleanerManager.cleanableOffsets' third bound: the base of the first
     dirty non-active segment whose largest timestamp (its batches' largest,
-    else the file's modification time: LogSegment.largestTimestamp) is
+    else the file's modification time: LogSegment.largestTimestamp; as the
+    broker's load leaves it, ``loaded``: see ``retention.segment_infos``) is
     later than ``now - lag_ms``; None when there is none."""
     from kbatch.lib.retention import segment_infos
-    infos, _ = segment_infos(log)
+    infos, _ = segment_infos(log, loaded)
     for i in _dirty_segments(log, first_dirty):
         if infos[i].largest_timestamp < 0:     # no timestamp, and the store gave no time
             raise ArgumentError(f"{log.segments[i].location}: no record timestamp and no "
@@ -702,7 +707,7 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     topic without "compact" is copied as it is, and so is the KRaft
     metadata log, which the log cleaner never cleans (the broker's own
     ``__consumer_offsets`` and ``__transaction_state`` are compacted)."""
-    from kbatch.lib.retention import check_policies, policy_of
+    from kbatch.lib.retention import broker_load, check_policies, policy_of
     from kbatch.lib.timestamps import to_millis
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
     # numpy integers are ints here (as retention takes them)
@@ -779,11 +784,13 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             hws = holder_offsets(found.location, "high_watermark")
             starts = holder_offsets(found.location, "log_start_offset")
             cleaner = holder_offsets(found.location, "cleaner_offset")
+            clean, recovery = broker_load(found.location, partition_alone=True)
         elif found.kind is PathKind.DATA_DIR:
             parts, single = found.partitions(), False
             hws = offsets_of(found.location, "high_watermark")
             starts = offsets_of(found.location, "log_start_offset")
             cleaner = offsets_of(found.location, "cleaner_offset")
+            clean, recovery = broker_load(found.location, partition_alone=False)
         else:
             raise ArgumentError(f"{found.name}: is a {found.kind.value}; compact takes a partition "
                                 "directory or a broker data directory")
@@ -812,7 +819,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
                 cleaner_offset=cleaner.get((p.topic, p.partition)),
                 min_compaction_lag_ms=min_compaction_lag_ms,
                 min_cleanable_dirty_ratio=min_cleanable_dirty_ratio,
-                max_compaction_lag_ms=max_compaction_lag_ms))
+                max_compaction_lag_ms=max_compaction_lag_ms,
+                loaded=(clean, recovery.get((p.topic, p.partition), 0))))
         if not single:
             cleaner.update({(c.topic, c.partition): c.end_offset for c in done})
             (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))

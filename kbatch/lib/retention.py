@@ -387,14 +387,12 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         # the checkpoints of the data directory holding the partition
         starts = holder_offsets(found.location, "log_start_offset")
         hws = holder_offsets(found.location, "high_watermark")
-        recovery = holder_offsets(found.location, "recovery_point")
-        clean = _clean_shutdown(found.location.parent)
+        clean, recovery = broker_load(found.location, partition_alone=True)
     elif found.kind is PathKind.DATA_DIR:
         parts = found.partitions()
         starts = offsets_of(found.location, "log_start_offset")
         hws = offsets_of(found.location, "high_watermark")
-        recovery = offsets_of(found.location, "recovery_point")
-        clean = _clean_shutdown(found.location)
+        clean, recovery = broker_load(found.location, partition_alone=False)
         notes = set_aside_notes(found.location, "planned")
     else:
         raise ArgumentError(f"{found.name}: is a {found.kind.value}; retention takes a partition "
@@ -419,13 +417,21 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
     return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms, notes)
 
 
-def _clean_shutdown(data_dir) -> bool:
-    """The data directory holds ``.kafka_cleanshutdown``: a broker loading
-    it recovers no segment (False when it cannot be listed)."""
+def broker_load(location, partition_alone: bool) -> tuple[bool, dict[tuple[str, int], int]]:
+    """``(clean shutdown, {(topic, partition): recovery point})`` of the data
+    directory at ``location`` (``partition_alone``: of the one holding the
+    partition directory there), what decides which segments a broker's
+    load recovers (``segment_infos``' ``loaded``): ``.kafka_cleanshutdown``
+    (False when the directory cannot be listed) and
+    ``recovery-point-offset-checkpoint``."""
+    data_dir = location.parent if partition_alone else location
     try:
-        return any(e.name == ".kafka_cleanshutdown" and e.is_file for e in data_dir.list())
+        clean = any(e.name == ".kafka_cleanshutdown" and e.is_file for e in data_dir.list())
     except (OSError, KbatchError):
-        return False
+        clean = False
+    points = (holder_offsets(location, "recovery_point") if partition_alone
+              else offsets_of(location, "recovery_point"))
+    return clean, points
 
 
 def roll_notes(plan: PartitionPlan) -> list[str]:
@@ -550,7 +556,7 @@ def _stem_base(name: str) -> int | None:
     return None
 
 
-__all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan",
+__all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan", "broker_load",
            "check_policies", "open_transaction_notes", "plan_partition", "policy_of", "roll_notes",
            "retention",
            "segment_infos"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from kbatch.errors import CorruptRecordError
+from kbatch.errors import CorruptRecordError, KbatchError
 from kbatch.wire import INT64_MAX, INT64_MIN
 from kbatch.lib.files import NotRegularFileError
 from kbatch.lib.open import tree_of
@@ -42,6 +42,8 @@ OFFSET_FILES = {"replication-offset-checkpoint": "high_watermark",
                 "log-start-offset-checkpoint": "log_start_offset",
                 "cleaner-offset-checkpoint": "cleaner_offset"}
 EPOCH_FILE = "leader-epoch-checkpoint"
+# a data directory's marker of a clean shutdown: a broker loading it recovers no segment
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 MAX_CHECKPOINT_BYTES = 256 << 20
 
 
@@ -230,6 +232,25 @@ def holder_offsets(partition: Location, kind: str) -> dict[tuple[str, int], int]
             "%s: the %s of the folder holding it is not used: %s", partition,
             {v: k for k, v in OFFSET_FILES.items()}[kind], exc)
         return {}
+
+
+def broker_load(location: Location, partition_alone: bool, entries=None
+                ) -> tuple[bool, dict[tuple[str, int], int]]:
+    """``(clean shutdown, {(topic, partition): recovery point})`` of the data
+    directory at ``location`` (``partition_alone``: of the one holding the
+    partition directory there): what decides which segments a broker's
+    load recovers. ``CLEAN_SHUTDOWN_FILE`` (looked for in ``entries``, the
+    data directory's listing, when the caller has it; False when the
+    directory cannot be listed) and ``recovery-point-offset-checkpoint``."""
+    data_dir = location.parent if partition_alone else location
+    try:
+        listed = data_dir.list() if entries is None else entries
+        clean = any(e.name == CLEAN_SHUTDOWN_FILE and e.is_file for e in listed)
+    except (OSError, KbatchError):
+        clean = False
+    points = (holder_offsets(location, "recovery_point") if partition_alone
+              else offsets_of(location, "recovery_point"))
+    return clean, points
 
 
 def offsets_text(entries: dict) -> str:

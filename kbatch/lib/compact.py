@@ -78,8 +78,8 @@ from pathlib import Path
 import numpy as np
 
 from kbatch.errors import ArgumentError
-from kbatch.lib.checkpoints import (carry_data_dir_files, holder_offsets, offsets_of,
-                                    offsets_text)
+from kbatch.lib.checkpoints import (broker_load, carry_data_dir_files, holder_offsets,
+                                    offsets_of, offsets_text)
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.copies import carry_untouched, copy_file, copy_partition, set_aside_notes
 from kbatch.lib.logfiles import keep_mtime, loaded_files
@@ -707,7 +707,7 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
     topic without "compact" is copied as it is, and so is the KRaft
     metadata log, which the log cleaner never cleans (the broker's own
     ``__consumer_offsets`` and ``__transaction_state`` are compacted)."""
-    from kbatch.lib.retention import broker_load, check_policies, policy_of
+    from kbatch.lib.retention import check_policies, policy_of
     from kbatch.lib.timestamps import to_millis
     now_ms = int(time.time() * 1000) if now is None else to_millis(now, "now")
     # numpy integers are ints here (as retention takes them)
@@ -790,7 +790,8 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             hws = offsets_of(found.location, "high_watermark")
             starts = offsets_of(found.location, "log_start_offset")
             cleaner = offsets_of(found.location, "cleaner_offset")
-            clean, recovery = broker_load(found.location, partition_alone=False)
+            entries = found.location.list()
+            clean, recovery = broker_load(found.location, partition_alone=False, entries=entries)
         else:
             raise ArgumentError(f"{found.name}: is a {found.kind.value}; compact takes a partition "
                                 "directory or a broker data directory")
@@ -826,7 +827,7 @@ def compact(source, dest, *, now=None, delete_retention_ms: int = DAY_MS,
             (dest / "cleaner-offset-checkpoint").write_text(offsets_text(cleaner))
             carry_data_dir_files(found.location, dest, "cleaner_offset")
             carry_untouched(found.location, parts, written, dest)
-        notes = [] if single else set_aside_notes(found.location, "cleaned")
+        notes = [] if single else set_aside_notes(entries, "cleaned")
         return CompactionReport(str(dest), done, not_compacted, notes)
     return into_new_directory(dest, write)
 

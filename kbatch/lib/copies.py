@@ -10,8 +10,8 @@ segment file's modification time).
     copy_own_files(dir, dest)     a data directory's own files not written yet
     carry_untouched(dir, ...)     those, and the partitions the copy had
                                   nothing to do for
-    set_aside_notes(dir, done)    what a copy leaves out: ``-future`` and
-                                  ``-stray`` folders, named
+    set_aside_notes(entries, done)  what a copy leaves out: ``-future``
+                                  and ``-stray`` folders, named
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ def copy_partition(location, dest: Path) -> None:
         copy_file(location.child(e.name), dest / file)
 
 
-def copy_own_files(data_dir, dest: Path, leave: tuple[str, ...] = ()) -> None:
+def copy_own_files(data_dir, dest: Path, leave: tuple[str, ...] = (), entries=None) -> None:
     """The files of the data directory at ``data_dir`` (``bootstrap.checkpoint``,
     ``.kafka_cleanshutdown``...) that ``dest`` does not hold yet (the
-    checkpoints the caller wrote stay), but those named in ``leave``."""
-    for e in data_dir.list():
+    checkpoints the caller wrote stay), but those named in ``leave``
+    (``entries``: its listing, when the caller has it)."""
+    for e in data_dir.list() if entries is None else entries:
         if e.is_file and e.name not in leave and not (dest / e.name).exists():
             copy_file(data_dir.child(e.name), dest / e.name)
 
@@ -70,16 +71,16 @@ def carry_untouched(data_dir, partitions: Iterable, done: set[str], dest: Path) 
             copy_partition(part.location, dest / part.location.name)
 
 
-def set_aside_notes(data_dir, done: str) -> list[str]:
-    """A note for each folder of the data directory at ``data_dir`` that
-    holds a partition's log but not this directory's: a move between log
-    directories in progress (``-future``) or a stray log (``-stray``). A
-    copy leaves them out; ``done`` says what it did not do to them
+def set_aside_notes(entries, done: str) -> list[str]:
+    """A note for each folder of a data directory's listing (``entries``)
+    that holds a partition's log but not this directory's: a move between
+    log directories in progress (``-future``) or a stray log (``-stray``).
+    A copy leaves them out; ``done`` says what it did not do to them
     ("recovered", "planned"...)."""
     return [f"{e.name}: a {e.name.rpartition('-')[2]} replica (a move between log "
             f"directories in progress, or a stray log) is not {done} or copied: "
             "give its folder on its own if its data is needed"
-            for e in data_dir.list() if not e.is_file and e.name.endswith(("-future", "-stray"))]
+            for e in entries if not e.is_file and e.name.endswith(("-future", "-stray"))]
 
 
 __all__ = ["carry_untouched", "copy_file", "copy_own_files", "copy_partition", "set_aside_notes"]

@@ -68,9 +68,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kbatch.errors import ArgumentError, CorruptRecordError, KbatchError
-from kbatch.lib.checkpoints import (EPOCH_FILE, carry_data_dir_files, holder_offsets,
-                                    offsets_of, offsets_text, read_checkpoint)
+from kbatch.errors import ArgumentError, CorruptRecordError
+from kbatch.lib.checkpoints import (EPOCH_FILE, broker_load, carry_data_dir_files,
+                                    holder_offsets, offsets_of, offsets_text, read_checkpoint)
 from kbatch.lib.copies import carry_untouched, copy_file, set_aside_notes
 from kbatch.lib.epochs import epoch_file_text, load, truncate_from_start
 from kbatch.lib.log import PartitionLog
@@ -392,8 +392,9 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         parts = found.partitions()
         starts = offsets_of(found.location, "log_start_offset")
         hws = offsets_of(found.location, "high_watermark")
-        clean, recovery = broker_load(found.location, partition_alone=False)
-        notes = set_aside_notes(found.location, "planned")
+        entries = found.location.list()
+        clean, recovery = broker_load(found.location, partition_alone=False, entries=entries)
+        notes = set_aside_notes(entries, "planned")
     else:
         raise ArgumentError(f"{found.name}: is a {found.kind.value}; retention takes a partition "
                             "directory or a broker data directory")
@@ -415,23 +416,6 @@ def retention(source, *, retention_ms: int | None = None, retention_bytes: int |
         plan.notes += open_transaction_notes(plan) + roll_notes(plan)
         plans.append(plan)
     return RetentionPlan(found, plans, retention_ms, retention_bytes, now_ms, notes)
-
-
-def broker_load(location, partition_alone: bool) -> tuple[bool, dict[tuple[str, int], int]]:
-    """``(clean shutdown, {(topic, partition): recovery point})`` of the data
-    directory at ``location`` (``partition_alone``: of the one holding the
-    partition directory there), what decides which segments a broker's
-    load recovers (``segment_infos``' ``loaded``): ``.kafka_cleanshutdown``
-    (False when the directory cannot be listed) and
-    ``recovery-point-offset-checkpoint``."""
-    data_dir = location.parent if partition_alone else location
-    try:
-        clean = any(e.name == ".kafka_cleanshutdown" and e.is_file for e in data_dir.list())
-    except (OSError, KbatchError):
-        clean = False
-    points = (holder_offsets(location, "recovery_point") if partition_alone
-              else offsets_of(location, "recovery_point"))
-    return clean, points
 
 
 def roll_notes(plan: PartitionPlan) -> list[str]:
@@ -556,7 +540,7 @@ def _stem_base(name: str) -> int | None:
     return None
 
 
-__all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan", "broker_load",
+__all__ = ["Deletion", "PartitionPlan", "RetentionPlan", "SegmentInfo", "apply_plan",
            "check_policies", "open_transaction_notes", "plan_partition", "policy_of", "roll_notes",
            "retention",
            "segment_infos"]

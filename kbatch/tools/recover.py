@@ -84,8 +84,8 @@ import numpy as np
 
 from kbatch.errors import ArgumentError, CorruptRecordError, LimitExceededError
 from kbatch.lib import epochs as epoch_cache
-from kbatch.lib.checkpoints import (EPOCH_FILE, OFFSET_FILES, holder_offsets, offsets_of,
-                                    offsets_text, read_checkpoint)
+from kbatch.lib.checkpoints import (CLEAN_SHUTDOWN_FILE, EPOCH_FILE, OFFSET_FILES,
+                                    holder_offsets, offsets_of, offsets_text, read_checkpoint)
 from kbatch.lib.copies import copy_file, copy_own_files, set_aside_notes
 from kbatch.lib.log import PartitionLog
 from kbatch.lib.logfiles import Segment, keep_mtime
@@ -404,8 +404,9 @@ def _data_dir_files(source, dest: Path) -> list[str]:
     recovered: folders of a move between log directories in progress
     (``-future``) or stray logs (``-stray``) are not partitions of this
     directory's log."""
-    copy_own_files(source, dest, leave=(".kafka_cleanshutdown",))
-    return set_aside_notes(source, "recovered")
+    entries = source.list()
+    copy_own_files(source, dest, leave=(CLEAN_SHUTDOWN_FILE,), entries=entries)
+    return set_aside_notes(entries, "recovered")
 
 
 def _start_past_end(out: PartitionRecovery, dest: Path, end: int, checkpoint: int) -> int:
